@@ -1,0 +1,65 @@
+"""Identifier helpers. Trace and span ids follow W3C Trace Context / OpenTelemetry sizes so that the
+runtime events can be shipped to any OTel-compatible backend unchanged."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+
+
+def new_trace_id() -> str:
+    """32 lowercase hex characters, never all zeros."""
+    while True:
+        value = os.urandom(16).hex()
+        if value != "0" * 32:
+            return value
+
+
+def new_span_id() -> str:
+    """16 lowercase hex characters, never all zeros."""
+    while True:
+        value = os.urandom(8).hex()
+        if value != "0" * 16:
+            return value
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{os.urandom(12).hex()}"
+
+
+def is_trace_id(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 32 and _is_hex(value) and value != "0" * 32
+
+
+def is_span_id(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 16 and _is_hex(value) and value != "0" * 16
+
+
+def _is_hex(value: str) -> bool:
+    try:
+        int(value, 16)
+    except ValueError:
+        return False
+    return value == value.lower()
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def iso(dt: datetime) -> str:
+    """ISO-8601 with milliseconds and a ``Z`` suffix, the format every record on disk uses."""
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def now_iso() -> str:
+    return iso(datetime.now(UTC))
+
+
+def parse_iso(value: str) -> datetime:
+    if value.endswith("Z"):
+        value = value[:-1] + "+00:00"
+    dt = datetime.fromisoformat(value)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt

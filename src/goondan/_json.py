@@ -1,0 +1,114 @@
+"""JSON helpers: fast (orjson) encoding, strict JSON-value checks and cheap deep copies.
+
+The runtime copies messages at the boundary of the conversation state so that callers never alias
+stored data; those copies are on the hot path, hence the hand-written copier instead of
+``copy.deepcopy`` (which is several times slower for plain JSON trees).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import orjson
+
+JsonValue = Any  # documented alias: None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]
+JsonObject = dict[str, Any]
+
+
+def dumps(value: Any) -> bytes:
+    return orjson.dumps(value)
+
+
+def dumps_line(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def dumps_pretty(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+
+
+def dumps_str(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def loads(data: bytes | str) -> Any:
+    return orjson.loads(data)
+
+
+def copy_json(value: Any) -> Any:
+    """Deep copy of a JSON tree (dicts and lists are copied, scalars shared)."""
+    t = type(value)
+    if t is dict:
+        return {k: copy_json(v) if type(v) in (dict, list) else v for k, v in value.items()}
+    if t is list:
+        return [copy_json(v) if type(v) in (dict, list) else v for v in value]
+    return value
+
+
+def json_type_name(value: Any) -> str:
+    """The JSON Schema type name of a Python value (``integer`` and ``number`` are distinguished)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if value.is_integer() and math.isfinite(value) else "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def json_problem(value: Any, path: str = "$") -> str | None:
+    """Return a description of the first non-JSON part of ``value``, or None if it is pure JSON."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    seen: set[int] = set()
+    while stack:
+        item, where = stack.pop()
+        t = type(item)
+        if item is None or t is bool or t is int or t is str:
+            continue
+        if t is float:
+            if not math.isfinite(item):
+                return f"{where}: {item!r} is not a finite number"
+            continue
+        if t is dict or t is list:
+            if id(item) in seen:
+                return f"{where}: circular reference"
+            seen.add(id(item))
+            if t is dict:
+                for k, v in item.items():
+                    if type(k) is not str:
+                        return f"{where}: key {k!r} is not a string"
+                    stack.append((v, f"{where}.{k}"))
+            else:
+                for i, v in enumerate(item):
+                    stack.append((v, f"{where}[{i}]"))
+            continue
+        return f"{where}: {t.__name__} is not a JSON value"
+    return None
+
+
+def to_json_value(value: Any) -> Any:
+    """Coerce a tool/handler result into JSON: tuples become lists, non-finite floats strings,
+    unknown objects their ``str``. Used where the spec says "output coerced to JSON"."""
+    t = type(value)
+    if value is None or t is bool or t is int or t is str:
+        return value
+    if t is float:
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {str(k): to_json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_json_value(v) for v in value]
+    if isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    return str(value)
