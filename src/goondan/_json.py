@@ -37,12 +37,67 @@ def loads(data: bytes | str) -> Any:
 
 
 def copy_json(value: Any) -> Any:
-    """Deep copy of a JSON tree (dicts and lists are copied, scalars shared)."""
-    t = type(value)
-    if t is dict:
-        return {k: copy_json(v) if type(v) in (dict, list) else v for k, v in value.items()}
-    if t is list:
-        return [copy_json(v) if type(v) in (dict, list) else v for v in value]
+    """Deep, mutable copy of a JSON tree: dicts and lists (frozen ones included) are copied into
+    plain ``dict``/``list``; scalars are shared."""
+    if isinstance(value, dict):
+        return {k: copy_json(v) if isinstance(v, dict | list) else v for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_json(v) if isinstance(v, dict | list) else v for v in value]
+    return value
+
+
+_READ_ONLY_HINT = (
+    "messages held by the conversation state are read-only; build a changed copy "
+    "(message.copy() or dataclasses.replace) and emit a 'replace' event instead"
+)
+
+
+def _read_only(*_args: Any, **_kwargs: Any) -> Any:
+    raise TypeError(_READ_ONLY_HINT)
+
+
+class FrozenDict(dict[str, Any]):
+    """A dict that refuses mutation. Stored messages are frozen so that reading the conversation
+    state costs no copy yet can never alias-mutate it. It is still a ``dict`` for every reader
+    (``json``, ``orjson``, SDKs)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _read_only
+    __ior__ = _read_only
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return copy_json(self)
+
+    def __reduce__(self) -> Any:
+        return (dict, (copy_json(self),))
+
+
+class FrozenList(list[Any]):
+    """A list that refuses mutation (see :class:`FrozenDict`)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = append = extend = insert = pop = remove = clear = _read_only
+    sort = reverse = __iadd__ = __imul__ = _read_only
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return copy_json(self)
+
+    def __reduce__(self) -> Any:
+        return (list, (copy_json(self),))
+
+
+def freeze_json(value: Any) -> Any:
+    """A frozen deep copy of a JSON tree (the input is never aliased)."""
+    if isinstance(value, dict):
+        return FrozenDict({k: freeze_json(v) if isinstance(v, dict | list) else v for k, v in value.items()})
+    if isinstance(value, list):
+        return FrozenList([freeze_json(v) if isinstance(v, dict | list) else v for v in value])
     return value
 
 

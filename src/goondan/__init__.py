@@ -1,0 +1,66 @@
+"""Goondan for Python: a declarative runtime for swarms of LLM agents.
+
+The public surface is re-exported here. Heavy parts (bundle loading with pydantic and YAML, the
+runtime) are imported on first use so that ``import goondan`` and ``gdn --help`` stay fast.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .conversation import ConversationState
+from .errors import AgentRequestError, ConfigError, ExtensionError, GoondanError, ModelError, StorageError
+from .messages import Message, assistant_message, system_message, user_message
+from .results import StepResult, ToolCall, ToolCallResult, TurnResult
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from .bundle import Bundle, ValidationReport, load_bundle, validate_bundle
+    from .runtime import Runtime, run
+
+_LAZY = {
+    "load_bundle": ("goondan.bundle", "load_bundle"),
+    "validate_bundle": ("goondan.bundle", "validate_bundle"),
+    "Bundle": ("goondan.bundle", "Bundle"),
+    "ValidationReport": ("goondan.bundle", "ValidationReport"),
+    "Runtime": ("goondan.runtime", "Runtime"),
+    "run": ("goondan.runtime", "run"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'goondan' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(target[0]), target[1])
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "AgentRequestError",
+    "Bundle",
+    "ConfigError",
+    "ConversationState",
+    "ExtensionError",
+    "GoondanError",
+    "Message",
+    "ModelError",
+    "Runtime",
+    "StepResult",
+    "StorageError",
+    "ToolCall",
+    "ToolCallResult",
+    "TurnResult",
+    "ValidationReport",
+    "__version__",
+    "assistant_message",
+    "load_bundle",
+    "run",
+    "system_message",
+    "user_message",
+    "validate_bundle",
+]

@@ -1,0 +1,3 @@
+from goondan.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,332 @@
+"""Event-sourced conversation state: ``next_messages = base_messages + SUM(events)``.
+
+The state is maintained incrementally: emitting an event applies it to the current ``next`` list in
+place (O(1) for appends), so a turn never re-folds the whole history. :func:`fold_events` is the
+reference (from-scratch) fold; the property tests check that both always agree.
+
+Messages enter the state as frozen deep copies (``FrozenDict``/``FrozenList``), so reading is free
+and nobody can change stored history behind the event log's back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, overload
+
+from ._json import freeze_json
+from .errors import GoondanError
+from .messages import Message, check_message_event
+
+Warning_ = dict[str, Any]
+
+
+def freeze_message(message: Message) -> Message:
+    """A private, immutable-content copy of ``message`` for storage in the state."""
+    return Message(
+        message.id,
+        freeze_json(message.data),
+        freeze_json(message.metadata),
+        message.created_at,
+        freeze_json(message.source),
+    )
+
+
+def _handle(message: Message) -> Message:
+    """What readers get: a fresh Message object over the frozen contents (so rebinding its
+    attributes cannot touch the state) — far cheaper than a deep copy."""
+    return Message(message.id, message.data, message.metadata, message.created_at, message.source)
+
+
+class MessagesView(Sequence[Message]):
+    """Read-only view of a list of stored messages."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: list[Message]) -> None:
+        self._items = items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        if isinstance(index, slice):
+            return [_handle(m) for m in self._items[index]]
+        return _handle(self._items[index])
+
+    def __iter__(self) -> Iterator[Message]:
+        for m in self._items:
+            yield _handle(m)
+
+    def __repr__(self) -> str:
+        return f"MessagesView({len(self._items)} messages)"
+
+    @property
+    def ids(self) -> list[str]:
+        return [m.id for m in self._items]
+
+
+class LlmMessagesView(Sequence[dict[str, Any]]):
+    """Read-only view of the core-message dicts (``message.data``) of a list of messages."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: list[Message]) -> None:
+        self._items = items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [m.data for m in self._items[index]]
+        return self._items[index].data
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for m in self._items:
+            yield m.data
+
+    def __repr__(self) -> str:
+        return f"LlmMessagesView({len(self._items)} messages)"
+
+
+class EventsView(Sequence[dict[str, Any]]):
+    """Read-only, ordered view of this turn's message events."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: list[dict[str, Any]]) -> None:
+        self._items = items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return [_event_handle(e) for e in self._items[index]]
+        return _event_handle(self._items[index])
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for e in self._items:
+            yield _event_handle(e)
+
+
+def _event_handle(event: dict[str, Any]) -> dict[str, Any]:
+    out = dict(event)
+    msg = out.get("message")
+    if isinstance(msg, Message):
+        out["message"] = _handle(msg)
+    return out
+
+
+def target_missing_warning(event_index: int, target_id: str, event_type: str) -> Warning_:
+    return {
+        "code": "E_MESSAGE_TARGET_NOT_FOUND",
+        "message": f"{event_type} event #{event_index} targets message {target_id!r}, which does not exist; skipped",
+        "eventIndex": event_index,
+        "targetId": target_id,
+    }
+
+
+def _find(items: list[Message], target_id: str) -> int:
+    for i in range(len(items) - 1, -1, -1):  # recent messages are the usual targets
+        if items[i].id == target_id:
+            return i
+    return -1
+
+
+def apply_event(items: list[Message], event: dict[str, Any], event_index: int) -> Warning_ | None:
+    """Apply one checked event to ``items`` in place; return a warning if its target is missing."""
+    etype = event["type"]
+    if etype == "append":
+        items.append(event["message"])
+        return None
+    if etype == "truncate":
+        items.clear()
+        return None
+    target = event["targetId"]
+    pos = _find(items, target)
+    if pos < 0:
+        return target_missing_warning(event_index, target, etype)
+    if etype == "replace":
+        items[pos] = event["message"]
+    else:
+        del items[pos]
+    return None
+
+
+def fold_events(
+    base: Iterable[Message], events: Iterable[dict[str, Any]]
+) -> tuple[list[Message], list[Warning_]]:
+    """Reference fold: apply ``events`` in order to a copy of ``base``."""
+    items = list(base)
+    warnings: list[Warning_] = []
+    for index, event in enumerate(events):
+        w = apply_event(items, event, index)
+        if w is not None:
+            warnings.append(w)
+    return items, warnings
+
+
+EventSink = Callable[[dict[str, Any]], None]
+
+
+class ConversationState:
+    """The conversation of one agent instance during a turn (CONTRACT §4).
+
+    ``base_messages``, ``events`` and ``next_messages`` are read-only views; changes go through
+    :meth:`emit` (exposed to middleware as ``ctx.emit_message_event``).
+    """
+
+    __slots__ = ("_appended", "_append_only", "_base", "_events", "_ids", "_next", "_sink", "warnings")
+
+    def __init__(
+        self,
+        base: Iterable[Message] = (),
+        events: Iterable[dict[str, Any]] = (),
+        *,
+        sink: EventSink | None = None,
+    ) -> None:
+        self._base: list[Message] = [freeze_message(m) for m in base]
+        self._next: list[Message] = list(self._base)
+        self._events: list[dict[str, Any]] = []
+        self._ids: dict[str, int] = {}
+        for m in self._next:
+            self._ids[m.id] = self._ids.get(m.id, 0) + 1
+        self._appended: list[Message] = []
+        self._append_only = True
+        self.warnings: list[Warning_] = []
+        self._sink: EventSink | None = None
+        # residual events recovered from disk are replayed without being written again
+        for event in events:
+            self._apply(check_message_event(event))
+        self._sink = sink
+
+    # --- read side -------------------------------------------------------------------------
+
+    @property
+    def base_messages(self) -> MessagesView:
+        return MessagesView(self._base)
+
+    @property
+    def events(self) -> EventsView:
+        return EventsView(self._events)
+
+    @property
+    def next_messages(self) -> MessagesView:
+        return MessagesView(self._next)
+
+    def to_llm_messages(self) -> LlmMessagesView:
+        return LlmMessagesView(self._next)
+
+    def __len__(self) -> int:
+        return len(self._next)
+
+    def has_message(self, message_id: str) -> bool:
+        return message_id in self._ids
+
+    def last_message(self) -> Message | None:
+        return _handle(self._next[-1]) if self._next else None
+
+    # --- write side ------------------------------------------------------------------------
+
+    def emit(self, event: Any) -> None:
+        """Validate, persist (through the sink) and apply one message event."""
+        checked = check_message_event(event)
+        msg = checked.get("message")
+        if msg is not None:
+            checked["message"] = msg = freeze_message(msg)
+            replaced = checked.get("targetId")
+            if msg.id in self._ids and msg.id != replaced:
+                raise GoondanError(
+                    "E_MESSAGE_DUPLICATE_ID",
+                    f"a message with id {msg.id!r} is already in the conversation",
+                    suggestion="Build new messages with goondan.messages helpers, which assign fresh ids.",
+                )
+        if self._sink is not None:
+            self._sink(checked)
+        self._apply(checked)
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        index = len(self._events)
+        etype = event["type"]
+        items = self._next
+        warning: Warning_ | None = None
+        if etype == "append":
+            msg = event["message"]
+            items.append(msg)
+            self._ids[msg.id] = self._ids.get(msg.id, 0) + 1
+            self._appended.append(msg)
+        elif etype == "truncate":
+            items.clear()
+            self._ids.clear()
+            self._append_only = False
+        else:
+            self._append_only = False
+            target = event["targetId"]
+            pos = _find(items, target)
+            if pos < 0:
+                warning = target_missing_warning(index, target, etype)
+                self.warnings.append(warning)
+            else:
+                self._forget(target)
+                if etype == "replace":
+                    msg = event["message"]
+                    items[pos] = msg
+                    self._ids[msg.id] = self._ids.get(msg.id, 0) + 1
+                else:
+                    del items[pos]
+        self._events.append(event)
+
+    def _forget(self, message_id: str) -> None:
+        count = self._ids.get(message_id, 0)
+        if count <= 1:
+            self._ids.pop(message_id, None)
+        else:
+            self._ids[message_id] = count - 1
+
+    # --- commit ----------------------------------------------------------------------------
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self._events)
+
+    def pending_commit(self) -> tuple[list[Message], list[Message] | None]:
+        """What the turn end must persist: the folded messages, and the appended messages alone
+        when the turn only appended (so storage can append lines instead of rewriting)."""
+        if self._append_only and len(self._next) == len(self._base) + len(self._appended):
+            return self._next, list(self._appended)
+        return self._next, None
+
+    def fold(self) -> None:
+        """Make ``next`` the new base and clear the events (after the commit is durable)."""
+        if not self._events:
+            return
+        if self._append_only and len(self._next) == len(self._base) + len(self._appended):
+            self._base.extend(self._appended)
+        else:
+            self._base = list(self._next)
+        self._events = []
+        self._appended = []
+        self._append_only = True
+
+
+__all__ = [
+    "ConversationState",
+    "EventsView",
+    "LlmMessagesView",
+    "MessagesView",
+    "apply_event",
+    "fold_events",
+]

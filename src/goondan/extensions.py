@@ -1,0 +1,335 @@
+"""The extension API (``pipeline``, ``tools``, ``state``, ``events``, ``logger``) and the loader.
+
+Extensions load in ``Agent.spec.extensions`` order and each ``register`` is awaited before the next
+one starts (seed 001 §2.1), so an extension can rely on everything registered before it. Failures
+are :class:`~goondan.errors.ExtensionError` with the standard codes and the extension's name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from ._json import copy_json, dumps, json_problem
+from ._modules import import_path
+from .errors import ExtensionError, GoondanError
+from .pipeline import ExtensionPipeline, PipelineRegistry
+from .tools import ToolRegistry
+
+log = logging.getLogger("goondan.extensions")
+
+RUNTIME_EVENT_TYPES = (
+    "turn.started",
+    "turn.completed",
+    "turn.failed",
+    "step.started",
+    "step.completed",
+    "step.failed",
+    "tool.called",
+    "tool.completed",
+    "tool.failed",
+)
+
+_REMOVED_API = {
+    "pipelines": "api.pipelines (mutate/wrap pipeline points) was removed in goondan.ai/v1",
+    "extState": "api.extState was replaced by api.state in goondan.ai/v1",
+    "ext_state": "api.extState was replaced by api.state in goondan.ai/v1",
+    "swarmBundle": "api.swarmBundle was removed in goondan.ai/v1",
+    "swarm_bundle": "api.swarmBundle was removed in goondan.ai/v1",
+    "instance": "api.instance (shared instance state) was removed in goondan.ai/v1",
+    "oauth": "api.oauth was removed in goondan.ai/v1",
+}
+
+
+# --- events -------------------------------------------------------------------------------------
+
+
+class EventBus:
+    """In-process pub/sub shared by the extensions of one agent instance. Handler errors are logged
+    and never reach the emitter or other handlers."""
+
+    __slots__ = ("_handlers", "_tasks")
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, list[tuple[str | None, Callable[..., Any]]]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def on(self, event: str, handler: Callable[..., Any], owner: str | None = None) -> Callable[[], None]:
+        if not isinstance(event, str) or not event:
+            raise GoondanError("E_EVENT_NAME_INVALID", "api.events.on needs a non-empty event name")
+        if not callable(handler):
+            raise GoondanError("E_EVENT_HANDLER_INVALID", f"handler for {event!r} is not callable")
+        entry = (owner, handler)
+        self._handlers.setdefault(event, []).append(entry)
+
+        def unsubscribe() -> None:
+            handlers = self._handlers.get(event)
+            if handlers and entry in handlers:
+                handlers.remove(entry)
+
+        return unsubscribe
+
+    def has_handlers(self, event: str) -> bool:
+        return bool(self._handlers.get(event))
+
+    def emit(self, event: str, *args: Any) -> None:
+        """Fire-and-forget: sync handlers run now, async handlers are scheduled."""
+        for owner, handler in list(self._handlers.get(event, ())):
+            try:
+                result = handler(*args)
+                if inspect.isawaitable(result):
+                    self._schedule(result, event, owner)
+            except Exception:
+                log.exception("event handler for %r (extension %s) failed", event, owner)
+
+    async def deliver(self, event: str, *args: Any) -> None:
+        """Like :meth:`emit` but awaits async handlers, so runtime events reach subscribers in order."""
+        handlers = self._handlers.get(event)
+        if not handlers:
+            return
+        for owner, handler in list(handlers):
+            try:
+                result = handler(*args)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("event handler for %r (extension %s) failed", event, owner)
+
+    def _schedule(self, awaitable: Any, event: str, owner: str | None) -> None:
+        async def run() -> None:
+            try:
+                await awaitable
+            except Exception:
+                log.exception("event handler for %r (extension %s) failed", event, owner)
+
+        try:
+            task = asyncio.get_running_loop().create_task(run())
+        except RuntimeError:
+            log.error("async handler for %r (extension %s) emitted outside an event loop", event, owner)
+            awaitable.close() if hasattr(awaitable, "close") else None
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+class ExtensionEvents:
+    """``api.events`` for one extension."""
+
+    __slots__ = ("_bus", "_name")
+
+    def __init__(self, bus: EventBus, name: str) -> None:
+        self._bus = bus
+        self._name = name
+
+    def on(self, event: str, handler: Callable[..., Any]) -> Callable[[], None]:
+        return self._bus.on(event, handler, self._name)
+
+    def emit(self, event: str, *args: Any) -> None:
+        self._bus.emit(event, *args)
+
+
+# --- state --------------------------------------------------------------------------------------
+
+
+class StateBackend(Protocol):
+    def load_extension_state(self, extension_name: str) -> Any | None: ...
+
+    def save_extension_state(self, extension_name: str, value: Any) -> None: ...
+
+
+class ExtensionState:
+    """``api.state``: one JSON value per extension per agent instance. Restored when the instance
+    starts, written at turn end only when it changed."""
+
+    __slots__ = ("_backend", "_name", "_saved", "_value")
+
+    def __init__(self, backend: StateBackend, name: str) -> None:
+        self._backend = backend
+        self._name = name
+        self._value: Any = backend.load_extension_state(name)
+        self._saved: bytes = dumps(self._value)
+
+    async def get(self) -> Any:
+        """The current value (a copy: changing it changes nothing until ``set``), or ``None``."""
+        return copy_json(self._value)
+
+    async def set(self, value: Any) -> None:
+        problem = json_problem(value, "state")
+        if problem:
+            raise GoondanError(
+                "E_EXT_STATE_INVALID",
+                f"extension '{self._name}' state must be JSON: {problem}",
+                suggestion="Store only dicts, lists, strings, numbers, booleans and None.",
+            )
+        self._value = copy_json(value)
+
+    def value(self) -> Any:
+        return self._value
+
+    @property
+    def dirty(self) -> bool:
+        return dumps(self._value) != self._saved
+
+    def save_if_changed(self) -> bool:
+        data = dumps(self._value)
+        if data == self._saved:
+            return False
+        self._backend.save_extension_state(self._name, self._value)
+        self._saved = data
+        return True
+
+
+# --- tools --------------------------------------------------------------------------------------
+
+
+class ExtensionTools:
+    """``api.tools`` for one extension."""
+
+    __slots__ = ("_name", "_registry")
+
+    def __init__(self, registry: ToolRegistry, name: str) -> None:
+        self._registry = registry
+        self._name = name
+
+    def register(self, item: Mapping[str, Any], handler: Callable[..., Any]) -> None:
+        self._registry.register_dynamic(self._name, item, handler)
+
+
+# --- the API object -------------------------------------------------------------------------------
+
+
+class ExtensionApi:
+    """What ``register(api)`` receives. Only these five parts exist (seed 001 §10)."""
+
+    __slots__ = ("_name", "events", "logger", "pipeline", "state", "tools")
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        pipeline: PipelineRegistry,
+        tools: ToolRegistry,
+        state: ExtensionState,
+        bus: EventBus,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self._name = name
+        self.pipeline = ExtensionPipeline(pipeline, name)
+        self.tools = ExtensionTools(tools, name)
+        self.state = state
+        self.events = ExtensionEvents(bus, name)
+        self.logger = logger or logging.getLogger(f"goondan.extension.{name}")
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr in _REMOVED_API:
+            raise ExtensionError(
+                "E_EXT_COMPAT",
+                _REMOVED_API[attr],
+                extension_name=self._name,
+                suggestion="Use the five goondan.ai/v1 parts: api.pipeline.register(...), api.tools.register(...), "
+                "api.state.get()/set(), api.events.on()/emit() and api.logger.",
+            )
+        raise AttributeError(
+            f"ExtensionApi has no attribute {attr!r}; it offers pipeline, tools, state, events and logger"
+        )
+
+
+# --- loading ------------------------------------------------------------------------------------
+
+
+def _wrap_register_error(name: str, exc: BaseException) -> ExtensionError:
+    if isinstance(exc, ExtensionError):
+        if exc.extension_name is None:
+            exc.extension_name = name
+        return exc
+    if isinstance(exc, GoondanError):
+        return ExtensionError(
+            "E_EXT_INIT",
+            f"failed to initialize extension {name}: [{exc.code}] {exc.message}",
+            extension_name=name,
+            suggestion=exc.suggestion or "Fix the error raised inside register().",
+        )
+    return ExtensionError(
+        "E_EXT_INIT",
+        f"failed to initialize extension {name}: {type(exc).__name__}: {exc}",
+        extension_name=name,
+        suggestion="Fix the error raised inside register(); run the agent with -v to see the traceback.",
+    )
+
+
+def _check_config(name: str, module: Any, config: dict[str, Any]) -> None:
+    schema = getattr(module, "CONFIG_SCHEMA", None)
+    if schema is None:
+        return
+    from ._argcheck import check_args
+
+    issues = [i.replace("args", "config", 1) for i in check_args(schema, config)]
+    if issues:
+        raise ExtensionError(
+            "E_EXT_CONFIG",
+            f"invalid config for extension {name}: " + "; ".join(issues[:5]),
+            extension_name=name,
+            suggestion="Fix the Extension's spec.config (or the agent's per-reference config).",
+        )
+
+
+def load_module(name: str, entry: Path) -> Any:
+    try:
+        module = import_path(entry)
+    except FileNotFoundError as exc:
+        raise ExtensionError(
+            "E_EXT_LOAD",
+            f"extension {name}: entry {entry} not found",
+            extension_name=name,
+            suggestion="Check spec.entry of the Extension resource.",
+        ) from exc
+    except Exception as exc:
+        raise ExtensionError(
+            "E_EXT_LOAD",
+            f"extension {name}: importing {entry.name} failed: {type(exc).__name__}: {exc}",
+            extension_name=name,
+            suggestion=f"Run `python {entry}` to see the import error.",
+        ) from exc
+    return module
+
+
+async def register_extension(name: str, module: Any, api: ExtensionApi, config: dict[str, Any]) -> None:
+    register = getattr(module, "register", None)
+    if not callable(register):
+        raise ExtensionError(
+            "E_EXT_LOAD",
+            f"extension {name} does not define register(api)",
+            extension_name=name,
+            suggestion="Add `def register(api, config): ...` (sync or async) to the extension module.",
+        )
+    _check_config(name, module, config)
+    try:
+        params = [
+            p
+            for p in inspect.signature(register).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+        ]
+        takes_config = len(params) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+    except (TypeError, ValueError):
+        takes_config = False
+    try:
+        result = register(api, copy_json(config)) if takes_config else register(api)
+        if inspect.isawaitable(result):
+            await result
+    except BaseException as exc:
+        if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
+            raise
+        raise _wrap_register_error(name, exc) from exc
+
+
+__all__ = [
+    "RUNTIME_EVENT_TYPES",
+    "EventBus",
+    "ExtensionApi",
+    "ExtensionState",
+    "register_extension",
+]

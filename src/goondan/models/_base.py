@@ -1,0 +1,66 @@
+"""The provider protocol every model adapter implements.
+
+The runtime calls :meth:`ModelAdapter.generate` once per step with the step's messages (system
+messages included, in place) and the step's tool catalog verbatim. Real providers (issue: real model
+providers) plug in behind the same protocol, which is why the request carries ``params`` untouched
+and the response reports usage and the provider's raw finish reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+TextDeltaCallback = Callable[[str], None]
+
+
+@dataclasses.dataclass(slots=True)
+class ModelRequest:
+    messages: Sequence[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    params: dict[str, Any]
+    model: str
+    agent_name: str
+    instance_key: str
+    on_text_delta: TextDeltaCallback | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class ModelToolCall:
+    id: str
+    name: str
+    args: Any  # a dict when well-formed; anything else is reported as malformed by the runtime
+
+
+@dataclasses.dataclass(slots=True)
+class ModelResponse:
+    text: str | None = None
+    tool_calls: list[ModelToolCall] = dataclasses.field(default_factory=list)
+    usage: dict[str, int] | None = None
+    finish_reason: str | None = None
+    raw_finish_reason: str | None = None
+    issues: list[str] = dataclasses.field(default_factory=list)
+
+
+class ModelAdapter(Protocol):
+    provider: str
+
+    async def generate(self, request: ModelRequest) -> ModelResponse: ...
+
+    async def aclose(self) -> None: ...
+
+
+def normalize_usage(usage: Any) -> dict[str, int] | None:
+    if not isinstance(usage, dict):
+        return None
+    out: dict[str, int] = {}
+    for key in ("promptTokens", "completionTokens", "totalTokens"):
+        value = usage.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            out[key] = value
+    if not out:
+        return None
+    if "totalTokens" not in out:
+        out["totalTokens"] = out.get("promptTokens", 0) + out.get("completionTokens", 0)
+    return out

@@ -1,0 +1,105 @@
+"""The ``python`` provider: a user module's ``generate(request)`` is the model (CONTRACT §3).
+
+Useful for tests, deterministic demos and wrapping any in-house inference code.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+from .._ids import new_id
+from .._modules import import_path
+from ..errors import ModelError
+from ._base import ModelRequest, ModelResponse, ModelToolCall, normalize_usage
+
+
+class PythonModel:
+    provider = "python"
+
+    def __init__(self, entry: Path, model: str) -> None:
+        self._entry = entry
+        self._model = model
+        self._fn: Any = None
+
+    def _load(self) -> Any:
+        if self._fn is None:
+            try:
+                module = import_path(self._entry)
+            except Exception as exc:
+                raise ModelError(
+                    "E_MODEL_LOAD",
+                    f"cannot import python model {self._entry}: {type(exc).__name__}: {exc}",
+                    suggestion="Fix the module so that `python <file>` imports cleanly.",
+                ) from exc
+            fn = getattr(module, "generate", None)
+            if not callable(fn):
+                raise ModelError(
+                    "E_MODEL_LOAD",
+                    f"python model {self._entry} has no generate(request) function",
+                    suggestion="Define `def generate(request): return {'text': '...'}` in the module.",
+                )
+            self._fn = fn
+        return self._fn
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        fn = self._load()
+        try:
+            out = fn(request)
+            if inspect.isawaitable(out):
+                out = await out
+        except ModelError:
+            raise
+        except Exception as exc:
+            raise ModelError(
+                "E_MODEL_CALL",
+                f"python model generate() raised {type(exc).__name__}: {exc}",
+            ) from exc
+        return parse_model_output(out, where=f"python model {self._entry.name}")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def parse_model_output(out: Any, *, where: str) -> ModelResponse:
+    """Turn the dict a python/scripted model returns into a :class:`ModelResponse`.
+
+    Shape errors in individual tool calls are reported as ``issues`` (the runtime retries them as
+    malformed tool calls); a result that is not a dict at all is a model error."""
+    if not isinstance(out, dict):
+        raise ModelError(
+            "E_MODEL_BAD_RESPONSE",
+            f"{where} returned {type(out).__name__}; expected a dict like "
+            "{'text': str | None, 'toolCalls': [{'name', 'args'}]}",
+        )
+    text = out.get("text")
+    if text is not None and not isinstance(text, str):
+        raise ModelError("E_MODEL_BAD_RESPONSE", f"{where} returned a non-string 'text'")
+    raw_calls = out.get("toolCalls") or []
+    if not isinstance(raw_calls, list):
+        raise ModelError("E_MODEL_BAD_RESPONSE", f"{where} returned 'toolCalls' that is not a list")
+    calls: list[ModelToolCall] = []
+    issues: list[str] = []
+    for index, raw in enumerate(raw_calls):
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw.get("name"):
+            issues.append(f"toolCalls[{index}] needs a string 'name'")
+            continue
+        call_id = raw.get("id")
+        calls.append(
+            ModelToolCall(
+                call_id if isinstance(call_id, str) and call_id else new_id("call"),
+                raw["name"],
+                raw.get("args", {}),
+            )
+        )
+    finish = out.get("finishReason")
+    finish = finish if isinstance(finish, str) and finish.strip() else None
+    return ModelResponse(
+        text=text,
+        tool_calls=calls,
+        usage=normalize_usage(out.get("usage")),
+        finish_reason=finish or ("tool-calls" if calls else "stop"),
+        raw_finish_reason=finish,
+        issues=issues,
+    )

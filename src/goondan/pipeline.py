@@ -1,0 +1,493 @@
+"""The three onion middleware chains: ``turn``, ``step`` and ``toolCall`` (seed 004, CONTRACT §5).
+
+Ordering: ascending ``priority`` (lower is outer), then registration order — and since extensions
+register in ``Agent.spec.extensions`` order, the first extension's middleware is outermost.
+
+Each layer gets its own small context object that shares one state record with the other layers of
+the same call, so mutations of ``tool_catalog``, ``args`` and ``metadata`` are seen by every layer
+and by the core, while ``next()`` stays bound to the layer that received it (and may be called at
+most once). The chain is walked with plain coroutines — no task, no closure per layer — because it
+runs for every turn, every step and every tool call.
+"""
+
+from __future__ import annotations
+
+import bisect
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+
+from .errors import ExtensionError, GoondanError
+from .results import StepResult, ToolCallResult, TurnResult
+
+if TYPE_CHECKING:
+    from .conversation import ConversationState
+
+MiddlewareType = Literal["turn", "step", "toolCall"]
+MIDDLEWARE_TYPES: tuple[MiddlewareType, ...] = ("turn", "step", "toolCall")
+
+R = TypeVar("R", TurnResult, StepResult, ToolCallResult)
+S = TypeVar("S")
+
+
+class _Entry:
+    __slots__ = ("extension", "fn", "priority", "seq")
+
+    def __init__(self, fn: Callable[[Any], Any], priority: int, seq: int, extension: str | None) -> None:
+        self.fn = fn
+        self.priority = priority
+        self.seq = seq
+        self.extension = extension
+
+    def sort_key(self) -> tuple[int, int]:
+        return (self.priority, self.seq)
+
+
+_RESULT_TYPES: dict[str, type] = {"turn": TurnResult, "step": StepResult, "toolCall": ToolCallResult}
+
+
+class Chain(Generic[S, R]):
+    """One middleware chain around a core function ``core(state) -> awaitable result``."""
+
+    __slots__ = ("_core", "_ctx_cls", "_entries", "_n", "_result_type", "_type")
+
+    def __init__(
+        self,
+        mtype: MiddlewareType,
+        entries: list[_Entry],
+        ctx_cls: Callable[[S, Chain[S, R], int], Any],
+        core: Callable[[S], Awaitable[R]],
+    ) -> None:
+        self._type = mtype
+        self._entries = entries
+        self._n = len(entries)
+        self._ctx_cls = ctx_cls
+        self._core = core
+        self._result_type = _RESULT_TYPES[mtype]
+
+    def run(self, state: S) -> Awaitable[R]:
+        if self._n == 0:
+            return self._core(state)
+        return self._invoke(0, state)
+
+    async def _invoke(self, pos: int, state: S) -> R:
+        if pos == self._n:
+            return await self._core(state)
+        entry = self._entries[pos]
+        result = entry.fn(self._ctx_cls(state, self, pos + 1))
+        if inspect.isawaitable(result):
+            result = await result
+        if type(result) is not self._result_type and not isinstance(result, self._result_type):
+            raise GoondanError(
+                "E_PIPELINE_BAD_RESULT",
+                f"{self._type} middleware {_describe(entry)} returned {type(result).__name__}, "
+                f"expected {self._result_type.__name__}",
+                suggestion="Return the value of `await ctx.next()` (or a dataclasses.replace of it).",
+            )
+        return result  # type: ignore[no-any-return]
+
+
+def _describe(entry: _Entry) -> str:
+    name = getattr(entry.fn, "__qualname__", repr(entry.fn))
+    if entry.extension:
+        return f"{name!s} of extension '{entry.extension}'"
+    return str(name)
+
+
+class _LayerContext(Generic[S, R]):
+    """Base of the three context types: the per-layer ``next()`` and the shared state record."""
+
+    __slots__ = ("_chain", "_pos", "_s", "_used")
+
+    def __init__(self, state: S, chain: Chain[S, R], pos: int) -> None:
+        self._s = state
+        self._chain = chain
+        self._pos = pos
+        self._used = False
+
+    def next(self) -> Awaitable[R]:
+        """Run the inner layers (and finally the core) and return their result. At most once."""
+        if self._used:
+            raise GoondanError(
+                "E_PIPELINE_NEXT_TWICE",
+                "ctx.next() was called twice by the same middleware invocation",
+                suggestion="Call next() once; express retries by returning a changed result or raising.",
+            )
+        self._used = True
+        return self._chain._invoke(self._pos, self._s)
+
+
+# --- shared state records ------------------------------------------------------------------
+
+
+class TurnState:
+    """Everything one turn's contexts share."""
+
+    __slots__ = (
+        "agent_name",
+        "agents",
+        "conversation_state",
+        "emit_message_event",
+        "input_event",
+        "instance_key",
+        "internal",
+        "metadata",
+        "runtime",
+        "trace_id",
+        "turn",
+        "turn_id",
+    )
+
+    def __init__(
+        self,
+        *,
+        agent_name: str,
+        instance_key: str,
+        turn_id: str,
+        trace_id: str,
+        input_event: dict[str, Any],
+        conversation_state: ConversationState,
+        emit_message_event: Callable[[Any], None],
+        agents: Any,
+        runtime: Any,
+        turn: Turn,
+    ) -> None:
+        self.agent_name = agent_name
+        self.instance_key = instance_key
+        self.turn_id = turn_id
+        self.trace_id = trace_id
+        self.input_event = input_event
+        self.conversation_state = conversation_state
+        self.emit_message_event = emit_message_event
+        self.agents = agents
+        self.runtime = runtime
+        self.metadata: dict[str, Any] = {}
+        self.turn = turn
+        self.internal: Any = None  # the runtime's private per-turn bookkeeping
+
+
+class Turn:
+    """The turn as seen from a step (``ctx.turn``)."""
+
+    __slots__ = ("agent_name", "id", "input_event", "metadata", "status", "steps")
+
+    def __init__(self, turn_id: str, agent_name: str, input_event: dict[str, Any]) -> None:
+        self.id = turn_id
+        self.agent_name = agent_name
+        self.input_event = input_event
+        self.steps: list[StepResult] = []
+        self.status = "running"
+        self.metadata: dict[str, Any] = {}
+
+    @property
+    def step_count(self) -> int:
+        return len(self.steps)
+
+
+class StepState:
+    __slots__ = ("metadata", "step_index", "tool_catalog", "turn_state")
+
+    def __init__(self, turn_state: TurnState, step_index: int, tool_catalog: list[dict[str, Any]]) -> None:
+        self.turn_state = turn_state
+        self.step_index = step_index
+        self.tool_catalog = tool_catalog
+        self.metadata: dict[str, Any] = {}
+
+
+class ToolCallState:
+    __slots__ = ("args", "metadata", "step_state", "tool_call_id", "tool_name")
+
+    def __init__(self, step_state: StepState, tool_name: str, tool_call_id: str, args: dict[str, Any]) -> None:
+        self.step_state = step_state
+        self.tool_name = tool_name
+        self.tool_call_id = tool_call_id
+        self.args = args
+        self.metadata: dict[str, Any] = {}
+
+
+# --- contexts --------------------------------------------------------------------------------
+
+
+class TurnContext(_LayerContext[TurnState, TurnResult]):
+    """Context of a ``turn`` middleware."""
+
+    __slots__ = ()
+
+    @property
+    def agent_name(self) -> str:
+        return self._s.agent_name
+
+    @property
+    def instance_key(self) -> str:
+        return self._s.instance_key
+
+    @property
+    def turn_id(self) -> str:
+        return self._s.turn_id
+
+    @property
+    def trace_id(self) -> str:
+        return self._s.trace_id
+
+    @property
+    def input_event(self) -> dict[str, Any]:
+        return self._s.input_event
+
+    @property
+    def conversation_state(self) -> ConversationState:
+        return self._s.conversation_state
+
+    def emit_message_event(self, event: Any) -> None:
+        self._s.emit_message_event(event)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self._s.metadata
+
+    @metadata.setter
+    def metadata(self, value: dict[str, Any]) -> None:
+        self._s.metadata = _require_dict(value, "metadata")
+
+    @property
+    def agents(self) -> Any:
+        return self._s.agents
+
+    @property
+    def runtime(self) -> Any:
+        return self._s.runtime
+
+
+class StepContext(_LayerContext[StepState, StepResult]):
+    """Context of a ``step`` middleware. ``tool_catalog`` may be replaced or edited before
+    ``next()``; the model call of this step sees the result."""
+
+    __slots__ = ()
+
+    @property
+    def agent_name(self) -> str:
+        return self._s.turn_state.agent_name
+
+    @property
+    def instance_key(self) -> str:
+        return self._s.turn_state.instance_key
+
+    @property
+    def turn_id(self) -> str:
+        return self._s.turn_state.turn_id
+
+    @property
+    def trace_id(self) -> str:
+        return self._s.turn_state.trace_id
+
+    @property
+    def turn(self) -> Turn:
+        return self._s.turn_state.turn
+
+    @property
+    def step_index(self) -> int:
+        return self._s.step_index
+
+    @property
+    def input_event(self) -> dict[str, Any]:
+        return self._s.turn_state.input_event
+
+    @property
+    def conversation_state(self) -> ConversationState:
+        return self._s.turn_state.conversation_state
+
+    def emit_message_event(self, event: Any) -> None:
+        self._s.turn_state.emit_message_event(event)
+
+    @property
+    def tool_catalog(self) -> list[dict[str, Any]]:
+        return self._s.tool_catalog
+
+    @tool_catalog.setter
+    def tool_catalog(self, value: list[dict[str, Any]]) -> None:
+        if not isinstance(value, list):
+            value = list(value)
+        self._s.tool_catalog = value
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self._s.metadata
+
+    @metadata.setter
+    def metadata(self, value: dict[str, Any]) -> None:
+        self._s.metadata = _require_dict(value, "metadata")
+
+    @property
+    def agents(self) -> Any:
+        return self._s.turn_state.agents
+
+    @property
+    def runtime(self) -> Any:
+        return self._s.turn_state.runtime
+
+
+class ToolCallContext(_LayerContext[ToolCallState, ToolCallResult]):
+    """Context of a ``toolCall`` middleware. ``args`` may be replaced or edited before ``next()``;
+    the handler receives the result. There is deliberately no ``agents`` here (seed 001 §2.2)."""
+
+    __slots__ = ()
+
+    @property
+    def agent_name(self) -> str:
+        return self._s.step_state.turn_state.agent_name
+
+    @property
+    def instance_key(self) -> str:
+        return self._s.step_state.turn_state.instance_key
+
+    @property
+    def turn_id(self) -> str:
+        return self._s.step_state.turn_state.turn_id
+
+    @property
+    def trace_id(self) -> str:
+        return self._s.step_state.turn_state.trace_id
+
+    @property
+    def step_index(self) -> int:
+        return self._s.step_state.step_index
+
+    @property
+    def tool_name(self) -> str:
+        return self._s.tool_name
+
+    @property
+    def tool_call_id(self) -> str:
+        return self._s.tool_call_id
+
+    @property
+    def args(self) -> dict[str, Any]:
+        return self._s.args
+
+    @args.setter
+    def args(self, value: dict[str, Any]) -> None:
+        self._s.args = _require_dict(value, "args")
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self._s.metadata
+
+    @metadata.setter
+    def metadata(self, value: dict[str, Any]) -> None:
+        self._s.metadata = _require_dict(value, "metadata")
+
+
+def _require_dict(value: Any, name: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"ctx.{name} must be a dict, got {type(value).__name__}")
+    return value
+
+
+_CTX_CLASSES: dict[str, type[_LayerContext[Any, Any]]] = {
+    "turn": TurnContext,
+    "step": StepContext,
+    "toolCall": ToolCallContext,
+}
+
+_REMOVED_PIPELINE_API = {
+    "mutate": "api.pipeline.mutate(point, fn) was removed in goondan.ai/v1",
+    "wrap": "api.pipeline.wrap(point, fn) was removed in goondan.ai/v1",
+}
+
+
+class PipelineRegistry:
+    """All middleware of one agent instance, kept sorted per type."""
+
+    __slots__ = ("_entries", "_seq", "_version")
+
+    def __init__(self) -> None:
+        self._entries: dict[str, list[_Entry]] = {t: [] for t in MIDDLEWARE_TYPES}
+        self._seq = 0
+        self._version = 0
+
+    def register(
+        self,
+        type: str,
+        fn: Callable[[Any], Any],
+        *,
+        priority: int = 0,
+        extension: str | None = None,
+    ) -> None:
+        if type not in self._entries:
+            raise ExtensionError(
+                "E_EXT_COMPAT",
+                f"unknown middleware type {type!r}",
+                extension_name=extension,
+                suggestion="Register 'turn', 'step' or 'toolCall' middleware (the v0.9 pipeline points "
+                "such as 'step.pre' or 'toolCall.exec' map onto these three).",
+            )
+        if not callable(fn):
+            raise ExtensionError(
+                "E_EXT_INIT",
+                f"{type} middleware must be callable, got {fn!r}",
+                extension_name=extension,
+                suggestion="Pass an `async def mw(ctx)` function.",
+            )
+        if isinstance(priority, bool) or not isinstance(priority, int | float):
+            raise ExtensionError(
+                "E_EXT_INIT",
+                f"middleware priority must be a number, got {priority!r}",
+                extension_name=extension,
+            )
+        self._seq += 1
+        entry = _Entry(fn, int(priority), self._seq, extension)
+        entries = self._entries[type]
+        bisect.insort(entries, entry, key=_Entry.sort_key)
+        self._version += 1
+
+    def entries(self, mtype: MiddlewareType) -> list[_Entry]:
+        return self._entries[mtype]
+
+    def describe(self, mtype: MiddlewareType) -> list[tuple[str | None, int]]:
+        """``(extension, priority)`` of each middleware, outermost first."""
+        return [(e.extension, e.priority) for e in self._entries[mtype]]
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def chain(self, mtype: MiddlewareType, core: Callable[[Any], Awaitable[Any]]) -> Chain[Any, Any]:
+        return Chain(mtype, list(self._entries[mtype]), _CTX_CLASSES[mtype], core)
+
+
+class ExtensionPipeline:
+    """``api.pipeline``: one extension's view of the registry."""
+
+    __slots__ = ("_extension", "_registry")
+
+    def __init__(self, registry: PipelineRegistry, extension: str) -> None:
+        self._registry = registry
+        self._extension = extension
+
+    def register(self, type: str, fn: Callable[[Any], Any], *, priority: int = 0) -> None:
+        self._registry.register(type, fn, priority=priority, extension=self._extension)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _REMOVED_PIPELINE_API:
+            raise ExtensionError(
+                "E_EXT_COMPAT",
+                _REMOVED_PIPELINE_API[name],
+                extension_name=self._extension,
+                suggestion="Use api.pipeline.register('turn' | 'step' | 'toolCall', middleware) and do the "
+                "work before or after `await ctx.next()`.",
+            )
+        raise AttributeError(name)
+
+
+__all__ = [
+    "MIDDLEWARE_TYPES",
+    "Chain",
+    "ExtensionPipeline",
+    "PipelineRegistry",
+    "StepContext",
+    "StepState",
+    "ToolCallContext",
+    "ToolCallState",
+    "Turn",
+    "TurnContext",
+    "TurnState",
+]

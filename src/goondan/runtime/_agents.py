@@ -1,0 +1,423 @@
+"""Inter-agent calls: ``ctx.agents`` (turn/step middleware) and ``ctx.runtime`` of tool handlers.
+
+Both go through one routing path (:meth:`AgentsHub.request`), so the rules are the same whichever
+way a call starts: the target instance is spawned on demand, the caller's trace id and ``auth`` are
+carried over, the callee turn's parent span is the caller's span, and every call carries the call
+stack so that a cycle (A→B→A, through tools, middleware or both, and self-calls) fails at once with
+``CIRCULAR_CALL_DETECTED`` instead of deadlocking until a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+from typing import TYPE_CHECKING, Any
+
+from .._ids import new_id, now_iso
+from .._json import copy_json
+from ..errors import AgentRequestError
+from ..messages import user_message
+
+if TYPE_CHECKING:
+    from ..pipeline import TurnState
+    from ._instance import AgentInstance
+    from ._runtime import Runtime
+
+DEFAULT_TIMEOUT_MS = 60000
+INBOX_LIMIT = 256
+
+
+def normalize_timeout(value: Any) -> int:
+    """Positive finite integers are kept; anything else means the default (60 s)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return DEFAULT_TIMEOUT_MS
+    if not math.isfinite(value) or value <= 0 or int(value) != value:
+        return DEFAULT_TIMEOUT_MS
+    return int(value)
+
+
+@dataclasses.dataclass(slots=True)
+class AgentRequestResult:
+    target: str
+    response: str
+    correlation_id: str
+    accepted: bool = True
+    async_: bool = False
+    event_id: str = ""
+    instance_key: str = ""
+
+
+@dataclasses.dataclass(slots=True)
+class AgentSendResult:
+    accepted: bool
+    target: str = ""
+    event_id: str = ""
+
+
+def _node(agent: str, key: str) -> str:
+    return f"{agent}@{key}"
+
+
+class AgentsHub:
+    """Routes inter-agent events between instances of one runtime."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._spawned: dict[tuple[str, str], list[dict[str, Any]]] = {}
+
+    def middleware_api(self, instance: AgentInstance, turn_state: TurnState) -> MiddlewareAgents:
+        return MiddlewareAgents(self, instance, turn_state)
+
+    def tool_runtime(self, instance: AgentInstance, turn_state: TurnState, span_id: str | None) -> ToolRuntime:
+        return ToolRuntime(self, instance, turn_state, span_id)
+
+    # --- routing ------------------------------------------------------------------------------
+
+    def _build_event(
+        self,
+        caller: AgentInstance,
+        turn_state: TurnState,
+        target: str,
+        text: Any,
+        key: str,
+        metadata: dict[str, Any] | None,
+        *,
+        event_type: str,
+        call_source: str,
+        parent_span: str | None,
+        correlation_id: str | None,
+    ) -> dict[str, Any]:
+        inbound = turn_state.input_event
+        inbound_meta = inbound.get("metadata") or {}
+        stack = inbound_meta.get("__goondanAgentCallStack")
+        stack = [str(s) for s in stack] if isinstance(stack, list) else []
+        stack = [*stack, _node(caller.agent_name, caller.instance_key)]
+        target_node = _node(target, key)
+        if target_node in stack:
+            chain = " -> ".join([*stack, target_node])
+            raise AgentRequestError(
+                "CIRCULAR_CALL_DETECTED",
+                f"Circular call detected: {chain}",
+                target=target,
+                suggestion="An agent cannot (indirectly) call itself while the first call is still open; "
+                "use agents__send for fire-and-forget, or restructure the delegation.",
+            )
+        meta: dict[str, Any] = copy_json(metadata) if isinstance(metadata, dict) else {}
+        meta.update(
+            {
+                "__goondanAgentCallStack": stack,
+                "callerAgent": caller.agent_name,
+                "callerInstanceKey": caller.instance_key,
+                "callerTurnId": turn_state.turn_id,
+                "callSource": call_source,
+            }
+        )
+        if parent_span:
+            meta["__goondanParentSpanId"] = parent_span
+        event: dict[str, Any] = {
+            "id": new_id("evt"),
+            "type": event_type,
+            "createdAt": now_iso(),
+            "traceId": turn_state.trace_id,
+            "input": text if isinstance(text, str) else ("" if text is None else str(text)),
+            "instanceKey": key,
+            "source": {"kind": "agent", "name": caller.agent_name},
+            "metadata": meta,
+        }
+        if "auth" in inbound:
+            event["auth"] = copy_json(inbound["auth"])
+        if correlation_id is not None:
+            event["replyTo"] = {"target": caller.agent_name, "correlationId": correlation_id}
+        return event
+
+    def _check_target(self, target: Any) -> str:
+        if not isinstance(target, str) or not target:
+            raise AgentRequestError("AGENT_NOT_FOUND", "target must be a non-empty agent name", target=None)
+        if target not in self._runtime.agent_names:
+            raise AgentRequestError(
+                "AGENT_NOT_FOUND",
+                f"agent '{target}' is not part of swarm '{self._runtime.swarm_name}'",
+                target=target,
+                suggestion=f"Call one of: {', '.join(sorted(self._runtime.agent_names))}.",
+            )
+        return target
+
+    async def request(
+        self,
+        caller: AgentInstance,
+        turn_state: TurnState,
+        target: Any,
+        text: Any,
+        *,
+        instance_key: str | None,
+        timeout_ms: Any,
+        async_: bool,
+        metadata: dict[str, Any] | None,
+        call_source: str,
+        parent_span: str | None,
+    ) -> AgentRequestResult:
+        target = self._check_target(target)
+        key = instance_key or caller.instance_key
+        correlation_id = f"corr_{new_id('r')[2:]}"
+        event = self._build_event(
+            caller, turn_state, target, text, key, metadata,
+            event_type="agent.request", call_source=call_source, parent_span=parent_span,
+            correlation_id=correlation_id,
+        )
+        timeout = normalize_timeout(timeout_ms)
+        if async_:
+            task = asyncio.get_running_loop().create_task(
+                self._async_request(caller, turn_state.turn_id, target, key, event, timeout, correlation_id)
+            )
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return AgentRequestResult(target, "", correlation_id, True, True, event["id"], key)
+        response = await self._run(target, key, event, timeout)
+        return AgentRequestResult(target, response, correlation_id, True, False, event["id"], key)
+
+    async def _run(self, target: str, key: str, event: dict[str, Any], timeout_ms: int) -> str:
+        instance = await self._runtime.get_instance(target, key)
+        try:
+            result = await asyncio.wait_for(asyncio.shield(instance.run_turn(event)), timeout_ms / 1000)
+        except TimeoutError:
+            raise AgentRequestError(
+                "AGENT_REQUEST_TIMEOUT",
+                f"Agent request to '{target}' timed out after {timeout_ms}ms",
+                target=target,
+                suggestion="Raise timeoutMs, or use an async request and read the reply later.",
+            ) from None
+        if result.finish_reason == "error":
+            err = result.error or {}
+            raise AgentRequestError(
+                "AGENT_REQUEST_FAILED",
+                f"agent '{target}' failed to handle the request: {err.get('message', 'unknown error')}",
+                target=target,
+            )
+        return result.text or ""
+
+    async def _async_request(
+        self,
+        caller: AgentInstance,
+        caller_turn_id: str,
+        target: str,
+        key: str,
+        event: dict[str, Any],
+        timeout_ms: int,
+        correlation_id: str,
+    ) -> None:
+        status = "ok"
+        payload: dict[str, Any] = {}
+        try:
+            payload["response"] = await self._run(target, key, event, timeout_ms)
+        except AgentRequestError as exc:
+            status = "timeout" if exc.code == "AGENT_REQUEST_TIMEOUT" else "error"
+            payload["error"] = {"code": exc.code, "message": exc.message}
+        except Exception as exc:
+            status = "error"
+            payload["error"] = {"code": "AGENT_REQUEST_ERROR", "message": str(exc)}
+        marker: dict[str, Any] = {
+            "kind": "inter_agent_response",
+            "version": 1,
+            "requestId": correlation_id,
+            "requestEventId": event["id"],
+            "fromAgentId": target,
+            "toAgentId": caller.agent_name,
+            "async": True,
+            "status": status,
+            "receivedAt": now_iso(),
+            "traceId": event.get("traceId"),
+            "requestEventType": event.get("type"),
+        }
+        if "error" in payload:
+            marker["errorCode"] = payload["error"]["code"]
+            marker["errorMessage"] = payload["error"]["message"]
+        content = {
+            "type": "inter_agent_response",
+            "requestId": correlation_id,
+            "fromAgentId": target,
+            "toAgentId": caller.agent_name,
+            "status": status,
+            **payload,
+        }
+        from .._json import dumps_str
+
+        message = user_message(
+            dumps_str(content),
+            {"__goondanInterAgentResponse": marker, "traceId": event.get("traceId")},
+            source={"type": "system"},
+        )
+        await caller.deliver_inter_agent_response(message)
+
+    async def send(
+        self,
+        caller: AgentInstance,
+        turn_state: TurnState,
+        target: Any,
+        text: Any,
+        *,
+        instance_key: str | None,
+        metadata: dict[str, Any] | None,
+        call_source: str,
+        parent_span: str | None,
+    ) -> AgentSendResult:
+        try:
+            target = self._check_target(target)
+        except AgentRequestError:
+            return AgentSendResult(False, str(target))
+        key = instance_key or caller.instance_key
+        event = self._build_event(
+            caller, turn_state, target, text, key, metadata,
+            event_type="agent.send", call_source=call_source, parent_span=parent_span, correlation_id=None,
+        )
+        task = asyncio.get_running_loop().create_task(self._run_send(target, key, event))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return AgentSendResult(True, target, event["id"])
+
+    async def _run_send(self, target: str, key: str, event: dict[str, Any]) -> None:
+        try:
+            instance = await self._runtime.get_instance(target, key)
+            await instance.run_turn(event)
+        except Exception:
+            self._runtime.log.exception("agent send to %s@%s failed", target, key)
+
+    async def spawn(
+        self, caller: AgentInstance, target: Any, instance_key: str | None, cwd: str | None
+    ) -> dict[str, Any]:
+        target = self._check_target(target)
+        key = instance_key or f"{target}-instance-{new_id('k')[2:14]}"
+        records = self._spawned.setdefault((caller.agent_name, caller.instance_key), [])
+        known = any(r["target"] == target and r["instanceKey"] == key for r in records)
+        await self._runtime.get_instance(target, key)
+        if not known:
+            records.append(
+                {
+                    "target": target,
+                    "instanceKey": key,
+                    "ownerAgent": caller.agent_name,
+                    "ownerInstanceKey": caller.instance_key,
+                    "createdAt": now_iso(),
+                    "cwd": cwd,
+                }
+            )
+        return {"target": target, "instanceKey": key, "spawned": not known, "cwd": cwd}
+
+    def list(self, caller: AgentInstance, include_all: bool = False) -> dict[str, Any]:
+        if include_all:
+            agents = [r for records in self._spawned.values() for r in records]
+        else:
+            agents = list(self._spawned.get((caller.agent_name, caller.instance_key), []))
+        agents.sort(key=lambda r: r["createdAt"])
+        return {"agents": copy_json(agents)}
+
+    def catalog(self, caller: AgentInstance) -> dict[str, Any]:
+        available = sorted(self._runtime.agent_names)
+        return {
+            "swarmName": self._runtime.swarm_name,
+            "entryAgent": self._runtime.entry_agent,
+            "selfAgent": caller.agent_name,
+            "availableAgents": available,
+            "callableAgents": [a for a in available if a != caller.agent_name],
+        }
+
+    async def drain(self) -> None:
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+class MiddlewareAgents:
+    """``ctx.agents`` in turn and step middleware. Failures raise :class:`AgentRequestError`."""
+
+    __slots__ = ("_hub", "_instance", "_turn_state")
+
+    def __init__(self, hub: AgentsHub, instance: AgentInstance, turn_state: TurnState) -> None:
+        self._hub = hub
+        self._instance = instance
+        self._turn_state = turn_state
+
+    async def request(
+        self,
+        target: str,
+        input: str | None = None,
+        *,
+        instance_key: str | None = None,
+        timeout_ms: int | None = None,
+        async_: bool = False,
+        metadata: dict[str, Any] | None = None,
+    ) -> AgentRequestResult:
+        internal = self._turn_state.internal
+        return await self._hub.request(
+            self._instance, self._turn_state, target, input,
+            instance_key=instance_key, timeout_ms=timeout_ms, async_=async_, metadata=metadata,
+            call_source="extension-middleware", parent_span=getattr(internal, "span_id", None),
+        )
+
+    async def send(
+        self,
+        target: str,
+        input: str | None = None,
+        *,
+        instance_key: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> AgentSendResult:
+        internal = self._turn_state.internal
+        return await self._hub.send(
+            self._instance, self._turn_state, target, input,
+            instance_key=instance_key, metadata=metadata,
+            call_source="extension-middleware", parent_span=getattr(internal, "span_id", None),
+        )
+
+
+class ToolRuntime:
+    """``ctx.runtime`` of tool handlers: request/send/spawn/list/catalog over the same routing path."""
+
+    __slots__ = ("_hub", "_instance", "_span", "_turn_state")
+
+    def __init__(self, hub: AgentsHub, instance: AgentInstance, turn_state: TurnState, span: str | None) -> None:
+        self._hub = hub
+        self._instance = instance
+        self._turn_state = turn_state
+        self._span = span
+
+    async def request(
+        self,
+        target: str,
+        input: str | None = None,
+        *,
+        instance_key: str | None = None,
+        timeout_ms: int | None = None,
+        async_: bool = False,
+        metadata: dict[str, Any] | None = None,
+    ) -> AgentRequestResult:
+        return await self._hub.request(
+            self._instance, self._turn_state, target, input,
+            instance_key=instance_key, timeout_ms=timeout_ms, async_=async_, metadata=metadata,
+            call_source="tool", parent_span=self._span,
+        )
+
+    async def send(
+        self,
+        target: str,
+        input: str | None = None,
+        *,
+        instance_key: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> AgentSendResult:
+        return await self._hub.send(
+            self._instance, self._turn_state, target, input,
+            instance_key=instance_key, metadata=metadata, call_source="tool", parent_span=self._span,
+        )
+
+    async def spawn(self, target: str, *, instance_key: str | None = None, cwd: str | None = None) -> dict[str, Any]:
+        return await self._hub.spawn(self._instance, target, instance_key, cwd)
+
+    async def list(self, *, include_all: bool = False) -> dict[str, Any]:
+        return self._hub.list(self._instance, include_all)
+
+    async def catalog(self) -> dict[str, Any]:
+        return self._hub.catalog(self._instance)
+
+
+__all__ = ["AgentRequestResult", "AgentSendResult", "AgentsHub", "MiddlewareAgents", "ToolRuntime"]

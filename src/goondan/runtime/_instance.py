@@ -1,0 +1,681 @@
+"""One agent instance (agent name + instance key): its conversation, tools, extensions and the
+turn/step loop (digest §2.5–2.7).
+
+Turns of one instance never overlap (an asyncio lock, FIFO). Every message change is a message
+event, appended to ``events.jsonl`` the moment it is emitted, and folded into ``base.jsonl`` at turn
+end; a failed turn still commits what it emitted, so the conversation stays intact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._ids import is_span_id, new_id, new_span_id, new_trace_id, now_iso
+from .._json import copy_json
+from .._modules import import_path
+from ..conversation import ConversationState
+from ..errors import ExtensionError, GoondanError, ModelError
+from ..extensions import EventBus, ExtensionApi, ExtensionState, load_module, register_extension
+from ..messages import Message, assistant_message, tool_message, user_message
+from ..models import ModelAdapter, ModelRequest, ModelResponse, create_model_adapter
+from ..pipeline import Chain, PipelineRegistry, StepState, ToolCallState, Turn, TurnState
+from ..results import StepResult, ToolCall, ToolCallResult, TurnResult
+from ..tools import DEFAULT_ERROR_MESSAGE_LIMIT, ToolContext, ToolRegistry, execute_tool, result_output_part
+from ._info import AgentInfo, PromptInfo, RuntimeInfo, SwarmInfo, call_info, inbound_info
+
+if TYPE_CHECKING:
+    from ..bundle import AgentPlan
+    from ._agents import AgentsHub
+
+log = logging.getLogger("goondan.runtime")
+
+MAX_CONSECUTIVE_RETRIES = 2
+INBOX_LIMIT = 256
+MAX_STEPS_TEXT = "Reached the maximum of {n} steps for this turn; stopping here."
+RETRY_GIVE_UP_TEXT = "I could not produce a usable response after several attempts."
+MALFORMED_RETRY_TEXT = (
+    "Your previous response contained malformed tool calls. Each tool call needs a tool name from the "
+    "catalog and `args` that is a JSON object matching the tool's parameters. Issues:\n{issues}\n"
+    "Call the tools again with valid arguments, or answer in text."
+)
+EMPTY_RETRY_TEXT = "Your previous response was empty. Produce a text answer or a tool call."
+
+RuntimeEventListener = Callable[[dict[str, Any]], Any]
+
+
+def _preview(value: Any, limit: int = 240) -> str:
+    from .._json import dumps_str
+
+    try:
+        text = value if isinstance(value, str) else dumps_str(value)
+    except Exception:
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class _TurnRun:
+    """Private per-turn bookkeeping (kept out of ``ctx.turn.metadata``, which belongs to users)."""
+
+    __slots__ = ("last_assistant", "last_text", "last_text_message", "retry_count", "retry_kind", "span_id",
+                 "usage")
+
+    def __init__(self, span_id: str) -> None:
+        self.span_id = span_id
+        self.usage = {"promptTokens": 0, "completionTokens": 0, "totalTokens": 0}
+        self.last_text: str | None = None
+        self.last_text_message: Message | None = None
+        self.last_assistant: Message | None = None
+        self.retry_kind: str | None = None
+        self.retry_count = 0
+
+
+class AgentInstance:
+    def __init__(
+        self,
+        *,
+        plan: AgentPlan,
+        instance_key: str,
+        store: Any,
+        swarm_info: SwarmInfo,
+        hub: AgentsHub,
+        bundle_root: Path,
+        workdir: Callable[[], Path],
+        listeners: list[RuntimeEventListener],
+        implicit_context_message: Any | None = None,
+        env: Any = None,
+    ) -> None:
+        self.plan = plan
+        self.agent_name: str = plan.agent.name
+        self.instance_key = instance_key
+        self.store = store
+        self.hub = hub
+        self._swarm_info = swarm_info
+        self._bundle_root = bundle_root
+        self._workdir = workdir
+        self._listeners = listeners
+        self._implicit_context_message = implicit_context_message
+        self._env = env if env is not None else {}
+        self.pipeline = PipelineRegistry()
+        self.tools = ToolRegistry()
+        self.bus = EventBus()
+        self.states: dict[str, ExtensionState] = {}
+        self.model: ModelAdapter | None = None
+        self.conversation: ConversationState | None = None
+        self.lock = asyncio.Lock()
+        self.logger = logging.getLogger(f"goondan.agent.{self.agent_name}")
+        self.status = "idle"
+        self._chains: tuple[int, Chain[Any, Any], Chain[Any, Any], Chain[Any, Any]] | None = None
+        self._params: dict[str, Any] = {}
+        self._model_name = ""
+        self._max_steps = plan.max_steps_per_turn
+        self._agent_info = AgentInfo(
+            name=self.agent_name,
+            bundle_root=str(bundle_root),
+            prompt=PromptInfo(plan.prompt_system) if plan.prompt_system else None,
+        )
+        self.inbox: list[dict[str, Any]] = []
+        self.started = False
+
+    # --- start-up -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        loaded = self.store.load()
+        for warning in loaded.warnings:
+            self.logger.warning("[%s] %s", warning.get("code"), warning.get("message"))
+        self.conversation = ConversationState(loaded.base, loaded.events, sink=self.store.append_event)
+        if loaded.events:
+            self.logger.info(
+                "replayed %d residual message event(s) of an interrupted turn", len(loaded.events)
+            )
+        self._load_model()
+        self._load_tools()
+        await self._load_extensions()
+        self.store.write_metadata(agent_name=self.agent_name, instance_key=self.instance_key, status="idle")
+        if loaded.events:
+            await self._commit()
+        self.started = True
+
+    def _load_model(self) -> None:
+        from ..bundle import resolve_value_source
+
+        model = self.plan.model
+        spec = model.spec
+        api_key = resolve_value_source(
+            spec.api_key, self._env, required=False, path=model.issue_path("spec.apiKey")
+        )
+        self.model = create_model_adapter(
+            spec.provider,
+            model=spec.model,
+            options=copy_json(spec.options),
+            root=model.root,
+            api_key=api_key,
+            endpoint=spec.endpoint,
+        )
+        self._model_name = spec.model
+        params = self.plan.agent.spec.model_cfg.params
+        if params is not None:
+            self._params = params.model_dump(by_alias=True, exclude_none=True)
+
+    def _load_tools(self) -> None:
+        for res in self.plan.tools:
+            entry = res.entry_path()
+            try:
+                module = import_path(entry)
+            except Exception as exc:
+                raise GoondanError(
+                    "E_TOOL_LOAD",
+                    f"Tool/{res.name}: importing {entry.name} failed: {type(exc).__name__}: {exc}",
+                    suggestion=f"Run `python {entry}` to see the import error.",
+                ) from exc
+            handlers = getattr(module, "handlers", None)
+            if not isinstance(handlers, dict):
+                raise GoondanError(
+                    "E_TOOL_LOAD",
+                    f"Tool/{res.name}: {entry.name} must define `handlers = {{'export': fn}}`",
+                    suggestion="Map every export name of the Tool resource to a handler(ctx, input).",
+                )
+            exports = [e.model_dump(by_alias=True, exclude_none=True) for e in res.spec.exports]
+            missing = [e["name"] for e in exports if not callable(handlers.get(e["name"]))]
+            if missing:
+                raise GoondanError(
+                    "E_TOOL_LOAD",
+                    f"Tool/{res.name}: no handler for export(s) {', '.join(missing)} in {entry.name}",
+                    suggestion="Add them to the module's `handlers` dict.",
+                )
+            limit = res.spec.error_message_limit or DEFAULT_ERROR_MESSAGE_LIMIT
+            self.tools.add_resource_tools(res.name, exports, handlers, error_limit=limit)
+
+    async def _load_extensions(self) -> None:
+        bindings: list[tuple[str, Path, dict[str, Any]]] = [
+            (b.resource.name, b.resource.entry_path(), dict(b.config)) for b in self.plan.extensions
+        ]
+        if self._implicit_context_message is not None:
+            bindings.append(self._implicit_context_message)
+            self.logger.info(
+                "agent %s has spec.prompt but does not list context-message: attaching "
+                "@goondan/base context-message implicitly so the prompt reaches the model",
+                self.agent_name,
+            )
+        seen: set[str] = set()
+        for name, entry, config in bindings:
+            if name in seen:
+                raise ExtensionError(
+                    "E_EXT_CONFIG",
+                    f"extension {name} is listed twice for agent {self.agent_name}",
+                    extension_name=name,
+                    suggestion="List each extension once in Agent.spec.extensions.",
+                )
+            seen.add(name)
+            module = load_module(name, entry)
+            state = ExtensionState(self.store, name)
+            self.states[name] = state
+            api = ExtensionApi(name, pipeline=self.pipeline, tools=self.tools, state=state, bus=self.bus)
+            await register_extension(name, module, api, config)
+
+    # --- runtime events -------------------------------------------------------------------
+
+    async def _runtime_event(self, record: dict[str, Any]) -> None:
+        self.store.append_runtime_event(record)
+        etype = record["type"]
+        if self.bus.has_handlers(etype):
+            await self.bus.deliver(etype, copy_json(record))
+        for listener in self._listeners:
+            try:
+                listener(record)
+            except Exception:
+                log.exception("runtime event listener failed")
+
+    def _base_record(self, etype: str, trace_id: str, span_id: str, parent: str | None) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "type": etype,
+            "timestamp": now_iso(),
+            "agentName": self.agent_name,
+            "instanceKey": self.instance_key,
+            "traceId": trace_id,
+            "spanId": span_id,
+        }
+        if parent is not None:
+            record["parentSpanId"] = parent
+        return record
+
+    # --- chains ---------------------------------------------------------------------------
+
+    def _get_chains(self) -> tuple[Chain[Any, Any], Chain[Any, Any], Chain[Any, Any]]:
+        cached = self._chains
+        version = self.pipeline.version
+        if cached is None or cached[0] != version:
+            cached = (
+                version,
+                self.pipeline.chain("turn", self._core_turn),
+                self.pipeline.chain("step", self._core_step),
+                self.pipeline.chain("toolCall", self._core_tool_call),
+            )
+            self._chains = cached
+        return cached[1], cached[2], cached[3]
+
+    # --- the turn ---------------------------------------------------------------------------
+
+    async def run_turn(self, event: dict[str, Any]) -> TurnResult:
+        async with self.lock:
+            result = await self._run_turn(event)
+        if self.inbox and not self.lock.locked():
+            await self._persist_inbox()
+        return result
+
+    async def deliver_inter_agent_response(self, message: Message) -> None:
+        """An async inter-agent response: injected before the next step of the running turn, or,
+        when no turn is running, committed to the conversation right away (never dropped)."""
+        self.inbox.append(message)
+        if len(self.inbox) > INBOX_LIMIT:
+            dropped = self.inbox.pop(0)
+            self.logger.warning("inbox full: dropped oldest inter-agent response %s", dropped.id)
+        if not self.lock.locked():
+            await self._persist_inbox()
+
+    async def _persist_inbox(self) -> None:
+        async with self.lock:
+            if self.inbox:
+                self._flush_inbox(None)
+                await self._commit()
+
+    async def _run_turn(self, event: dict[str, Any]) -> TurnResult:
+        conversation = self.conversation
+        assert conversation is not None
+        started = time.perf_counter()
+        self.status = "processing"
+        self.store.write_metadata(agent_name=self.agent_name, instance_key=self.instance_key, status="processing")
+        turn_id = new_id("turn")
+        given_trace = event.get("traceId")
+        trace_id = given_trace if isinstance(given_trace, str) and given_trace else new_trace_id()
+        meta = event.get("metadata") or {}
+        parent_span = meta.get("__goondanParentSpanId")
+        parent_span = parent_span if is_span_id(parent_span) else None
+        span_id = new_span_id()
+        turn = Turn(turn_id, self.agent_name, event)
+        turn_state = TurnState(
+            agent_name=self.agent_name,
+            instance_key=self.instance_key,
+            turn_id=turn_id,
+            trace_id=trace_id,
+            input_event=event,
+            conversation_state=conversation,
+            emit_message_event=self._emit,
+            agents=None,
+            runtime=RuntimeInfo(
+                agent=self._agent_info,
+                swarm=self._swarm_info,
+                inbound=inbound_info(event),
+                call=call_info(event),
+            ),
+            turn=turn,
+        )
+        turn_state.agents = self.hub.middleware_api(self, turn_state)
+        run = _TurnRun(span_id)
+        turn_state.internal = run
+        await self._runtime_event(
+            {**self._base_record("turn.started", trace_id, span_id, parent_span), "turnId": turn_id}
+        )
+        result: TurnResult
+        failure: BaseException | None = None
+        try:
+            self._append_inbound(event, conversation)
+            turn_chain, _, _ = self._get_chains()
+            result = await turn_chain.run(turn_state)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            failure = exc
+            err = exc.to_dict() if isinstance(exc, GoondanError) else {
+                "code": "E_TURN_FAILED",
+                "message": f"{type(exc).__name__}: {exc}",
+            }
+            result = TurnResult(turn_id, None, "error", err, None)
+            if not isinstance(exc, GoondanError):
+                self.logger.error("turn %s failed", turn_id, exc_info=exc)
+            else:
+                self.logger.error("turn %s failed: %s", turn_id, exc)
+        turn.status = "failed" if failure else "completed"
+        self._flush_inbox(None)
+        try:
+            await self._commit()
+        finally:
+            self.status = "idle"
+            self.store.write_metadata(agent_name=self.agent_name, instance_key=self.instance_key, status="idle")
+        duration = int((time.perf_counter() - started) * 1000)
+        if failure is None:
+            record = {
+                **self._base_record("turn.completed", trace_id, span_id, parent_span),
+                "turnId": turn_id,
+                "stepCount": max(1, len(turn.steps)),
+                "duration": duration,
+            }
+            usage = run.usage
+            if usage["totalTokens"]:
+                record["tokenUsage"] = dict(usage)
+            await self._runtime_event(record)
+        else:
+            await self._runtime_event(
+                {
+                    **self._base_record("turn.failed", trace_id, span_id, parent_span),
+                    "turnId": turn_id,
+                    "duration": duration,
+                    "errorMessage": str(failure),
+                }
+            )
+        return result
+
+    def _append_inbound(self, event: dict[str, Any], conversation: ConversationState) -> None:
+        source = event.get("source") or {}
+        inbound: dict[str, Any] = {
+            "sourceKind": source.get("kind"),
+            "sourceName": source.get("name"),
+            "eventName": event.get("type"),
+        }
+        if event.get("instanceKey"):
+            inbound["instanceKey"] = event["instanceKey"]
+        text = event.get("input")
+        self._emit({
+            "type": "append",
+            "message": user_message(text if isinstance(text, str) else "", {"__goondanInbound": inbound}),
+        })
+
+    def _emit(self, event: Any) -> None:
+        conversation = self.conversation
+        assert conversation is not None
+        before = len(conversation.warnings)
+        conversation.emit(event)
+        if len(conversation.warnings) > before:
+            for warning in conversation.warnings[before:]:
+                self.logger.warning("[%s] %s", warning["code"], warning["message"])
+
+    async def _commit(self) -> None:
+        conversation = self.conversation
+        assert conversation is not None
+        if conversation.dirty:
+            next_messages, appended = conversation.pending_commit()
+            self.store.commit(next_messages, appended)
+            conversation.fold()
+        for state in self.states.values():
+            try:
+                state.save_if_changed()
+            except Exception:
+                self.logger.exception("saving extension state failed")
+                raise
+
+    # --- core turn: the step loop ------------------------------------------------------------
+
+    async def _core_turn(self, turn_state: TurnState) -> TurnResult:
+        turn = turn_state.turn
+        run: _TurnRun = turn_state.internal
+        _, step_chain, _ = self._get_chains()
+        step_index = 0
+        finish: str = "text_response"
+        while True:
+            self._flush_inbox(turn_state)
+            if step_index >= self._max_steps:
+                finish = "max_steps"
+                break
+            catalog = self.tools.catalog()
+            step_state = StepState(turn_state, step_index, catalog)
+            step_span = new_span_id()
+            step_state.metadata["runtime.spanId"] = step_span
+            step_id = f"{turn_state.turn_id}-step-{step_index}"
+            turn_span = run.span_id
+            await self._runtime_event(
+                {
+                    **self._base_record("step.started", turn_state.trace_id, step_span, turn_span),
+                    "stepId": step_id,
+                    "stepIndex": step_index,
+                    "turnId": turn_state.turn_id,
+                }
+            )
+            t0 = time.perf_counter()
+            try:
+                result = await step_chain.run(step_state)
+            except Exception as exc:
+                await self._runtime_event(
+                    {
+                        **self._base_record("step.failed", turn_state.trace_id, step_span, turn_span),
+                        "stepId": step_id,
+                        "stepIndex": step_index,
+                        "turnId": turn_state.turn_id,
+                        "duration": int((time.perf_counter() - t0) * 1000),
+                        "errorMessage": str(exc),
+                    }
+                )
+                raise
+            turn.steps.append(result)
+            usage = result.metadata.get("runtime.tokenUsage")
+            record = {
+                **self._base_record("step.completed", turn_state.trace_id, step_span, turn_span),
+                "stepId": step_id,
+                "stepIndex": step_index,
+                "turnId": turn_state.turn_id,
+                "toolCallCount": len(result.tool_calls),
+                "duration": int((time.perf_counter() - t0) * 1000),
+            }
+            if isinstance(usage, dict):
+                record["tokenUsage"] = dict(usage)
+                total = run.usage
+                for key in ("promptTokens", "completionTokens", "totalTokens"):
+                    value = usage.get(key)
+                    if isinstance(value, int):
+                        total[key] += value
+            await self._runtime_event(record)
+            step_index += 1
+            if not result.should_continue:
+                break
+        text: str | None = run.last_text
+        response: Message | None = run.last_text_message
+        if finish == "max_steps":
+            last = self.conversation.last_message() if self.conversation else None
+            final = text.strip() if text and text.strip() else MAX_STEPS_TEXT.format(n=self._max_steps)
+            if last is None or last.role != "assistant" or last.text.strip() != final:
+                response = assistant_message(final, source={"type": "assistant", "stepId": "max-steps"})
+                self._emit({"type": "append", "message": response})
+            text = final
+        return TurnResult(turn_state.turn_id, response, finish, None, text)  # type: ignore[arg-type]
+
+    def _flush_inbox(self, turn_state: TurnState | None) -> None:
+        while self.inbox:
+            message = self.inbox.pop(0)
+            self._emit({"type": "append", "message": message})
+
+    # --- core step: one model call plus its tool calls ------------------------------------------
+
+    async def _core_step(self, step_state: StepState) -> StepResult:
+        turn_state = step_state.turn_state
+        run: _TurnRun = turn_state.internal
+        conversation = turn_state.conversation_state
+        model = self.model
+        assert model is not None
+        catalog = step_state.tool_catalog
+        messages = conversation.to_llm_messages()
+        last_input = messages[-1] if len(messages) else None
+        request = ModelRequest(
+            messages=messages,
+            tools=catalog,
+            params=self._params,
+            model=self._model_name,
+            agent_name=self.agent_name,
+            instance_key=self.instance_key,
+        )
+        response: ModelResponse = await model.generate(request)
+        metadata = step_state.metadata
+        metadata["runtime.modelFinishReason"] = response.finish_reason
+        metadata["runtime.modelRawFinishReason"] = response.raw_finish_reason
+        if response.usage:
+            metadata["runtime.tokenUsage"] = response.usage
+        step_id = f"{turn_state.turn_id}-step-{step_state.step_index}"
+        text = response.text if response.text and response.text.strip() else None
+        calls = response.tool_calls
+        problems = list(response.issues)
+        for call in calls:
+            if not isinstance(call.args, dict):
+                problems.append(f"- {call.name}({call.id}): args must be a JSON object input={_preview(call.args)}")
+        if not calls and response.finish_reason == "tool-calls" and not problems:
+            problems.append("- the response finished with tool-calls but contained none")
+        retry_kind: str | None = None
+        if problems:
+            retry_kind = "malformed_tool_calls"
+        elif text is None and not calls:
+            last_is_tool = bool(last_input and last_input.get("role") == "tool")
+            if not last_is_tool:
+                retry_kind = "empty_output"
+        if retry_kind is not None:
+            return self._retry_step(step_state, retry_kind, text, problems, step_id)
+        run.retry_kind, run.retry_count = None, 0
+        # a well-formed response: record it, then run its tool calls in order
+        ids_seen: set[str] = set()
+        tool_calls: list[ToolCall] = []
+        for call in calls:
+            cid = call.id if call.id not in ids_seen else new_id("call")
+            ids_seen.add(cid)
+            tool_calls.append(ToolCall(cid, call.name, call.args))
+        assistant: Message | None = None
+        if text is not None or tool_calls:
+            assistant = assistant_message(
+                text,
+                tool_calls=[{"id": c.id, "name": c.name, "args": c.args} for c in tool_calls],
+                source={"type": "assistant", "stepId": step_id},
+            )
+            self._emit({"type": "append", "message": assistant})
+            run.last_assistant = assistant
+            if text is not None:
+                run.last_text = text
+                run.last_text_message = assistant
+        results: list[ToolCallResult] = []
+        if tool_calls:
+            _, _, tool_chain = self._get_chains()
+            step_span = metadata["runtime.spanId"]
+            for call in tool_calls:
+                results.append(await self._run_tool_call(step_state, tool_chain, call, assistant, step_span, step_id))
+        return StepResult("completed", bool(tool_calls), tool_calls, results, metadata)
+
+    def _retry_step(
+        self, step_state: StepState, kind: str, text: str | None, problems: list[str], step_id: str
+    ) -> StepResult:
+        run: _TurnRun = step_state.turn_state.internal
+        count = run.retry_count + 1 if run.retry_kind == kind else 1
+        run.retry_kind, run.retry_count = kind, count
+        step_state.metadata["runtime.modelRetryKind"] = kind
+        if text is not None:
+            msg = assistant_message(text, source={"type": "assistant", "stepId": step_id})
+            self._emit({"type": "append", "message": msg})
+            run.last_text = text
+            run.last_text_message = msg
+        if count > MAX_CONSECUTIVE_RETRIES:
+            give_up = assistant_message(RETRY_GIVE_UP_TEXT, source={"type": "assistant", "stepId": step_id})
+            self._emit({"type": "append", "message": give_up})
+            if run.last_text is None:
+                run.last_text = RETRY_GIVE_UP_TEXT
+                run.last_text_message = give_up
+            return StepResult("completed", False, [], [], step_state.metadata)
+        if kind == "malformed_tool_calls":
+            shown = problems[:3]
+            if len(problems) > 3:
+                shown.append(f"(+{len(problems) - 3} more)")
+            body = MALFORMED_RETRY_TEXT.format(issues="\n".join(shown))
+        else:
+            body = EMPTY_RETRY_TEXT
+        self._emit({
+            "type": "append",
+            "message": user_message(body, {"runtime.retryKind": kind}, source={"type": "system"}),
+        })
+        return StepResult("completed", True, [], [], step_state.metadata)
+
+    async def _run_tool_call(
+        self,
+        step_state: StepState,
+        tool_chain: Chain[Any, Any],
+        call: ToolCall,
+        assistant: Message | None,
+        step_span: str,
+        step_id: str,
+    ) -> ToolCallResult:
+        turn_state = step_state.turn_state
+        span = new_span_id()
+        base_fields = {"toolCallId": call.id, "toolName": call.name, "stepId": step_id, "turnId": turn_state.turn_id}
+        await self._runtime_event(
+            {**self._base_record("tool.called", turn_state.trace_id, span, step_span), **base_fields}
+        )
+        state = ToolCallState(step_state, call.name, call.id, call.args)
+        state.metadata["runtime.spanId"] = span
+        t0 = time.perf_counter()
+        try:
+            result: ToolCallResult = await tool_chain.run(state)
+        except Exception as exc:
+            # middleware failures become error results too: an orphaned tool call would make the
+            # next provider request invalid
+            await self._runtime_event(
+                {
+                    **self._base_record("tool.failed", turn_state.trace_id, span, step_span),
+                    **base_fields,
+                    "duration": int((time.perf_counter() - t0) * 1000),
+                    "errorMessage": str(exc),
+                }
+            )
+            from ..tools import error_from_exception
+
+            result = error_from_exception(exc, call.id, call.name, DEFAULT_ERROR_MESSAGE_LIMIT)
+        else:
+            await self._runtime_event(
+                {
+                    **self._base_record("tool.completed", turn_state.trace_id, span, step_span),
+                    **base_fields,
+                    "status": result.status,
+                    "duration": int((time.perf_counter() - t0) * 1000),
+                }
+            )
+        self._emit({
+            "type": "append",
+            "message": tool_message(call.id, call.name, result_output_part(result)),
+        })
+        return result
+
+    async def _core_tool_call(self, state: ToolCallState) -> ToolCallResult:
+        step_state = state.step_state
+        turn_state = step_state.turn_state
+        assistant = turn_state.internal.last_assistant
+
+        def make_context() -> ToolContext:
+            return ToolContext(
+                agent_name=self.agent_name,
+                instance_key=self.instance_key,
+                turn_id=turn_state.turn_id,
+                trace_id=turn_state.trace_id,
+                tool_call_id=state.tool_call_id,
+                message=assistant,
+                workdir=self._workdir,
+                logger=self.logger,
+                runtime=self.hub.tool_runtime(self, turn_state, state.metadata.get("runtime.spanId")),
+            )
+
+        return await execute_tool(
+            self.tools, step_state.tool_catalog, state.tool_name, state.tool_call_id, state.args, make_context
+        )
+
+    # --- shutdown ----------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        async with self.lock:
+            for state in self.states.values():
+                try:
+                    state.save_if_changed()
+                except Exception:
+                    self.logger.exception("saving extension state failed")
+            if self.model is not None:
+                try:
+                    await self.model.aclose()
+                except Exception:
+                    self.logger.exception("closing model adapter failed")
+            self.store.close()
+
+
+__all__ = ["AgentInstance"]
+_ = ModelError  # re-exported error type used by callers of run_turn

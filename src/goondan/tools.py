@@ -1,0 +1,338 @@
+"""Tool registry, per-step catalog and the executor behind the ``toolCall`` chain (digest §4).
+
+Names are ``<resource>__<export>`` for Tool resources and ``<extension>__<tool>`` for tools an
+extension registers. The executor never raises into the turn: every failure becomes an error
+:class:`~goondan.results.ToolCallResult` that goes back to the model, because a model can recover from
+a bad call while an aborted turn recovers nothing.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from . import _argcheck
+from ._json import freeze_json, json_problem, to_json_value
+from .errors import GoondanError
+from .messages import Message
+from .results import ToolCallResult
+
+ToolHandler = Callable[[Any, dict[str, Any]], Any]
+
+DEFAULT_ERROR_MESSAGE_LIMIT = 1000
+_NAME_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+
+
+def truncate_message(message: str, limit: int) -> str:
+    """Cut an error message to ``limit`` characters, marking the cut."""
+    if len(message) <= limit:
+        return message
+    if limit <= 15:
+        return message[:limit]
+    return message[: limit - 15] + "... (truncated)"
+
+
+def split_tool_name(name: str) -> tuple[str, str] | None:
+    """``("resource", "export")`` if ``name`` has exactly one ``__`` with both sides non-empty."""
+    if name.count("__") != 1:
+        return None
+    left, right = name.split("__")
+    if not left or not right or left.endswith("_") or right.startswith("_"):
+        return None
+    return left, right
+
+
+class ToolEntry:
+    __slots__ = ("error_limit", "handler", "item", "name", "source")
+
+    def __init__(
+        self,
+        name: str,
+        item: dict[str, Any],
+        handler: ToolHandler | None,
+        *,
+        error_limit: int = DEFAULT_ERROR_MESSAGE_LIMIT,
+        source: dict[str, Any],
+    ) -> None:
+        self.name = name
+        self.item = item
+        self.handler = handler
+        self.error_limit = error_limit
+        self.source = source
+
+
+class ToolContext:
+    """What a tool handler receives as ``ctx`` (CONTRACT §5)."""
+
+    __slots__ = (
+        "_workdir",
+        "agent_name",
+        "instance_key",
+        "logger",
+        "message",
+        "runtime",
+        "tool_call_id",
+        "trace_id",
+        "turn_id",
+    )
+
+    def __init__(
+        self,
+        *,
+        agent_name: str,
+        instance_key: str,
+        turn_id: str,
+        trace_id: str,
+        tool_call_id: str,
+        message: Message | None,
+        workdir: Path | Callable[[], Path],
+        logger: logging.Logger,
+        runtime: Any,
+    ) -> None:
+        self.agent_name = agent_name
+        self.instance_key = instance_key
+        self.turn_id = turn_id
+        self.trace_id = trace_id
+        self.tool_call_id = tool_call_id
+        self.message = message
+        self._workdir = workdir
+        self.logger = logger
+        self.runtime = runtime
+
+    @property
+    def workdir(self) -> Path:
+        """The instance's working directory (created on first use)."""
+        wd = self._workdir
+        if callable(wd):
+            wd = wd()
+            self._workdir = wd
+        return wd
+
+
+class ToolRegistry:
+    """Every tool one agent instance can run: its Tool resources' exports plus extension tools."""
+
+    __slots__ = ("_catalog_cache", "_entries", "_version")
+
+    def __init__(self) -> None:
+        self._entries: dict[str, ToolEntry] = {}
+        self._version = 0
+        self._catalog_cache: tuple[int, list[dict[str, Any]]] | None = None
+
+    # --- registration --------------------------------------------------------------------
+
+    def add(self, entry: ToolEntry) -> None:
+        self._entries.pop(entry.name, None)  # re-registration moves the tool to the end
+        self._entries[entry.name] = entry
+        self._version += 1
+
+    def add_resource_tools(
+        self,
+        resource_name: str,
+        exports: list[dict[str, Any]],
+        handlers: Mapping[str, Any],
+        *,
+        error_limit: int = DEFAULT_ERROR_MESSAGE_LIMIT,
+    ) -> None:
+        for export in exports:
+            ename = export["name"]
+            name = f"{resource_name}__{ename}"
+            handler = handlers.get(ename)
+            item = {
+                "name": name,
+                "description": export.get("description", ""),
+                "parameters": freeze_json(export.get("parameters") or {"type": "object", "properties": {}}),
+            }
+            self.add(
+                ToolEntry(
+                    name,
+                    item,
+                    handler if callable(handler) else None,
+                    error_limit=error_limit,
+                    source={"type": "config", "name": resource_name},
+                )
+            )
+
+    def register_dynamic(self, extension_name: str, item: Any, handler: Any) -> None:
+        """``api.tools.register``: later registration of the same name wins."""
+        if not isinstance(item, Mapping):
+            raise GoondanError(
+                "E_TOOL_DEFINITION_INVALID",
+                f"api.tools.register expects a catalog item dict, got {type(item).__name__}",
+                suggestion="Pass {'name': 'ext__tool', 'description': '...', 'parameters': {...}}.",
+            )
+        name = item.get("name")
+        parts = split_tool_name(name) if isinstance(name, str) else None
+        if parts is None or parts[0] != extension_name or not _NAME_PART.match(parts[1]):
+            raise GoondanError(
+                "E_TOOL_NAME_INVALID",
+                f"extension '{extension_name}' registered tool name {name!r}; tool names must be "
+                f"'{extension_name}__<tool>' with exactly one '__'",
+                suggestion=f"Rename the tool to '{extension_name}__<tool>' (letters, digits, '-' and '_').",
+            )
+        if not callable(handler):
+            raise GoondanError(
+                "E_TOOL_DEFINITION_INVALID",
+                f"tool {name!r} needs a callable handler(ctx, input)",
+            )
+        params = item.get("parameters")
+        if params is None:
+            params = {"type": "object", "properties": {}}
+        if not isinstance(params, Mapping) or params.get("type", "object") != "object":
+            raise GoondanError(
+                "E_TOOL_DEFINITION_INVALID",
+                f"tool {name!r} parameters must be a JSON Schema of type 'object'",
+            )
+        problem = json_problem(dict(params), "parameters")
+        if problem:
+            raise GoondanError("E_TOOL_DEFINITION_INVALID", f"tool {name!r}: {problem}")
+        description = item.get("description", "")
+        catalog_item: dict[str, Any] = {
+            "name": name,
+            "description": description if isinstance(description, str) else str(description),
+            "parameters": freeze_json(dict(params)),
+        }
+        limit = item.get("errorMessageLimit", DEFAULT_ERROR_MESSAGE_LIMIT)
+        self.add(
+            ToolEntry(
+                str(name),
+                catalog_item,
+                handler,
+                error_limit=limit if isinstance(limit, int) and limit > 0 else DEFAULT_ERROR_MESSAGE_LIMIT,
+                source={"type": "extension", "name": extension_name},
+            )
+        )
+
+    # --- lookup --------------------------------------------------------------------------
+
+    def get(self, name: str) -> ToolEntry | None:
+        return self._entries.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._entries)
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def catalog(self) -> list[dict[str, Any]]:
+        """A fresh, mutable catalog list for one step. Items are new dicts; their ``parameters``
+        schemas are shared frozen objects (replace them rather than editing in place)."""
+        cache = self._catalog_cache
+        if cache is None or cache[0] != self._version:
+            cache = (self._version, [e.item for e in self._entries.values()])
+            self._catalog_cache = cache
+        return [dict(item) for item in cache[1]]
+
+
+def _error(tool_call_id: str, tool_name: str, name: str, code: str, message: str, **extra: Any) -> ToolCallResult:
+    err: dict[str, Any] = {"name": name, "code": code, "message": message}
+    err.update({k: v for k, v in extra.items() if v is not None})
+    return ToolCallResult(tool_call_id, tool_name, None, "error", err)
+
+
+def error_from_exception(
+    exc: BaseException, tool_call_id: str, tool_name: str, limit: int
+) -> ToolCallResult:
+    """Shape a handler exception as an error result, copying ``code``/``suggestion``/``helpUrl``."""
+    if isinstance(exc, Exception):
+        message = str(exc) or type(exc).__name__
+        err: dict[str, Any] = {"name": type(exc).__name__, "message": truncate_message(message, limit)}
+        for attr, key in (("code", "code"), ("suggestion", "suggestion"), ("help_url", "helpUrl"),
+                          ("helpUrl", "helpUrl")):
+            value = getattr(exc, attr, None)
+            if isinstance(value, str) and value and key not in err:
+                err[key] = value
+        if isinstance(exc, GoondanError):
+            err["message"] = truncate_message(exc.message, limit)
+        return ToolCallResult(tool_call_id, tool_name, None, "error", err)
+    return ToolCallResult(
+        tool_call_id, tool_name, None, "error", {"name": "Error", "message": "Unknown tool execution error"}
+    )
+
+
+async def execute_tool(
+    registry: ToolRegistry,
+    catalog: list[dict[str, Any]],
+    tool_name: str,
+    tool_call_id: str,
+    args: Any,
+    make_context: Callable[[], ToolContext],
+) -> ToolCallResult:
+    """The core of the ``toolCall`` chain: the checks of digest §4.3, in order, then the handler."""
+    item = None
+    for candidate in catalog:
+        if candidate.get("name") == tool_name:
+            item = candidate
+            break
+    if item is None:
+        return _error(
+            tool_call_id,
+            tool_name,
+            "ToolNotInCatalogError",
+            "E_TOOL_NOT_IN_CATALOG",
+            f"Tool '{tool_name}' is not available in the current Tool Catalog.",
+            suggestion="Call only tools listed in this step's tool catalog.",
+        )
+    schema = item.get("parameters")
+    issues = _argcheck.check_args(schema if isinstance(schema, dict) else None, args)
+    entry = registry.get(tool_name)
+    limit = entry.error_limit if entry is not None else DEFAULT_ERROR_MESSAGE_LIMIT
+    if issues:
+        return _error(
+            tool_call_id,
+            tool_name,
+            "ToolInputValidationError",
+            "E_TOOL_INVALID_ARGS",
+            truncate_message(_argcheck.invalid_args_message(tool_name, issues), limit),
+            suggestion=_argcheck.schema_hint(schema if isinstance(schema, dict) else None),
+        )
+    if entry is None or entry.handler is None:
+        return _error(
+            tool_call_id,
+            tool_name,
+            "ToolNotFoundError",
+            "E_TOOL_NOT_FOUND",
+            f"Tool '{tool_name}' has no handler.",
+            suggestion="Export a handler for it in the Tool entry's `handlers` dict, or register it with "
+            "api.tools.register.",
+        )
+    try:
+        output = entry.handler(make_context(), args)
+        if inspect.isawaitable(output):
+            output = await output
+    except Exception as exc:  # a tool failure never aborts the turn
+        return error_from_exception(exc, tool_call_id, tool_name, limit)
+    return ToolCallResult(tool_call_id, tool_name, to_json_value(output), "ok", None)
+
+
+def result_output_part(result: ToolCallResult) -> dict[str, Any]:
+    """The ``output`` of the tool-result part recorded in the conversation (CONTRACT §4)."""
+    if result.status == "error":
+        err = result.error or {}
+        value: dict[str, Any] = {"code": err.get("code") or "E_TOOL_ERROR", "message": err.get("message", "")}
+        if err.get("suggestion"):
+            value["suggestion"] = err["suggestion"]
+        return {"type": "error-json", "value": value}
+    out = result.output
+    if isinstance(out, dict) and out.get("type") in ("text", "json") and set(out) == {"type", "value"}:
+        return out
+    if isinstance(out, str):
+        return {"type": "text", "value": out}
+    return {"type": "json", "value": out}
+
+
+__all__ = [
+    "ToolContext",
+    "ToolEntry",
+    "ToolRegistry",
+    "error_from_exception",
+    "execute_tool",
+    "result_output_part",
+    "split_tool_name",
+    "truncate_message",
+]
