@@ -133,11 +133,11 @@ def json_problem(value: Any, path: str = "$") -> str | None:
             if not math.isfinite(item):
                 return f"{where}: {item!r} is not a finite number"
             continue
-        if t is dict or t is list:
+        if isinstance(item, dict | list):
             if id(item) in seen:
                 return f"{where}: circular reference"
             seen.add(id(item))
-            if t is dict:
+            if isinstance(item, dict):
                 for k, v in item.items():
                     if type(k) is not str:
                         return f"{where}: key {k!r} is not a string"

@@ -18,9 +18,7 @@ from goondan.messages import system_message
 
 EXTENSION_NAME = "context-message"
 MARKER = "__goondanContextMessage"
-DEFAULT_CATALOG_INSTRUCTION = (
-    "Use agents__catalog to re-check which agents you can call before delegating."
-)
+DEFAULT_CATALOG_INSTRUCTION = "Use agents__catalog to re-check which agents you can call before delegating."
 
 CONFIG_SCHEMA = {
     "type": "object",
@@ -134,15 +132,22 @@ def register(api: Any, config: dict[str, Any]) -> None:
         segments: list[tuple[str, str | None]] = []
         prompt = runtime.agent.prompt.system if include_prompt and runtime.agent.prompt else None
         segments.append(("agent.prompt.system", prompt or None))
-        segments.append(("runtime.swarm.catalog", _catalog_block(runtime, instruction) if include_catalog else None))
+        segments.append(
+            ("runtime.swarm.catalog", _catalog_block(runtime, instruction) if include_catalog else None)
+        )
         segments.append(("runtime.inbound", _inbound_block(runtime) if include_inbound else None))
         segments.append(("runtime.call", _call_block(runtime) if include_call else None))
         route = _route_block(runtime) if include_route and (include_inbound or include_call) else None
         segments.append(("runtime.route.summary", route))
         included = [(sid, text) for sid, text in segments if text]
         for sid, text in segments:
-            diagnostics.append({"name": "context.segment.resolved", "actor": EXTENSION_NAME,
-                                "data": {"id": sid, "included": bool(text)}})
+            diagnostics.append(
+                {
+                    "name": "context.segment.resolved",
+                    "actor": EXTENSION_NAME,
+                    "data": {"id": sid, "included": bool(text)},
+                }
+            )
         if not included:
             diagnostics.append({"name": "context.message.empty", "actor": EXTENSION_NAME})
             return await ctx.next()
@@ -165,8 +170,9 @@ def register(api: Any, config: dict[str, Any]) -> None:
                     await api.state.set({"promptHash": digest, "messageId": message.id})
                     break
         if duplicate:
-            diagnostics.append({"name": "context.message.duplicate", "actor": EXTENSION_NAME,
-                                "data": {"promptHash": digest}})
+            diagnostics.append(
+                {"name": "context.message.duplicate", "actor": EXTENSION_NAME, "data": {"promptHash": digest}}
+            )
         else:
             message = system_message(
                 body,
@@ -175,8 +181,13 @@ def register(api: Any, config: dict[str, Any]) -> None:
             )
             ctx.emit_message_event({"type": "append", "message": message})
             await api.state.set({"promptHash": digest, "messageId": message.id})
-            diagnostics.append({"name": "context.message.appended", "actor": EXTENSION_NAME,
-                                "data": {"promptHash": digest, "segmentIds": segment_ids}})
+            diagnostics.append(
+                {
+                    "name": "context.message.appended",
+                    "actor": EXTENSION_NAME,
+                    "data": {"promptHash": digest, "segmentIds": segment_ids},
+                }
+            )
         return await ctx.next()
 
     api.pipeline.register("turn", turn)

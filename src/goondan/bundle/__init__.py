@@ -1,0 +1,79 @@
+"""Loading and validating Goondan bundles (``goondan.yaml`` plus resource files).
+
+``validate_bundle`` reports every problem it can find; ``load_bundle`` is the fail-fast form used by
+the runtime and raises :class:`goondan.errors.ConfigError` for the first one (``.errors`` has all).
+Python entry modules are only checked to exist here; importing them is the runtime's job.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from goondan.errors import ConfigError, ConfigIssue
+
+from ._bundle import ALL_PACKAGES, BASE_PACKAGE, Bundle
+from ._loader import API_VERSION, Loader, base_package_root
+from ._plan import DEFAULT_MAX_STEPS_PER_TURN, AgentPlan, ExtensionBinding
+from ._refs import ObjectRef, parse_ref
+from ._resource import Resource
+from ._values import resolve_value_source, secret_env_name
+
+
+@dataclass
+class ValidationReport:
+    errors: list[ConfigIssue] = field(default_factory=list)
+    warnings: list[ConfigIssue] = field(default_factory=list)
+    bundle: Bundle | None = None  # set only when there are no errors
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+
+def validate_bundle(
+    path: str | os.PathLike[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    state_root: Path | None = None,
+) -> ValidationReport:
+    """Check the bundle at ``path`` (a directory or its goondan.yaml) and report every problem."""
+    loader = Loader(os.environ if env is None else env, state_root)
+    bundle = loader.load(path)
+    return ValidationReport(errors=loader.errors, warnings=loader.warnings, bundle=bundle)
+
+
+def load_bundle(
+    path: str | os.PathLike[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    state_root: Path | None = None,
+) -> Bundle:
+    """Load the bundle at ``path``; raise ConfigError for the first problem (all of them in ``.errors``)."""
+    report = validate_bundle(path, env=env, state_root=state_root)
+    if report.bundle is None:
+        errors = report.errors or [ConfigIssue("E_CONFIG_SCHEMA_INVALID", "the bundle could not be loaded")]
+        raise ConfigError.from_issue(errors[0], errors=errors)
+    return report.bundle
+
+
+__all__ = [
+    "ALL_PACKAGES",
+    "API_VERSION",
+    "BASE_PACKAGE",
+    "DEFAULT_MAX_STEPS_PER_TURN",
+    "AgentPlan",
+    "Bundle",
+    "ExtensionBinding",
+    "ObjectRef",
+    "Resource",
+    "ValidationReport",
+    "base_package_root",
+    "load_bundle",
+    "parse_ref",
+    "resolve_value_source",
+    "secret_env_name",
+    "validate_bundle",
+]

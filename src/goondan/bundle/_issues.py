@@ -1,0 +1,114 @@
+"""Turning pydantic validation errors into readable, located bundle problems."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import typing
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+_PARENT = re.compile(r"^(.*?)(?:\.[^.\[\]]*|\[\d+\])$")
+
+
+def did_you_mean(word: str, options: Iterable[str]) -> str | None:
+    """``did you mean 'x'?`` for the closest option, or None when nothing is close."""
+    matches = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    if not matches:
+        lowered = {o.lower(): o for o in options}
+        if word.lower() in lowered:
+            matches = [lowered[word.lower()]]
+    return f"did you mean {matches[0]!r}?" if matches else None
+
+
+def join_path(base: str, loc: Iterable[Any]) -> str:
+    out = base
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out = f"{out}.{part}" if out else str(part)
+    return out
+
+
+def parent_path(path: str) -> str | None:
+    """``spec.tools[0].ref`` -> ``spec.tools[0]`` -> ``spec.tools`` -> ``spec`` -> ``""`` -> None."""
+    if not path:
+        return None
+    match = _PARENT.match(path)
+    return match.group(1) if match else ""
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    found: list[type[BaseModel]] = []
+    for arg in typing.get_args(annotation):
+        found.extend(_models_in(arg))
+    return found
+
+
+def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model class that owns the field at ``loc`` (aliases), following nested annotations."""
+    current: type[BaseModel] | None = model
+    for part in loc:
+        if current is None:
+            return None
+        if isinstance(part, int):
+            continue
+        by_alias = {(f.alias or name): f for name, f in current.model_fields.items()}
+        info = by_alias.get(part)
+        if info is None:
+            # a dict key (e.g. Connection.config.<key>) keeps the current value annotation
+            continue
+        candidates = _models_in(info.annotation)
+        current = candidates[0] if candidates else None
+    return current
+
+
+def allowed_fields(model: type[BaseModel]) -> list[str]:
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 50 else text[:47] + "..."
+
+
+def pydantic_problems(exc: ValidationError, model: type[BaseModel]) -> list[tuple[str, str, str | None, str]]:
+    """``(relative field path, message, suggestion, issue code)`` for each error in ``exc``."""
+    out: list[tuple[str, str, str | None, str]] = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err.get("loc", ()))
+        kind = err.get("type", "")
+        ctx = err.get("ctx") or {}
+        subpath = ctx.get("subpath") if isinstance(ctx, dict) else None
+        path = join_path("", loc)
+        if subpath:
+            path = f"{path}.{subpath}" if path else str(subpath)
+        code = "E_CONFIG_INVALID_REF" if kind == "invalid_ref" else "E_CONFIG_SCHEMA_INVALID"
+        suggestion: str | None = None
+        last = str(loc[-1]) if loc else ""
+        if kind == "missing":
+            message = f"missing required field {last!r}"
+        elif kind == "extra_forbidden":
+            owner = _model_at(model, loc[:-1])
+            allowed = allowed_fields(owner) if owner is not None else []
+            message = f"unknown field {last!r}"
+            hint = did_you_mean(last, allowed)
+            listing = f"allowed fields: {', '.join(allowed)}" if allowed else None
+            suggestion = "; ".join(s for s in (hint, listing) if s) or None
+        else:
+            message = str(err.get("msg", "invalid value"))
+            message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+            message = message.replace("Input should be", "should be")
+            show_input = kind not in ("invalid_ref", "value_source") and not kind.endswith("_xor")
+            if show_input and "input" in err and not isinstance(err["input"], dict | list):
+                message += f" (got {_short(err['input'])})"
+        out.append((path, message, suggestion, code))
+    return out
+
+
+__all__ = ["allowed_fields", "did_you_mean", "join_path", "parent_path", "pydantic_problems"]

@@ -1,0 +1,742 @@
+"""Reading a bundle directory into resources and checking everything the spec requires.
+
+Checks run in stages (files -> envelopes -> specs -> identities -> refs/paths/env) and every stage
+keeps going after a problem, so ``validate_bundle`` can report all of them at once. A resource whose
+spec is invalid is still remembered by identity: references to it are not reported a second time as
+missing, which keeps one typo from producing a cascade of unrelated errors.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from goondan.errors import ConfigIssue
+from goondan.models._providers import KNOWN_PROVIDERS
+
+from ._bundle import BASE_PACKAGE, Bundle, ScopeKey, ref_scope
+from ._issues import did_you_mean, join_path, parent_path, pydantic_problems
+from ._paths import PathProblem, resolve_inside
+from ._plan import required_tool_message, tool_names
+from ._refs import ObjectRef
+from ._resource import Position, Resource
+from ._schemas import (
+    KINDS,
+    SPEC_MODELS,
+    AgentSpec,
+    ConnectionSpec,
+    ConnectorSpec,
+    ModelSpec,
+    PackageSpec,
+    PythonOptions,
+    ScriptedOptions,
+    SwarmSpec,
+    ToolSpec,
+)
+from ._values import env_missing_message, env_missing_suggestion, lookup_value_source
+from ._yaml import MAX_FILE_BYTES, YamlDocument, YamlProblem, parse_documents
+
+API_VERSION = "goondan.ai/v1"
+LEGACY_API_VERSION = "agents.example.io/v1alpha1"
+MANIFEST = "goondan.yaml"
+_STEMS = frozenset(
+    {"goondan", "resources"}
+    | {
+        f"{base}{s}"
+        for base in ("model", "agent", "tool", "extension", "connector", "connection", "swarm")
+        for s in ("", "s")
+    }
+)
+_SKIP_DIRS = frozenset({"dist", "node_modules", ".git", ".venv", "__pycache__"})
+_TOP_KEYS = ("apiVersion", "kind", "metadata", "spec")
+_META_KEYS = ("name", "labels", "annotations")
+_NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+_PACKAGE_NAME = re.compile(r"^(?:@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*$")
+_VERSION = re.compile(r"^[0-9A-Za-z^~<>=*+|. -]+$")
+_NAME_HINT = "use lowercase letters, digits and '-', starting with a letter, at most 63 characters"
+
+
+def base_package_root() -> Path:
+    """Directory of the built-in ``@goondan/base`` package shipped inside ``goondan``."""
+    return Path(__file__).resolve().parent.parent / "base"
+
+
+def default_state_root(env: Mapping[str, str]) -> Path:
+    configured = env.get("GOONDAN_STATE_ROOT")
+    if configured:
+        return Path(configured)
+    return Path(os.path.expanduser("~")) / ".goondan"
+
+
+@dataclass
+class _Doc:
+    """Where a document lives, for issues raised before it becomes a :class:`Resource`."""
+
+    file: str
+    index: int
+    positions: dict[str, Position]
+    line: int
+    column: int
+
+    def issue(self, code: str, message: str, field_path: str = "", suggestion: str | None = None) -> ConfigIssue:
+        path: str | None = field_path
+        pos: Position | None = None
+        while path is not None:
+            if path in self.positions:
+                pos = self.positions[path]
+                break
+            path = parent_path(path)
+        line, column = pos or (self.line, self.column)
+        return ConfigIssue(
+            code,
+            message,
+            path=f"{self.file}#{self.index}" + (f".{field_path}" if field_path else ""),
+            file=self.file,
+            line=line,
+            column=column,
+            suggestion=suggestion,
+        )
+
+
+class Loader:
+    def __init__(self, env: Mapping[str, str], state_root: Path | None) -> None:
+        self.env = env
+        self.state_root = state_root
+        self.errors: list[ConfigIssue] = []
+        self.warnings: list[ConfigIssue] = []
+        self.resources: list[Resource] = []
+        self.index: dict[ScopeKey, Resource] = {}
+        self.known: dict[ScopeKey, str] = {}  # every declared identity -> "file:line:column"
+        self.scopes: set[str | None] = {None, BASE_PACKAGE}
+        self.local_package: str | None = None
+        self.root = Path()
+        self.checked_builtins: set[int] = set()
+
+    # ------------------------------------------------------------------ entry point
+
+    def load(self, path: str | os.PathLike[str]) -> Bundle | None:
+        target = Path(path)
+        try:
+            if target.is_dir():
+                root, manifest = target, target / MANIFEST
+            elif target.is_file():
+                root, manifest = target.parent, target
+            else:
+                root, manifest = target, target / MANIFEST
+            self.root = root.resolve()
+            manifest = self.root / manifest.name
+        except (OSError, RuntimeError, ValueError) as exc:
+            self._fail("E_CONFIG_FILE_NOT_FOUND", f"cannot open bundle {str(path)!r}: {exc}")
+            return None
+        if not manifest.is_file():
+            hint = None
+            if (self.root / "goondan.yml").is_file():
+                hint = "rename goondan.yml to goondan.yaml"
+            self._fail(
+                "E_CONFIG_FILE_NOT_FOUND",
+                f"no {MANIFEST} found at {manifest}",
+                hint or f"run inside a bundle directory or pass the path of its {MANIFEST}",
+                file=str(manifest),
+            )
+            return None
+        package_spec = self._load_scope(self.root, manifest, None)
+        self._load_scope(base_package_root(), base_package_root() / MANIFEST, BASE_PACKAGE)
+        self._load_dependencies(package_spec)
+        for res in self.resources:
+            self._check(res)
+        if not any(r.kind == "Swarm" and r.package is None for r in self.resources):
+            self.warnings.append(
+                ConfigIssue(
+                    "E_CONFIG_SWARM_MISSING",
+                    "the bundle defines no Swarm, so there is nothing to run",
+                    path=MANIFEST,
+                    file=MANIFEST,
+                    suggestion="add a Swarm resource with entryAgent and agents",
+                    severity="warning",
+                )
+            )
+        if self.errors:
+            return None
+        return Bundle(self.root, self.local_package, self.resources, self.env)
+
+    def _fail(self, code: str, message: str, suggestion: str | None = None, file: str | None = None) -> None:
+        self.errors.append(ConfigIssue(code, message, file=file, path=file, suggestion=suggestion))
+
+    # ------------------------------------------------------------------ files
+
+    def _display(self, file: Path, scope: str | None) -> str:
+        if scope is None:
+            try:
+                return file.relative_to(self.root).as_posix()
+            except ValueError:
+                return str(file)
+        return str(file)
+
+    def _discover(self, root: Path, manifest: Path) -> list[Path]:
+        files = [manifest]
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS)
+            for filename in sorted(filenames):
+                candidate = Path(dirpath) / filename
+                stem, dot, suffix = filename.rpartition(".")
+                if not dot or suffix.lower() not in ("yaml", "yml") or stem.lower() not in _STEMS:
+                    continue
+                if candidate == manifest:
+                    continue
+                try:  # a symlinked file must not pull in YAML from outside the root
+                    if not candidate.resolve().is_relative_to(root.resolve()):
+                        continue
+                except (OSError, RuntimeError):
+                    continue
+                files.append(candidate)
+        return files
+
+    def _read(self, file: Path, display: str) -> list[YamlDocument] | None:
+        try:
+            size = file.stat().st_size
+            if size > MAX_FILE_BYTES:
+                raise YamlProblem(
+                    "E_CONFIG_FILE_TOO_LARGE", f"file is {size} bytes; the limit is {MAX_FILE_BYTES} bytes"
+                )
+            return parse_documents(file.read_bytes())
+        except YamlProblem as exc:
+            self.errors.append(
+                ConfigIssue(
+                    exc.code,
+                    f"{display}: {exc.message}",
+                    path=display,
+                    file=display,
+                    line=exc.line,
+                    column=exc.column,
+                    suggestion="split the file into smaller ones"
+                    if "LARGE" in exc.code or "MANY" in exc.code
+                    else None,
+                )
+            )
+        except OSError as exc:
+            self.errors.append(
+                ConfigIssue(
+                    "E_CONFIG_PARSE_ERROR",
+                    f"cannot read {display}: {exc.strerror}",
+                    path=display,
+                    file=display,
+                )
+            )
+        return None
+
+    def _load_scope(self, root: Path, manifest: Path, scope: str | None) -> PackageSpec | None:
+        if scope is not None:
+            self.scopes.add(scope)
+        package_spec: PackageSpec | None = None
+        for file in self._discover(root, manifest):
+            display = self._display(file, scope)
+            docs = self._read(file, display)
+            if docs is None:
+                continue
+            first = True
+            package_seen = False
+            for doc in docs:
+                if doc.value is None:
+                    continue
+                ctx = _Doc(display, doc.index, doc.positions, doc.line, doc.column)
+                res = self._document(doc.value, ctx, root, scope, file == manifest, first, package_seen)
+                first = False
+                if isinstance(doc.value, dict) and doc.value.get("kind") == "Package":
+                    package_seen = True
+                if res is not None and isinstance(res.spec, PackageSpec) and file == manifest:
+                    package_spec = res.spec
+                    if scope is None:
+                        self.local_package = res.name
+        return package_spec
+
+    # ------------------------------------------------------------------ documents
+
+    def _document(
+        self,
+        value: Any,
+        ctx: _Doc,
+        root: Path,
+        scope: str | None,
+        is_manifest: bool,
+        first: bool,
+        package_seen: bool,
+    ) -> Resource | None:
+        if not isinstance(value, dict):
+            self.errors.append(
+                ctx.issue(
+                    "E_CONFIG_SCHEMA_INVALID",
+                    f"a resource document must be a mapping, not {type(value).__name__}",
+                    suggestion="each document needs apiVersion, kind, metadata and spec",
+                )
+            )
+            return None
+        ok = True
+        kind = value.get("kind")
+        if kind is None or kind == "":
+            ok = False
+            self.errors.append(
+                ctx.issue(
+                    "E_CONFIG_KIND_MISSING",
+                    "document has no 'kind'",
+                    suggestion=f"add kind: one of {', '.join(KINDS)}",
+                )
+            )
+        elif not isinstance(kind, str) or kind not in SPEC_MODELS:
+            ok = False
+            hint = did_you_mean(str(kind), KINDS)
+            if kind == "Secret":
+                hint = "there is no Secret kind: secrets come from the environment via valueFrom.secretRef"
+            self.errors.append(
+                ctx.issue(
+                    "E_CONFIG_UNKNOWN_KIND",
+                    f"unknown kind {kind!r}",
+                    "kind",
+                    "; ".join(s for s in (hint, f"known kinds: {', '.join(KINDS)}") if s),
+                )
+            )
+        api = value.get("apiVersion")
+        if api != API_VERSION:
+            ok = False
+            message = "document has no 'apiVersion'" if api is None else f"unsupported apiVersion {api!r}"
+            suggestion = f"use apiVersion: {API_VERSION}"
+            if api == LEGACY_API_VERSION:
+                suggestion = (
+                    f"{LEGACY_API_VERSION} is the old (v0.9) format; migrate the resource to "
+                    f"apiVersion: {API_VERSION} (modelConfig.modelRef, prompt.system, middleware extensions)"
+                )
+            self.errors.append(ctx.issue("E_CONFIG_UNSUPPORTED_API_VERSION", message, "apiVersion", suggestion))
+        for key in value:
+            if key not in _TOP_KEYS:
+                self.errors.append(
+                    ctx.issue(
+                        "E_CONFIG_SCHEMA_INVALID",
+                        f"unknown top-level field {key!r}",
+                        str(key),
+                        did_you_mean(str(key), _TOP_KEYS) or "allowed: apiVersion, kind, metadata, spec",
+                    )
+                )
+                ok = False
+        name = self._metadata(value.get("metadata"), "metadata" in value, kind, ctx)
+        if name is None:
+            ok = False
+        registrable = isinstance(kind, str) and kind in SPEC_MODELS and name is not None
+        if registrable and not self._register(scope, str(kind), str(name), ctx):
+            return None
+        if kind == "Package":
+            if is_manifest and package_seen:
+                self.errors.append(
+                    ctx.issue(
+                        "E_CONFIG_PACKAGE_DOC_DUPLICATED",
+                        "goondan.yaml has more than one Package document",
+                        "kind",
+                        "keep a single Package document, the first one in goondan.yaml",
+                    )
+                )
+                return None
+            if not (is_manifest and first):
+                self.errors.append(
+                    ctx.issue(
+                        "E_CONFIG_PACKAGE_DOC_POSITION",
+                        "a Package document must be the first document of goondan.yaml",
+                        "kind",
+                        "move the Package document to the top of goondan.yaml",
+                    )
+                )
+                return None
+        if not ok or name is None or not isinstance(kind, str):
+            return None
+        spec_value: Any = value.get("spec")
+        if "spec" not in value:
+            if kind != "Package":
+                self.errors.append(
+                    ctx.issue("E_CONFIG_SCHEMA_INVALID", f"{kind}/{name} has no 'spec'", "", "add a spec: mapping")
+                )
+                return None
+            spec_value = {}
+        if spec_value is None and kind == "Package":
+            spec_value = {}
+        if not isinstance(spec_value, dict):
+            self.errors.append(ctx.issue("E_CONFIG_SCHEMA_INVALID", "'spec' must be a mapping", "spec"))
+            return None
+        model_cls = SPEC_MODELS[kind]
+        spec = self._validate_model(model_cls, spec_value, "spec", ctx, f"{kind}/{name}")
+        if spec is None:
+            return None
+        res = Resource(
+            kind=kind,
+            name=name,
+            package=scope,
+            api_version=API_VERSION,
+            metadata=dict(value["metadata"]),
+            spec=spec,  # type: ignore[arg-type]
+            raw=value,
+            root=root,
+            file=ctx.file,
+            doc_index=ctx.index,
+            positions=ctx.positions,
+        )
+        self.resources.append(res)
+        self.index[(scope, kind, name)] = res
+        return res
+
+    def _validate_model(
+        self, model: type[BaseModel], data: Any, prefix: str, ctx: _Doc | Resource, owner: str
+    ) -> BaseModel | None:
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            for field_path, message, suggestion, code in pydantic_problems(exc, model):
+                full = join_path(prefix, [field_path]) if field_path else prefix
+                self.errors.append(ctx.issue(code, f"{owner}: {full}: {message}", full, suggestion))
+            return None
+
+    def _metadata(self, meta: Any, present: bool, kind: Any, ctx: _Doc) -> str | None:
+        if not isinstance(meta, dict):
+            self.errors.append(
+                ctx.issue(
+                    "E_CONFIG_INVALID_NAME",
+                    "metadata.name is required" if not present else "'metadata' must be a mapping with a name",
+                    "metadata" if present else "",
+                    "add metadata: {name: my-resource}",
+                )
+            )
+            return None
+        valid = True
+        for key in meta:
+            if key not in _META_KEYS:
+                valid = False
+                self.errors.append(
+                    ctx.issue(
+                        "E_CONFIG_SCHEMA_INVALID",
+                        f"unknown metadata field {key!r}",
+                        f"metadata.{key}",
+                        did_you_mean(str(key), _META_KEYS) or "allowed: name, labels, annotations",
+                    )
+                )
+        for key in ("labels", "annotations"):
+            mapping = meta.get(key)
+            if mapping is None:
+                continue
+            if not isinstance(mapping, dict) or not all(isinstance(v, str) for v in mapping.values()):
+                valid = False
+                self.errors.append(
+                    ctx.issue(
+                        "E_CONFIG_SCHEMA_INVALID",
+                        f"metadata.{key} must map strings to strings",
+                        f"metadata.{key}",
+                        "quote numeric and boolean values",
+                    )
+                )
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            self.errors.append(
+                ctx.issue(
+                    "E_CONFIG_INVALID_NAME",
+                    "metadata.name is required and must be a non-empty string",
+                    "metadata.name" if "name" in meta else "metadata",
+                    _NAME_HINT,
+                )
+            )
+            return None
+        pattern = _PACKAGE_NAME if kind == "Package" else _NAME
+        if not pattern.match(name) or len(name) > (214 if kind == "Package" else 63):
+            self.errors.append(
+                ctx.issue(
+                    "E_CONFIG_INVALID_NAME",
+                    f"invalid name {name!r}",
+                    "metadata.name",
+                    "package names look like @scope/name" if kind == "Package" else _NAME_HINT,
+                )
+            )
+            return None
+        return name if valid else None
+
+    def _register(self, scope: str | None, kind: str, name: str, ctx: _Doc) -> bool:
+        key = (scope, kind, name)
+        issue = ctx.issue("E_CONFIG_DUPLICATE_NAME", "", "metadata.name")
+        here = issue.location or ctx.file
+        if key in self.known:
+            where = f" in package {scope}" if scope else ""
+            issue.message = f"{kind}/{name} is defined twice{where}: at {self.known[key]} and at {here}"
+            issue.suggestion = f"rename one of them; {kind}/{name} was first defined at {self.known[key]}"
+            self.errors.append(issue)
+            return False
+        self.known[key] = here
+        return True
+
+    # ------------------------------------------------------------------ packages
+
+    def _load_dependencies(self, package_spec: PackageSpec | None) -> None:
+        if package_spec is None:
+            return
+        owner = next((r for r in self.resources if r.kind == "Package" and r.package is None), None)
+        queue: list[tuple[PackageSpec, Resource | None]] = [(package_spec, owner)]
+        seen: set[str] = set()
+        while queue:
+            spec, holder = queue.pop(0)
+            for i, dep in enumerate(spec.dependencies):
+                if dep.name == BASE_PACKAGE or dep.name in seen:
+                    continue
+                seen.add(dep.name)
+                field_path = f"spec.dependencies[{i}]"
+                if not _PACKAGE_NAME.match(dep.name) or not _VERSION.match(dep.version) or ".." in dep.version:
+                    if holder is not None:
+                        self.errors.append(
+                            holder.issue(
+                                "E_CONFIG_SCHEMA_INVALID",
+                                f"invalid dependency {dep.name}@{dep.version}",
+                                field_path,
+                                "dependencies look like {name: '@scope/name', version: 1.2.3}",
+                            )
+                        )
+                    continue
+                state_root = self.state_root or default_state_root(self.env)
+                pkg_root = state_root / "packages" / f"{dep.name}@{dep.version}"
+                manifest = pkg_root / MANIFEST
+                if not manifest.is_file():
+                    if holder is not None:
+                        self.errors.append(
+                            holder.issue(
+                                "E_CONFIG_PACKAGE_NOT_INSTALLED",
+                                f"package {dep.name}@{dep.version} is not installed (expected {manifest})",
+                                field_path,
+                                f"install it (gdn package install) so that {manifest} exists",
+                            )
+                        )
+                    continue
+                dep_spec = self._load_scope(pkg_root.resolve(), manifest.resolve(), dep.name)
+                if dep_spec is not None:
+                    dep_owner = next((r for r in self.resources if r.kind == "Package" and r.package == dep.name), None)
+                    queue.append((dep_spec, dep_owner))
+
+    # ------------------------------------------------------------------ semantic checks
+
+    def _check(self, res: Resource) -> None:
+        spec = res.spec
+        entry = res.entry_field()
+        if isinstance(spec, ModelSpec):
+            self._check_model(res, spec)
+        elif isinstance(spec, ToolSpec):
+            self._check_tool(res, spec)
+        elif isinstance(spec, ConnectorSpec):
+            seen: set[str] = set()
+            for i, event in enumerate(spec.events):
+                if event.name in seen:
+                    self.errors.append(
+                        res.issue(
+                            "E_CONFIG_SCHEMA_INVALID",
+                            f"{res.key}: duplicate event name {event.name!r}",
+                            f"spec.events[{i}].name",
+                        )
+                    )
+                seen.add(event.name)
+        elif isinstance(spec, AgentSpec):
+            self._check_agent(res, spec)
+        elif isinstance(spec, SwarmSpec):
+            self._check_swarm(res, spec)
+        elif isinstance(spec, ConnectionSpec):
+            self._check_connection(res, spec)
+        if entry is not None and entry != "spec.options.entry" and res.package != BASE_PACKAGE:
+            self._check_path(res, getattr(spec, "entry", ""), entry, python=True)
+
+    def _check_builtin_entry(self, res: Resource) -> None:
+        """Built-ins are checked only once something uses them: an unused one must not break a bundle."""
+        if res.package != BASE_PACKAGE or id(res) in self.checked_builtins:
+            return
+        self.checked_builtins.add(id(res))
+        entry = res.entry_field()
+        if entry is not None and entry != "spec.options.entry":
+            self._check_path(res, getattr(res.spec, "entry", ""), entry, python=True)
+
+    def _check_path(self, res: Resource, relative: str, field_path: str, *, python: bool) -> None:
+        try:
+            resolve_inside(res.root, relative, python=python, what=field_path.rsplit(".", 1)[-1])
+        except PathProblem as exc:
+            self.errors.append(res.issue(exc.code, f"{res.key}: {exc.message}", field_path, exc.suggestion))
+
+    def _check_model(self, res: Resource, spec: ModelSpec) -> None:
+        if spec.provider not in KNOWN_PROVIDERS:
+            hint = did_you_mean(spec.provider, sorted(KNOWN_PROVIDERS))
+            listing = f"known providers: {', '.join(sorted(KNOWN_PROVIDERS))}"
+            self.errors.append(
+                res.issue(
+                    "E_CONFIG_SCHEMA_INVALID",
+                    f"{res.key}: unknown provider {spec.provider!r}",
+                    "spec.provider",
+                    f"{hint} {listing}" if hint else listing,
+                )
+            )
+        elif spec.provider == "python":
+            options = self._validate_model(PythonOptions, spec.options, "spec.options", res, res.key)
+            if isinstance(options, PythonOptions):
+                self._check_path(res, options.entry, "spec.options.entry", python=True)
+        elif spec.provider == "scripted":
+            self._validate_model(ScriptedOptions, spec.options, "spec.options", res, res.key)
+
+    def _check_tool(self, res: Resource, spec: ToolSpec) -> None:
+        if "__" in res.name:
+            self.errors.append(
+                res.issue("E_CONFIG_INVALID_NAME", f"{res.key}: tool names must not contain '__'", "metadata.name")
+            )
+        seen: set[str] = set()
+        for i, export in enumerate(spec.exports):
+            if export.name in seen:
+                self.errors.append(
+                    res.issue(
+                        "E_CONFIG_SCHEMA_INVALID",
+                        f"{res.key}: duplicate export name {export.name!r}",
+                        f"spec.exports[{i}].name",
+                        "export names must be unique within a Tool",
+                    )
+                )
+            seen.add(export.name)
+
+    def _resolve(self, res: Resource, field_path: str, ref: ObjectRef, expected: str) -> Resource | None:
+        if ref.kind != expected:
+            self.errors.append(
+                res.issue(
+                    "E_CONFIG_INVALID_REF",
+                    f"{res.key}: {field_path} must reference a {expected}, not {ref.key}",
+                    field_path,
+                    f"write {expected}/<name>",
+                )
+            )
+            return None
+        scope = ref_scope(ref, res.package, self.local_package)
+        if scope not in self.scopes:
+            self.errors.append(
+                res.issue(
+                    "E_CONFIG_REF_NOT_FOUND",
+                    f"{res.key}: {field_path} references package {scope!r}, which is not available",
+                    field_path,
+                    f"add {scope} to the Package's spec.dependencies and install it",
+                )
+            )
+            return None
+        key = (scope, ref.kind, ref.name)
+        if key in self.index:
+            self._check_builtin_entry(self.index[key])
+            return self.index[key]
+        if key in self.known:
+            return None  # declared but invalid: already reported where it is defined
+        candidates = [n for (s, k, n) in self.known if s == scope and k == ref.kind]
+        hint = did_you_mean(ref.name, candidates)
+        if ref.package is None and scope != BASE_PACKAGE and (BASE_PACKAGE, ref.kind, ref.name) in self.known:
+            hint = (
+                f"{ref.key} is a built-in: reference it as "
+                f'{{kind: {ref.kind}, name: {ref.name}, package: "{BASE_PACKAGE}"}}'
+            )
+        where = f" in package {scope}" if scope else ""
+        self.errors.append(
+            res.issue(
+                "E_CONFIG_REF_NOT_FOUND",
+                f"{res.key}: {field_path} references {ref.key}{where}, which does not exist",
+                field_path,
+                hint,
+            )
+        )
+        return None
+
+    def _check_agent(self, res: Resource, spec: AgentSpec) -> None:
+        self._resolve(res, "spec.modelConfig.modelRef", spec.model_cfg.model_ref, "Model")
+        tools: list[Resource] = []
+        complete = True
+        for i, tool_ref in enumerate(spec.tools):
+            tool = self._resolve(res, f"spec.tools[{i}]", tool_ref, "Tool")
+            if tool is None:
+                complete = False
+            elif tool not in tools:
+                tools.append(tool)
+        for i, use in enumerate(spec.extensions):
+            self._resolve(res, f"spec.extensions[{i}]", use.ref, "Extension")
+        if spec.prompt is not None and spec.prompt.system_ref is not None:
+            self._check_path(res, spec.prompt.system_ref, "spec.prompt.systemRef", python=False)
+        if complete:
+            available = tool_names(tools)
+            for i, required in enumerate(spec.required_tools):
+                if required not in available:
+                    self.errors.append(
+                        res.issue(
+                            "E_CONFIG_SCHEMA_INVALID",
+                            required_tool_message(res, required, available),
+                            f"spec.requiredTools[{i}]",
+                            "list tools as '<Tool name>__<export name>' of a Tool in spec.tools",
+                        )
+                    )
+
+    def _member_keys(self, swarm: Resource, spec: SwarmSpec) -> set[ScopeKey]:
+        return {(ref_scope(r, swarm.package, self.local_package), r.kind, r.name) for r in spec.agents}
+
+    def _check_swarm(self, res: Resource, spec: SwarmSpec) -> None:
+        entry = self._resolve(res, "spec.entryAgent", spec.entry_agent, "Agent")
+        for i, agent_ref in enumerate(spec.agents):
+            self._resolve(res, f"spec.agents[{i}]", agent_ref, "Agent")
+        if spec.entry_agent.kind == "Agent" and (entry is not None or self._declared(res, spec.entry_agent)):
+            key = (
+                ref_scope(spec.entry_agent, res.package, self.local_package),
+                "Agent",
+                spec.entry_agent.name,
+            )
+            if key not in self._member_keys(res, spec):
+                self.errors.append(
+                    res.issue(
+                        "E_CONFIG_SCHEMA_INVALID",
+                        f"{res.key}: entryAgent {spec.entry_agent.key} is not listed in spec.agents",
+                        "spec.entryAgent",
+                        f"add {spec.entry_agent.key} to spec.agents or pick one of them as entryAgent",
+                    )
+                )
+
+    def _declared(self, res: Resource, ref: ObjectRef) -> bool:
+        return (ref_scope(ref, res.package, self.local_package), ref.kind, ref.name) in self.known
+
+    def _connection_swarm(self, res: Resource, spec: ConnectionSpec) -> Resource | None:
+        if spec.swarm_ref is not None:
+            return self._resolve(res, "spec.swarmRef", spec.swarm_ref, "Swarm")
+        swarms = [r for r in self.resources if r.kind == "Swarm" and r.package == res.package]
+        named = [s for s in swarms if s.name == "default"]
+        if named:
+            return named[0]
+        return swarms[0] if len(swarms) == 1 else None
+
+    def _check_connection(self, res: Resource, spec: ConnectionSpec) -> None:
+        self._resolve(res, "spec.connectorRef", spec.connector_ref, "Connector")
+        swarm = self._connection_swarm(res, spec)
+        rules = spec.ingress.rules if spec.ingress is not None else []
+        for i, rule in enumerate(rules):
+            agent_ref = rule.route.agent_ref
+            if agent_ref is None:
+                continue
+            field_path = f"spec.ingress.rules[{i}].route.agentRef"
+            agent = self._resolve(res, field_path, agent_ref, "Agent")
+            if agent is None or swarm is None or not isinstance(swarm.spec, SwarmSpec):
+                continue
+            members = self._member_keys(swarm, swarm.spec)
+            if (agent.package, agent.kind, agent.name) not in members:
+                self.errors.append(
+                    res.issue(
+                        "E_CONFIG_SCHEMA_INVALID",
+                        f"{res.key}: route agent {agent.key} is not an agent of Swarm/{swarm.name}",
+                        field_path,
+                        f"add {agent.key} to Swarm/{swarm.name} spec.agents or route to one of its agents",
+                    )
+                )
+        for section, values in (("config", spec.config), ("secrets", spec.secrets)):
+            for key, source in values.items():
+                value, variable = lookup_value_source(source, self.env)
+                if value is None:
+                    field_path = f"spec.{section}.{key}"
+                    self.errors.append(
+                        res.issue(
+                            "E_CONFIG_ENV_MISSING",
+                            env_missing_message(variable or "?", f"{res.key} {field_path}"),
+                            field_path,
+                            env_missing_suggestion(variable or "?"),
+                        )
+                    )

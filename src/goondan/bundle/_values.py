@@ -1,0 +1,104 @@
+"""ValueSource resolution: literal values, environment variables and env-backed secrets.
+
+The policy follows the spec, not upstream code: a *required* field whose variable is unset is a load
+error; an *optional* one stays unset (``None``). An empty string is never substituted for a missing
+variable, because a blank API key or token fails much later and far less clearly.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from goondan.errors import ConfigError
+
+_NON_ALNUM = re.compile(r"[^A-Za-z0-9]")
+
+
+def secret_env_name(secret: str, key: str) -> str:
+    """``GOONDAN_SECRET_<SECRET>_<KEY>``: upper-cased, every non-alphanumeric character ``_``."""
+    return "GOONDAN_SECRET_{}_{}".format(_NON_ALNUM.sub("_", secret).upper(), _NON_ALNUM.sub("_", key).upper())
+
+
+def value_source_problem(vs: Any) -> str | None:
+    """Why ``vs`` is not a ValueSource, or None when it is well-formed."""
+    if not isinstance(vs, Mapping):
+        return "a ValueSource must be a mapping: {value} or {valueFrom: {env} | {secretRef}}"
+    keys = set(vs)
+    if keys - {"value", "valueFrom"}:
+        bad = sorted(keys - {"value", "valueFrom"})[0]
+        return f"unknown key {bad!r} in ValueSource (allowed: value, valueFrom)"
+    if ("value" in vs) == ("valueFrom" in vs):
+        return "a ValueSource needs exactly one of 'value' or 'valueFrom'"
+    if "value" in vs:
+        return None if isinstance(vs["value"], str) else "'value' must be a string (quote numbers)"
+    source = vs["valueFrom"]
+    if not isinstance(source, Mapping):
+        return "'valueFrom' must be a mapping with 'env' or 'secretRef'"
+    if set(source) - {"env", "secretRef"}:
+        bad = sorted(set(source) - {"env", "secretRef"})[0]
+        return f"unknown key {bad!r} in valueFrom (allowed: env, secretRef)"
+    if ("env" in source) == ("secretRef" in source):
+        return "'valueFrom' needs exactly one of 'env' or 'secretRef'"
+    if "env" in source:
+        env = source["env"]
+        return None if isinstance(env, str) and env else "'valueFrom.env' must be a non-empty variable name"
+    secret = source["secretRef"]
+    if not isinstance(secret, Mapping) or set(secret) != {"ref", "key"}:
+        return "'secretRef' must be {ref: 'Secret/<name>', key: <key>}"
+    ref, key = secret["ref"], secret["key"]
+    if not isinstance(ref, str) or not ref.startswith("Secret/") or len(ref.split("/")) != 2 or ref == "Secret/":
+        return "'secretRef.ref' must look like 'Secret/<name>'"
+    if not isinstance(key, str) or not key:
+        return "'secretRef.key' must be a non-empty string"
+    return None
+
+
+def lookup_value_source(vs: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """Return ``(value, variable)``: the value (None when unset) and the env variable consulted."""
+    if "value" in vs:
+        return str(vs["value"]), None
+    source = vs["valueFrom"]
+    if "env" in source:
+        name = str(source["env"])
+    else:
+        secret = source["secretRef"]
+        name = secret_env_name(str(secret["ref"]).split("/", 1)[1], str(secret["key"]))
+    return env.get(name), name
+
+
+def resolve_value_source(
+    vs: Mapping[str, Any] | None, env: Mapping[str, str], *, required: bool, path: str
+) -> str | None:
+    """Resolve a ValueSource; ``path`` (e.g. ``Connection/slack spec.secrets.token``) names it in errors.
+
+    Raises ConfigError ``E_CONFIG_SCHEMA_INVALID`` for a malformed source and ``E_CONFIG_ENV_MISSING``
+    when a required variable is unset. Optional unset values come back as None.
+    """
+    if vs is None:
+        if required:
+            raise ConfigError("E_CONFIG_SCHEMA_INVALID", f"{path}: a value is required", path=path)
+        return None
+    if hasattr(vs, "model_dump"):  # accept the parsed pydantic model as well as raw YAML data
+        vs = vs.model_dump(by_alias=True, exclude_none=True)
+    problem = value_source_problem(vs)
+    if problem is not None:
+        raise ConfigError("E_CONFIG_SCHEMA_INVALID", f"{path}: {problem}", path=path)
+    value, variable = lookup_value_source(vs, env)
+    if value is None and required:
+        raise ConfigError(
+            "E_CONFIG_ENV_MISSING",
+            env_missing_message(variable or "?", path),
+            path=path,
+            suggestion=env_missing_suggestion(variable or "?"),
+        )
+    return value
+
+
+def env_missing_message(variable: str, where: str) -> str:
+    return f"required environment variable {variable} is not set (needed by {where})"
+
+
+def env_missing_suggestion(variable: str) -> str:
+    return f"export {variable}=... before running, or put {variable}=... in the bundle's .env file"

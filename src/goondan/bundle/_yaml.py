@@ -1,0 +1,217 @@
+"""Multi-document YAML reading that remembers where every value came from.
+
+PyYAML's constructors throw positions away, and a bundle error without ``file:line:column`` is much
+harder to fix. So we only let the (libyaml) composer build the node graph and turn nodes into plain
+Python values ourselves, recording the 1-based position of each field path on the way. Building the
+values ourselves is also where alias expansion is metered (billion-laughs documents are rejected) and
+where duplicate mapping keys are caught (PyYAML silently keeps the last one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+try:  # pragma: no branch - libyaml is present in every supported install, SafeLoader is a fallback
+    _Loader: Any = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover
+    _Loader = yaml.SafeLoader
+
+MAX_FILE_BYTES = 1024 * 1024
+MAX_DOCUMENTS = 100
+_ALIAS_FACTOR = 10
+_ALIAS_FLOOR = 200  # tiny documents may legitimately reuse an anchor more than 10 times
+_MAX_DEPTH = 200
+
+_STR = "tag:yaml.org,2002:str"
+_NULL = "tag:yaml.org,2002:null"
+_BOOL = "tag:yaml.org,2002:bool"
+_INT = "tag:yaml.org,2002:int"
+_FLOAT = "tag:yaml.org,2002:float"
+_MERGE = "tag:yaml.org,2002:merge"
+_SEQ = "tag:yaml.org,2002:seq"
+_MAP = "tag:yaml.org,2002:map"
+_AS_TEXT = {"tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:binary"}
+
+Position = tuple[int, int]
+
+
+class YamlProblem(Exception):
+    """A file could not be turned into documents; carries the code and 1-based position."""
+
+    def __init__(self, code: str, message: str, line: int | None = None, column: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.line = line
+        self.column = column
+
+
+@dataclass
+class YamlDocument:
+    """One document of a file: its value and the position of each field path inside it."""
+
+    index: int
+    value: Any
+    line: int
+    column: int
+    positions: dict[str, Position] = field(default_factory=dict)
+
+
+def _pos(node: yaml.Node) -> Position:
+    mark = node.start_mark
+    return (mark.line + 1, mark.column + 1)
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+class _Builder:
+    """Turns one composed document into Python values, metering alias expansion."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.positions: dict[str, Position] = {}
+        self._constructor = yaml.constructor.SafeConstructor()
+
+    def _spend(self, node: yaml.Node) -> None:
+        self.budget -= 1
+        if self.budget < 0:
+            line, column = _pos(node)
+            raise YamlProblem(
+                "E_CONFIG_PARSE_ERROR",
+                "YAML aliases expand to far more nodes than the file contains (alias bomb?)",
+                line,
+                column,
+            )
+
+    def build(self, node: yaml.Node, path: str, depth: int) -> Any:
+        self._spend(node)
+        if depth > _MAX_DEPTH:
+            line, column = _pos(node)
+            raise YamlProblem("E_CONFIG_PARSE_ERROR", "YAML nesting is too deep", line, column)
+        if isinstance(node, yaml.ScalarNode):
+            return self._scalar(node)
+        if isinstance(node, yaml.SequenceNode):
+            self._check_tag(node, _SEQ)
+            items: list[Any] = []
+            for i, child in enumerate(node.value):
+                child_path = f"{path}[{i}]"
+                self.positions.setdefault(child_path, _pos(child))
+                items.append(self.build(child, child_path, depth + 1))
+            return items
+        if isinstance(node, yaml.MappingNode):
+            self._check_tag(node, _MAP)
+            return self._mapping(node, path, depth)
+        raise YamlProblem("E_CONFIG_PARSE_ERROR", "unsupported YAML node", *_pos(node))  # pragma: no cover
+
+    def _check_tag(self, node: yaml.Node, expected: str) -> None:
+        if node.tag != expected:
+            raise YamlProblem("E_CONFIG_PARSE_ERROR", f"unsupported YAML tag {node.tag!r}", *_pos(node))
+
+    def _scalar(self, node: yaml.ScalarNode) -> Any:
+        tag = node.tag
+        if tag in (_STR, _NULL, _BOOL, _INT, _FLOAT):
+            try:
+                return self._constructor.construct_object(node, deep=True)
+            except (yaml.YAMLError, ValueError, OverflowError) as exc:
+                raise YamlProblem("E_CONFIG_PARSE_ERROR", f"invalid scalar: {exc}", *_pos(node)) from None
+        if tag in _AS_TEXT:
+            # timestamps and binary blobs are kept as written: resource data must stay JSON-compatible
+            return str(node.value)
+        raise YamlProblem("E_CONFIG_PARSE_ERROR", f"unsupported YAML tag {tag!r}", *_pos(node))
+
+    def _key(self, node: yaml.Node) -> str:
+        if not isinstance(node, yaml.ScalarNode):
+            raise YamlProblem("E_CONFIG_PARSE_ERROR", "mapping keys must be plain scalars", *_pos(node))
+        value = self._scalar(node)
+        # JSON objects only have string keys; `1: x` or `true: x` keep their source spelling
+        return value if isinstance(value, str) else str(node.value)
+
+    def _mapping(self, node: yaml.MappingNode, path: str, depth: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        merged: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE:
+                self._spend(key_node)
+                self._merge(value_node, path, depth, merged)
+                continue
+            key = self._key(key_node)
+            if key in out:
+                line, column = _pos(key_node)
+                raise YamlProblem("E_CONFIG_PARSE_ERROR", f"duplicate mapping key {key!r}", line, column)
+            child_path = _join(path, key)
+            self.positions[child_path] = _pos(key_node)
+            out[key] = self.build(value_node, child_path, depth + 1)
+        for key, value in merged.items():
+            out.setdefault(key, value)
+        return out
+
+    def _merge(self, node: yaml.Node, path: str, depth: int, into: dict[str, Any]) -> None:
+        sources = node.value if isinstance(node, yaml.SequenceNode) else [node]
+        for source in sources:
+            if not isinstance(source, yaml.MappingNode):
+                raise YamlProblem("E_CONFIG_PARSE_ERROR", "'<<' merge needs a mapping", *_pos(source))
+            # merged values are recorded at the position of the merged mapping's own fields
+            value = self.build(source, path, depth + 1)
+            for key, item in value.items():
+                into.setdefault(key, item)
+
+
+def _count_unique(root: yaml.Node) -> int:
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack.append(key)
+                stack.append(value)
+    return len(seen)
+
+
+def parse_documents(data: bytes) -> list[YamlDocument]:
+    """Parse every document of one file; raise :class:`YamlProblem` for the first problem."""
+    if len(data) > MAX_FILE_BYTES:
+        raise YamlProblem("E_CONFIG_FILE_TOO_LARGE", f"file is {len(data)} bytes; the limit is {MAX_FILE_BYTES} bytes")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise YamlProblem("E_CONFIG_PARSE_ERROR", f"file is not valid UTF-8: {exc.reason}") from None
+    docs: list[YamlDocument] = []
+    try:
+        for index, node in enumerate(yaml.compose_all(text, Loader=_Loader)):
+            if index >= MAX_DOCUMENTS:
+                raise YamlProblem(
+                    "E_CONFIG_TOO_MANY_DOCUMENTS",
+                    f"file has more than {MAX_DOCUMENTS} YAML documents",
+                    *_pos(node),
+                )
+            if node is None:  # pragma: no cover - compose_all yields a null scalar for empty docs
+                continue
+            budget = max(_count_unique(node) * _ALIAS_FACTOR, _ALIAS_FLOOR)
+            builder = _Builder(budget)
+            value = builder.build(node, "", 0)
+            line, column = _pos(node)
+            docs.append(YamlDocument(index, value, line, column, builder.positions))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        if mark is None:
+            raise YamlProblem("E_CONFIG_PARSE_ERROR", f"YAML parse error: {problem}") from None
+        raise YamlProblem(
+            "E_CONFIG_PARSE_ERROR", f"YAML parse error: {problem}", mark.line + 1, mark.column + 1
+        ) from None
+    except yaml.YAMLError as exc:
+        raise YamlProblem("E_CONFIG_PARSE_ERROR", f"YAML parse error: {exc}") from None
+    except RecursionError:
+        raise YamlProblem("E_CONFIG_PARSE_ERROR", "YAML nesting is too deep") from None
+    return docs
