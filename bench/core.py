@@ -1,0 +1,190 @@
+"""Core hot-path benchmark (issue #2 targets). Run: ``python bench/core.py`` (``--quick`` for a short run).
+
+Prints:
+  (a) time one pass-through middleware adds per wrapped call, for turn / step / toolCall;
+  (b) framework time for a turn of two model calls and one tool call (python provider), with
+      persistence off and on;
+  (c) turn time with a history of 10 and of 100,000 messages (loading excluded).
+
+"Framework time" is everything except the model and the tool themselves: both are trivial Python
+functions here, so the figure is what Goondan adds to every turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import goondan
+
+MODEL = '''
+def generate(request):
+    last = request.messages[-1]
+    if last["role"] == "tool":
+        return {"text": "done"}
+    return {"toolCalls": [{"name": "calc__add", "args": {"a": 1, "b": 2}}]}
+'''
+
+TOOL = '''
+def add(ctx, args):
+    return args["a"] + args["b"]
+
+handlers = {"add": add}
+'''
+
+EXT = '''
+def register(api, config):
+    n = int(config.get("layers", 0))
+    kinds = config.get("kinds", [])
+
+    async def passthrough(ctx):
+        return await ctx.next()
+
+    for kind in kinds:
+        for _ in range(n):
+            api.pipeline.register(kind, passthrough)
+'''
+
+
+def make_bundle(root: Path, layers: int, kinds: list[str]) -> Path:
+    (root / "model.py").write_text(MODEL)
+    (root / "calc.py").write_text(TOOL)
+    (root / "ext.py").write_text(EXT)
+    kinds_yaml = "[" + ", ".join(kinds) + "]"
+    (root / "goondan.yaml").write_text(
+        f"""apiVersion: goondan.ai/v1
+kind: Model
+metadata: {{name: m}}
+spec: {{provider: python, model: bench, options: {{entry: ./model.py}}}}
+---
+apiVersion: goondan.ai/v1
+kind: Tool
+metadata: {{name: calc}}
+spec:
+  entry: ./calc.py
+  exports:
+    - name: add
+      description: add
+      parameters: {{type: object, properties: {{a: {{type: number}}, b: {{type: number}}}}, required: [a, b]}}
+---
+apiVersion: goondan.ai/v1
+kind: Extension
+metadata: {{name: layers}}
+spec: {{entry: ./ext.py, config: {{layers: {layers}, kinds: {kinds_yaml}}}}}
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata: {{name: a}}
+spec:
+  modelConfig: {{modelRef: Model/m}}
+  tools: [Tool/calc]
+  extensions: [Extension/layers]
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata: {{name: default}}
+spec: {{entryAgent: Agent/a, agents: [Agent/a]}}
+"""
+    )
+    return root
+
+
+async def time_turns(bundle: Path, turns: int, *, persist: bool, state_root: Path, history: int = 0) -> list[float]:
+    """Per-turn wall times (seconds) after warm-up; history messages are preloaded, not timed."""
+    if history:
+        seed_history(state_root, history)
+    async with goondan.Runtime(bundle, state_root=state_root, persist=persist) as rt:
+        if history and not persist:
+            raise ValueError("history benchmark needs persistence (it is loaded from disk)")
+        for _ in range(20):  # warm-up: imports, validator compilation, instance start
+            await rt.request("go")
+        times = []
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(turns):
+                t0 = time.perf_counter()
+                result = await rt.request("go")
+                times.append(time.perf_counter() - t0)
+                assert result.text == "done", result
+        finally:
+            gc.enable()
+        return times
+
+
+def seed_history(state_root: Path, n: int) -> None:
+    from goondan.messages import assistant_message, user_message
+    from goondan.storage import WorkspaceStore
+
+    store = WorkspaceStore(state_root, "default").instance("a", "default")
+    store.load()
+    messages = []
+    for i in range(n // 2):
+        messages.append(user_message(f"question {i}"))
+        messages.append(assistant_message(f"answer {i}"))
+    store.commit(messages, None)
+    store.close()
+
+
+def median_us(times: list[float]) -> float:
+    return statistics.median(times) * 1e6
+
+
+def run_case(layers: int, kinds: list[str], turns: int, *, persist: bool = False, history: int = 0) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        bundle = make_bundle(root / "bundle", layers, kinds) if (root / "bundle").mkdir() is None else None
+        assert bundle is not None
+        times = asyncio.run(time_turns(bundle, turns, persist=persist, state_root=root / "state", history=history))
+        return median_us(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer turns (noisier figures)")
+    parser.add_argument("--layers", type=int, default=50, help="pass-through layers used to measure (a)")
+    args = parser.parse_args()
+    turns = 300 if args.quick else 2000
+    layers = args.layers
+
+    print(f"goondan {goondan.__version__} | Python {platform.python_version()} | {platform.machine()} | "
+          f"{os.cpu_count()} CPUs | {turns} timed turns per case (median)")
+    print()
+    base = run_case(0, [], turns)
+    rows = []
+    per_call = {"turn": 1, "step": 2, "toolCall": 1}  # wrapped calls per turn in this scenario
+    for kind in ("turn", "step", "toolCall"):
+        t = run_case(layers, [kind], turns)
+        added = (t - base) / (layers * per_call[kind])
+        rows.append((kind, added))
+    print("(a) time one pass-through middleware adds per wrapped call   target < 20 µs")
+    for kind, added in rows:
+        flag = "ok" if added < 20 else "MISSED"
+        print(f"    {kind:<9} {added:7.2f} µs   {flag}")
+    print()
+    persisted = run_case(0, [], max(100, turns // 4), persist=True)
+    print("(b) framework time per turn (2 model calls + 1 tool call, python provider)")
+    print(f"    persistence off  {base:8.1f} µs   target < 1000 µs   {'ok' if base < 1000 else 'MISSED'}")
+    print(f"    persistence on   {persisted:8.1f} µs   (events appended per emit, base fsync'd per turn)")
+    print()
+    hist_turns = max(100, turns // 4)
+    small = run_case(0, [], hist_turns, persist=True, history=10)
+    large = run_case(0, [], hist_turns, persist=True, history=100_000)
+    ratio = large / small
+    print("(c) turn time by history length (persistence on, loading excluded)")
+    print(f"    10 messages       {small:8.1f} µs")
+    print(f"    100,000 messages  {large:8.1f} µs   ratio {ratio:.2f}   target < 1.5   "
+          f"{'ok' if ratio < 1.5 else 'MISSED'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

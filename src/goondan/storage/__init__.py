@@ -1,0 +1,96 @@
+"""Durable, crash-safe storage of workspaces and agent instances (CONTRACT §8).
+
+Layout::
+
+    <stateRoot>/workspaces/<workspaceId>/instances/<instanceDir>/
+        metadata.json                 {agentName, instanceKey, status, createdAt, updatedAt}
+        messages/base.jsonl           committed messages, one JSON record per line
+        messages/events.jsonl         message events of the turn in progress (residual after a crash)
+        messages/runtime-events.jsonl observability records, append-only
+        messages/.commit.json         transient marker of a base rewrite in progress
+        extensions/<extensionName>.json
+
+The invariant (CONTRACT §8): at every instant, ``base.jsonl`` folded with ``events.jsonl`` is the
+conversation including everything the current turn made durable. A process killed at any point loses no
+committed message and applies no event twice; a restart replays the residual events.
+
+Crash-safety protocol
+=====================
+
+**During a turn** every message event is written to ``events.jsonl`` as *one* ``os.write`` of
+``json + "\\n"`` on a descriptor opened with ``O_APPEND`` and kept open. A single append-mode write of a
+small buffer lands entirely in the page cache or not at all, so a killed process leaves at worst a torn
+final line (only a power loss or a full disk can produce one). No fsync per event: that would cost
+milliseconds per event, and an uncommitted turn is allowed to be lost on power failure - the commit is
+the durability point.
+
+**Reading (load)** reads each file at once, splits lines and decodes them with orjson. A torn *final*
+line (no newline, or undecodable and last) never held an acknowledged record: it is dropped with an
+``E_STORAGE_TORN_LINE`` warning and physically truncated, so the next append starts on a fresh line
+instead of being glued to garbage. Damage anywhere else cannot come from a crash and raises
+``E_STORAGE_CORRUPT`` with file and line: committed data is never silently discarded.
+
+**Append commit** (the turn only appended messages - the common case):
+
+1. append the new lines to ``base.jsonl`` with one write, then ``fsync`` it;
+2. ``ftruncate(events.jsonl, 0)`` and ``fsync`` it.
+
+Events are cleared only after the new base is durable, so there is no instant where the turn exists in
+neither file. The window between 1 and 2 (or a crash in the middle of 1) leaves the turn in *both*
+files. ``load()`` detects it: if ``events.jsonl`` holds only appends and the tail of ``base.jsonl`` is
+exactly a prefix of those appended messages (same ids, in order - ids are unique random ids), those
+base lines are an unfinished commit; they are truncated away and the events replayed. A torn half-line
+from step 1 is first dropped as a torn tail. The store uses the append commit only when the
+``appended`` messages are exactly the append events it wrote to ``events.jsonl`` since the last commit
+and it knows how many messages base holds; otherwise it rewrites, which is always correct.
+
+**Rewrite commit** (replace/remove/truncate, or anything the append commit cannot prove):
+
+1. write ``base.jsonl.tmp`` and ``fsync`` it - the new base is durable before anything points at it;
+2. write ``.commit.json`` ``{"mode": "rewrite", "inode": <inode of the tmp file>}``, fsync it and the
+   directory - the marker must be durable before the rename can be;
+3. ``rename(base.jsonl.tmp, base.jsonl)`` and fsync the directory - the atomic switch;
+4. clear ``events.jsonl`` (ftruncate + fsync);
+5. delete the marker and fsync the directory.
+
+On load, a marker whose inode equals the inode of ``base.jsonl`` means the rename happened (step 3 done):
+the events are already folded into base, so they are cleared and the marker deleted (finishing steps 4
+and 5). A marker with another inode (or unreadable, i.e. step 2 never completed) means the rename did not
+happen: the tmp file and marker are deleted and the events replayed on the old base. A stray tmp file
+without a marker is deleted. The marker is deleted only after the events are durably cleared, otherwise
+a crash could replay already-folded events; its deletion is itself fsynced so that a power loss cannot
+resurrect it and wipe the events of a later turn.
+
+**Failures** of a commit raise :class:`~goondan.errors.StorageError` and keep ``events.jsonl``
+intact; a failure after base became durable makes the next commit a rewrite, so nothing is written twice.
+
+Crash points for the tests: the private ``GOONDAN_STORAGE_CRASH_AT`` environment variable (read once at
+import) SIGKILLs the process at ``event_append_partial``, ``after_base_append_partial``,
+``after_base_append``, ``after_tmp_written``, ``after_marker_written``, ``after_rename`` and
+``after_events_cleared``.
+
+Other files: ``metadata.json`` and extension state are replaced atomically (tmp + fsync + rename +
+directory fsync); ``runtime-events.jsonl`` is append-only without fsync and read tolerantly.
+"""
+
+from __future__ import annotations
+
+from ._instance import InstanceStore, LoadedConversation, MemoryInstanceStore
+from ._paths import instance_dir_name, parse_instance_dir_name, resolve_state_root, workspace_id
+from ._workspace import InstanceInfo, WorkspaceStore
+
+#: Either store; the runtime holds one per agent instance (memory when persistence is off).
+AnyInstanceStore = InstanceStore | MemoryInstanceStore
+
+__all__ = [
+    "AnyInstanceStore",
+    "InstanceInfo",
+    "InstanceStore",
+    "LoadedConversation",
+    "MemoryInstanceStore",
+    "WorkspaceStore",
+    "instance_dir_name",
+    "parse_instance_dir_name",
+    "resolve_state_root",
+    "workspace_id",
+]

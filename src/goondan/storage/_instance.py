@@ -1,0 +1,677 @@
+"""One agent instance on disk: conversation (base + events), runtime events, extension state, metadata.
+
+See the package docstring (:mod:`goondan.storage`) for the crash-safety protocol implemented here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .._ids import now_iso
+from .._json import dumps_line, dumps_pretty
+from ..errors import GoondanError, StorageError
+from ..messages import Message, event_from_record, event_to_record
+from . import _atomic
+from ._atomic import (
+    APPEND_FLAGS,
+    crash_point,
+    die,
+    ensure_dir,
+    fsync_dir,
+    replace_atomically,
+    unlink_if_exists,
+    write_all,
+    write_file_durably,
+)
+from ._jsonl import corrupt_error, read_bytes, repair_tail, scan_jsonl, torn_warning, truncate_file
+from ._paths import component_file_name
+
+CODE_WRITE = "E_STORAGE_WRITE"
+CODE_NOT_JSON = "E_STORAGE_NOT_JSON"
+CODE_NOT_LOADED = "E_STORAGE_NOT_LOADED"
+CODE_RECOVERED = "E_STORAGE_COMMIT_RECOVERED"
+
+BASE_FILE = "base.jsonl"
+EVENTS_FILE = "events.jsonl"
+RUNTIME_EVENTS_FILE = "runtime-events.jsonl"
+TMP_FILE = "base.jsonl.tmp"
+MARKER_FILE = ".commit.json"
+METADATA_FILE = "metadata.json"
+
+
+@dataclass(slots=True)
+class LoadedConversation:
+    """What :meth:`InstanceStore.load` found: the committed ``base`` messages, the residual ``events``
+    of an unfinished turn (to replay on top of ``base``) and structured recovery ``warnings``
+    (``{"code", "message", "file", "line"}``)."""
+
+    base: list[Message] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _write_error(path: Path, action: str, exc: BaseException) -> StorageError:
+    return StorageError(
+        CODE_WRITE,
+        f"could not {action} {path}: {exc}",
+        file=str(path),
+        suggestion=(
+            "Check free disk space and permissions of the state root (--state-root / GOONDAN_STATE_ROOT). "
+            "The turn's events are kept in events.jsonl and will be replayed on the next start."
+        ),
+    )
+
+
+def _warning(code: str, message: str, path: Path, line: int | None = None) -> dict[str, Any]:
+    return {"code": code, "message": message, "file": str(path), "line": line}
+
+
+def _encode_json(value: Any, what: str, *, pretty: bool = False) -> bytes:
+    try:
+        return dumps_pretty(value) if pretty else dumps_line(value)
+    except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
+        raise StorageError(
+            CODE_NOT_JSON,
+            f"{what} is not JSON-serializable: {exc}",
+            suggestion="Store only dicts, lists, strings, numbers, booleans and None.",
+        ) from exc
+
+
+class InstanceStore:
+    """Durable storage of one agent instance (``<root>/workspaces/<ws>/instances/<instanceDir>/``).
+
+    Not thread-safe and meant for one writer process per instance (the agent process). The file
+    descriptor of ``events.jsonl`` stays open so that :meth:`append_event` is one ``os.write``.
+    """
+
+    path: Path
+    agent_name: str | None
+    instance_key: str | None
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        agent_name: str | None = None,
+        instance_key: str | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.agent_name = agent_name
+        self.instance_key = instance_key
+        self._created_at: str | None = None
+        self.messages_dir = self.path / "messages"
+        self.extensions_dir = self.path / "extensions"
+        self.base_path = self.messages_dir / BASE_FILE
+        self.events_path = self.messages_dir / EVENTS_FILE
+        self.runtime_events_path = self.messages_dir / RUNTIME_EVENTS_FILE
+        self.tmp_path = self.messages_dir / TMP_FILE
+        self.marker_path = self.messages_dir / MARKER_FILE
+        self.metadata_path = self.path / METADATA_FILE
+        self._events_fd: int | None = None
+        self._events_size = 0
+        self._runtime_fd: int | None = None
+        self._loaded = False
+        self._closed = False
+        # What this store knows is on disk: number of messages in base.jsonl, and for each line of
+        # events.jsonl the id of the appended message (None for replace/remove/truncate). Used to decide
+        # whether a commit may append to base instead of rewriting it.
+        self._base_count = 0
+        self._pending: list[str | None] = []
+        # Set after a failed commit left base/events in a state only a full rewrite is sure to fix.
+        self._force_rewrite = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> InstanceStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the open file descriptors. Nothing is lost: every event is already in the file."""
+        for fd in (self._events_fd, self._runtime_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._events_fd = None
+        self._runtime_fd = None
+        self._loaded = False
+        self._closed = True
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+    # ------------------------------------------------------------------ load / recovery
+
+    def load(self) -> LoadedConversation:
+        """Read the conversation, repairing what an interrupted process left behind.
+
+        Returns the committed ``base`` and the residual ``events`` to replay. Raises
+        :class:`StorageError` ``E_STORAGE_CORRUPT`` (with file and line) for damage a crash cannot
+        explain.
+        """
+        self._closed = False
+        if self._events_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._events_fd)
+            self._events_fd = None
+        warnings: list[dict[str, Any]] = []
+        # Decoding creates hundreds of thousands of acyclic objects; pausing the cyclic GC meanwhile
+        # roughly halves the load time of long conversations (nothing here creates cycles).
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            ensure_dir(self.messages_dir)
+            self._recover_marker(warnings)
+            base, base_offsets = self._read_base(warnings)
+            events = self._read_events(warnings)
+            if events and base:
+                self._recover_unfinished_append(base, base_offsets, events, warnings)
+            self._ensure_files()
+            fd = os.open(self.events_path, APPEND_FLAGS, 0o644)
+        except OSError as exc:
+            raise StorageError(
+                "E_STORAGE_READ",
+                f"could not open the conversation in {self.messages_dir}: {exc}",
+                file=str(self.messages_dir),
+                suggestion="Check permissions of the state root (--state-root / GOONDAN_STATE_ROOT).",
+            ) from exc
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        self._events_fd = fd
+        self._events_size = os.fstat(fd).st_size
+        self._base_count = len(base)
+        self._pending = [
+            e["message"].id if e["type"] == "append" else None  # message is a Message after parsing
+            for e in events
+        ]
+        self._force_rewrite = False
+        self._loaded = True
+        return LoadedConversation(base, events, warnings)
+
+    def _recover_marker(self, warnings: list[dict[str, Any]]) -> None:
+        """Finish or roll back a rewrite commit that was interrupted (see the protocol)."""
+        marker = read_bytes(self.marker_path) if self.marker_path.exists() else None
+        if marker is None:
+            if unlink_if_exists(self.tmp_path):
+                fsync_dir(self.messages_dir)
+            return
+        inode: int | None = None
+        with contextlib.suppress(orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+            value = orjson.loads(marker)
+            if value.get("mode") == "rewrite" and isinstance(value.get("inode"), int):
+                inode = value["inode"]
+        try:
+            base_inode: int | None = os.stat(self.base_path).st_ino
+        except FileNotFoundError:
+            base_inode = None
+        if inode is not None and base_inode == inode:
+            # The new base.jsonl was renamed into place (and is durable: it was fsynced before the
+            # rename), so the events are already folded into it: finish the commit by clearing them.
+            if self.events_path.exists():
+                truncate_file(self.events_path, 0)
+            warnings.append(
+                _warning(
+                    CODE_RECOVERED,
+                    "completed a base.jsonl rewrite that was interrupted after the rename; events.jsonl was cleared",
+                    self.events_path,
+                )
+            )
+        else:
+            # The rename never happened: base.jsonl is the old one and events.jsonl still holds the turn.
+            warnings.append(
+                _warning(
+                    CODE_RECOVERED,
+                    "discarded an unfinished base.jsonl rewrite; the turn's events will be replayed",
+                    self.base_path,
+                )
+            )
+        unlink_if_exists(self.tmp_path)
+        self.marker_path.unlink()
+        fsync_dir(self.messages_dir)
+
+    def _read_base(self, warnings: list[dict[str, Any]]) -> tuple[list[Message], list[int]]:
+        path = self.base_path
+        scan = scan_jsonl(path, read_bytes(path))
+        if scan.torn_line is not None:
+            warnings.append(torn_warning(path, scan.torn_line, scan.size - scan.good_size))
+            truncate_file(path, scan.good_size)
+        from_record = Message.from_record
+        try:
+            base = [from_record(r) for r in scan.records]
+        except GoondanError:
+            for i, record in enumerate(scan.records):  # slow path: find the line
+                try:
+                    from_record(record)
+                except GoondanError as exc:
+                    raise corrupt_error(path, scan.line_numbers[i], exc.message) from None
+            raise
+        return base, scan.offsets
+
+    def _read_events(self, warnings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        path = self.events_path
+        scan = scan_jsonl(path, read_bytes(path))
+        if scan.torn_line is not None:
+            warnings.append(torn_warning(path, scan.torn_line, scan.size - scan.good_size))
+            truncate_file(path, scan.good_size)
+        events: list[dict[str, Any]] = []
+        for i, record in enumerate(scan.records):
+            try:
+                events.append(event_from_record(record))
+            except GoondanError as exc:
+                raise corrupt_error(path, scan.line_numbers[i], exc.message) from None
+        return events
+
+    def _recover_unfinished_append(
+        self,
+        base: list[Message],
+        offsets: list[int],
+        events: list[dict[str, Any]],
+        warnings: list[dict[str, Any]],
+    ) -> None:
+        """Undo the base.jsonl lines of an append commit that died before clearing events.jsonl.
+
+        Such a commit appended (a prefix of) the events' messages to the end of base.jsonl. If the tail
+        of base is exactly that - same ids, in order, starting with the first appended message - those
+        lines are cut off and the events are replayed instead, so nothing is applied twice.
+        """
+        if any(e["type"] != "append" for e in events):
+            return
+        first = events[0]["message"].id
+        nb = len(base)
+        for k in range(nb - 1, max(0, nb - len(events)) - 1, -1):
+            if base[k].id == first:
+                break
+        else:
+            return
+        tail = [m.id for m in base[k:]]
+        if tail != [e["message"].id for e in events[: nb - k]]:
+            return
+        truncate_file(self.base_path, offsets[k])
+        del base[k:]
+        warnings.append(
+            _warning(
+                CODE_RECOVERED,
+                f"removed {len(tail)} line(s) of an unfinished append commit from base.jsonl; "
+                "the turn's events will be replayed",
+                self.base_path,
+                k + 1,
+            )
+        )
+
+    def _ensure_files(self) -> None:
+        created = False
+        for path in (self.base_path, self.events_path, self.runtime_events_path):
+            if not path.exists():
+                os.close(os.open(path, APPEND_FLAGS, 0o644))
+                created = True
+        if created:
+            fsync_dir(self.messages_dir)
+
+    def _require_loaded(self) -> None:
+        if self._loaded:
+            return
+        loaded = self.load()
+        if loaded.base or loaded.events:
+            # Refuse to write blind: a commit computed without this history would overwrite it.
+            self.close()
+            self._closed = False
+            raise StorageError(
+                CODE_NOT_LOADED,
+                f"{self.path} holds a conversation that was not loaded",
+                file=str(self.path),
+                suggestion="Call InstanceStore.load() before appending or committing.",
+            )
+
+    # ------------------------------------------------------------------ turn: events and commit
+
+    def append_event(self, event: Mapping[str, Any]) -> None:
+        """Append one message event to ``events.jsonl`` now (one ``os.write``, no fsync).
+
+        A process kill after this returns cannot lose the event (it is in the kernel); only a power
+        loss before the next commit can, and the turn was not committed then anyway.
+        """
+        fd = self._events_fd
+        if fd is None:
+            self._require_loaded()
+            fd = self._events_fd
+            assert fd is not None
+        data = _encode_json(event_to_record(event), "message event")
+        before = self._events_size
+        try:
+            if _atomic.CRASH_AT is not None and _atomic.CRASH_AT == "event_append_partial":
+                os.write(fd, data[: len(data) // 2])
+                die()
+            if os.write(fd, data) != len(data):
+                raise OSError("short write")
+        except OSError as exc:
+            # Never leave half a line behind: the next event would be glued to it and turn a torn
+            # tail into a corrupt middle line.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, before)
+            raise _write_error(self.events_path, "append to", exc) from exc
+        self._events_size = before + len(data)
+        if event.get("type") == "append":
+            message = event.get("message")
+            self._pending.append(message.id if isinstance(message, Message) else None)
+        else:
+            self._pending.append(None)
+
+    def commit(self, next_messages: Sequence[Message], appended: Sequence[Message] | None) -> None:
+        """End of turn: make ``next_messages`` the new base and clear ``events.jsonl``.
+
+        ``appended`` (the turn only appended these messages) allows the cheap delta commit; it is used
+        only if it matches exactly what this store appended to ``events.jsonl`` and what it knows is in
+        base.jsonl - otherwise the base is rewritten, which is always correct.
+        """
+        self._require_loaded()
+        if (
+            appended is not None
+            and not self._force_rewrite
+            and len(next_messages) == self._base_count + len(appended)
+            and self._pending == [m.id for m in appended]
+            and all(a is b or a.id == b.id for a, b in zip(next_messages[self._base_count :], appended, strict=True))
+        ):
+            if appended:
+                self._commit_append(appended)
+        else:
+            self._commit_rewrite(next_messages)
+        self._base_count = len(next_messages)
+
+    def _commit_append(self, appended: Sequence[Message]) -> None:
+        data = b"".join([dumps_line(m.to_record()) for m in appended])
+        path = self.base_path
+        try:
+            fd = os.open(path, APPEND_FLAGS, 0o644)
+        except OSError as exc:
+            raise _write_error(path, "open", exc) from exc
+        try:
+            before = os.fstat(fd).st_size
+            try:
+                if _atomic.CRASH_AT == "after_base_append_partial":
+                    os.write(fd, data[: len(data) // 2])
+                    die()
+                write_all(fd, data)
+                os.fsync(fd)
+            except OSError as exc:
+                try:
+                    os.ftruncate(fd, before)
+                    os.fsync(fd)
+                except OSError:
+                    self._force_rewrite = True
+                raise _write_error(path, "append to", exc) from exc
+        finally:
+            os.close(fd)
+        crash_point("after_base_append")
+        # base.jsonl now holds the turn durably; from here a crash is repaired by load()
+        # (_recover_unfinished_append), so a failure below must not be retried as another append.
+        self._clear_events()
+        crash_point("after_events_cleared")
+
+    def _commit_rewrite(self, next_messages: Sequence[Message]) -> None:
+        data = b"".join([dumps_line(m.to_record()) for m in next_messages])
+        tmp, marker, directory = self.tmp_path, self.marker_path, self.messages_dir
+        try:
+            inode = write_file_durably(tmp, data)
+            crash_point("after_tmp_written")
+            write_file_durably(marker, dumps_line({"mode": "rewrite", "inode": inode}))
+            fsync_dir(directory)
+            crash_point("after_marker_written")
+            os.replace(tmp, self.base_path)
+        except OSError as exc:
+            unlink_if_exists(marker)
+            unlink_if_exists(tmp)
+            raise _write_error(self.base_path, "rewrite", exc) from exc
+        try:
+            fsync_dir(directory)
+        except OSError as exc:
+            self._force_rewrite = True
+            raise _write_error(self.base_path, "rewrite", exc) from exc
+        crash_point("after_rename")
+        self._clear_events()
+        crash_point("after_events_cleared")
+        try:
+            marker.unlink()
+            fsync_dir(directory)
+        except OSError as exc:
+            raise _write_error(marker, "remove", exc) from exc
+
+    def _clear_events(self) -> None:
+        fd = self._events_fd
+        try:
+            if fd is None:
+                fd = self._events_fd = os.open(self.events_path, APPEND_FLAGS, 0o644)
+            os.ftruncate(fd, 0)
+            os.fsync(fd)
+        except OSError as exc:
+            self._force_rewrite = True
+            raise _write_error(self.events_path, "clear", exc) from exc
+        self._events_size = 0
+        self._pending = []
+
+    # ------------------------------------------------------------------ runtime events
+
+    def append_runtime_event(self, record: Mapping[str, Any]) -> None:
+        """Append one runtime event (observability, not conversation state): one line, no fsync."""
+        data = _encode_json(record, "runtime event")
+        fd = self._runtime_fd
+        if fd is None:
+            try:
+                ensure_dir(self.messages_dir)
+                fd = os.open(self.runtime_events_path, (APPEND_FLAGS & ~os.O_WRONLY) | os.O_RDWR, 0o644)
+                repair_tail(fd)
+            except OSError as exc:
+                raise _write_error(self.runtime_events_path, "open", exc) from exc
+            self._runtime_fd = fd
+        try:
+            write_all(fd, data)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                repair_tail(fd)
+            raise _write_error(self.runtime_events_path, "append to", exc) from exc
+
+    def read_runtime_events(self) -> list[dict[str, Any]]:
+        """All runtime events; undecodable lines (e.g. a torn last line) are skipped."""
+        out: list[dict[str, Any]] = []
+        loads = orjson.loads
+        for line in read_bytes(self.runtime_events_path).split(b"\n"):
+            if not line:
+                continue
+            try:
+                value = loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(value, dict):
+                out.append(value)
+        return out
+
+    # ------------------------------------------------------------------ extension state
+
+    def extension_state_path(self, extension_name: str) -> Path:
+        return self.extensions_dir / component_file_name(extension_name, ".json")
+
+    def load_extension_state(self, extension_name: str) -> Any | None:
+        """The saved state of ``extension_name`` (``None`` if it never saved any)."""
+        path = self.extension_state_path(extension_name)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError("E_STORAGE_READ", f"could not read {path}: {exc}", file=str(path)) from exc
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise StorageError(
+                "E_STORAGE_CORRUPT",
+                f"{path}: invalid JSON ({exc})",
+                file=str(path),
+                suggestion=f"Fix or delete {path.name}; the extension then starts with empty state.",
+            ) from exc
+
+    def save_extension_state(self, extension_name: str, value: Any) -> None:
+        """Atomically replace the state of ``extension_name`` (readers see old or new, never a mix)."""
+        data = _encode_json(value, f"state of extension {extension_name!r}", pretty=True)
+        path = self.extension_state_path(extension_name)
+        try:
+            ensure_dir(self.extensions_dir)
+            replace_atomically(path, data)
+        except OSError as exc:
+            raise _write_error(path, "write", exc) from exc
+
+    # ------------------------------------------------------------------ metadata
+
+    def read_metadata(self) -> dict[str, Any] | None:
+        """``metadata.json`` as a dict, or ``None`` if it is missing or not a JSON object."""
+        try:
+            value = orjson.loads(self.metadata_path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    def write_metadata(self, *, agent_name: str, instance_key: str, status: str) -> None:
+        """Atomically write ``metadata.json``; ``createdAt`` is kept from the existing file."""
+        now = now_iso()
+        created = self._created_at
+        first_write = created is None
+        if first_write:
+            existing = self.read_metadata()
+            created = existing.get("createdAt") if existing else None
+        record = {
+            "agentName": agent_name,
+            "instanceKey": instance_key,
+            "status": status,
+            "createdAt": created if isinstance(created, str) else now,
+            "updatedAt": now,
+        }
+        try:
+            if first_write:
+                ensure_dir(self.path)
+            # the first write makes the instance durable; later ones only flip its status
+            replace_atomically(self.metadata_path, dumps_pretty(record), durable=first_write)
+        except OSError as exc:
+            raise _write_error(self.metadata_path, "write", exc) from exc
+        self._created_at = record["createdAt"]
+
+    # ------------------------------------------------------------------ fresh start
+
+    def clear_history(self) -> None:
+        """Delete the conversation and runtime events (``restart --fresh``); extension state and
+        metadata are kept."""
+        for fd in (self._events_fd, self._runtime_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._events_fd = None
+        self._runtime_fd = None
+        try:
+            ensure_dir(self.messages_dir)
+            # Events first: a crash in between must not leave events to replay on a deleted base.
+            for path in (self.marker_path, self.tmp_path, self.events_path, self.base_path):
+                unlink_if_exists(path)
+            unlink_if_exists(self.runtime_events_path)
+            self._ensure_files()
+            fsync_dir(self.messages_dir)
+            self._events_fd = os.open(self.events_path, APPEND_FLAGS, 0o644)
+        except OSError as exc:
+            raise _write_error(self.messages_dir, "clear", exc) from exc
+        self._events_size = 0
+        self._base_count = 0
+        self._pending = []
+        self._force_rewrite = False
+        self._loaded = True
+        self._closed = False
+
+
+class MemoryInstanceStore:
+    """The same interface with nothing on disk (persistence off).
+
+    ``load()`` always returns an empty conversation and ``commit`` keeps nothing; extension state,
+    metadata and (the most recent 10,000) runtime events are kept in memory as JSON copies, so values
+    behave exactly as if they had round-tripped through a file.
+    """
+
+    MAX_RUNTIME_EVENTS = 10_000
+
+    path: Path | None
+
+    def __init__(self, *, agent_name: str | None = None, instance_key: str | None = None) -> None:
+        self.path = None
+        self.agent_name = agent_name
+        self.instance_key = instance_key
+        self._extension_state: dict[str, bytes] = {}
+        self._metadata: dict[str, Any] | None = None
+        self._runtime_events: deque[bytes] = deque(maxlen=self.MAX_RUNTIME_EVENTS)
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> MemoryInstanceStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def load(self) -> LoadedConversation:
+        self._closed = False
+        return LoadedConversation()
+
+    def append_event(self, event: Mapping[str, Any]) -> None:
+        pass
+
+    def commit(self, next_messages: Sequence[Message], appended: Sequence[Message] | None) -> None:
+        pass
+
+    def append_runtime_event(self, record: Mapping[str, Any]) -> None:
+        self._runtime_events.append(_encode_json(record, "runtime event"))
+
+    def read_runtime_events(self) -> list[dict[str, Any]]:
+        return [orjson.loads(line) for line in self._runtime_events]
+
+    def load_extension_state(self, extension_name: str) -> Any | None:
+        data = self._extension_state.get(extension_name)
+        return None if data is None else orjson.loads(data)
+
+    def save_extension_state(self, extension_name: str, value: Any) -> None:
+        self._extension_state[extension_name] = _encode_json(value, f"state of extension {extension_name!r}")
+
+    def read_metadata(self) -> dict[str, Any] | None:
+        return None if self._metadata is None else dict(self._metadata)
+
+    def write_metadata(self, *, agent_name: str, instance_key: str, status: str) -> None:
+        now = now_iso()
+        created = self._metadata.get("createdAt") if self._metadata else None
+        self._metadata = {
+            "agentName": agent_name,
+            "instanceKey": instance_key,
+            "status": status,
+            "createdAt": created or now,
+            "updatedAt": now,
+        }
+
+    def clear_history(self) -> None:
+        self._runtime_events.clear()
+
+    def close(self) -> None:
+        self._closed = True
+
+
+__all__ = ["InstanceStore", "LoadedConversation", "MemoryInstanceStore"]

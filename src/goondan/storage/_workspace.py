@@ -1,0 +1,164 @@
+"""A workspace (``<root>/workspaces/<workspaceId>/``): the set of agent instances of one swarm."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import orjson
+
+from .._ids import parse_iso
+from ..errors import StorageError
+from ._atomic import fsync_dir
+from ._instance import METADATA_FILE, InstanceStore
+from ._paths import instance_dir_name
+
+_DELETING_PREFIX = ".deleting-"
+
+
+@dataclass(slots=True)
+class InstanceInfo:
+    """One instance as described by its ``metadata.json``."""
+
+    agent_name: str
+    instance_key: str
+    status: str
+    created_at: datetime
+    updated_at: datetime
+    path: Path
+
+
+def _read_info(directory: Path) -> InstanceInfo | None:
+    try:
+        meta = orjson.loads((directory / METADATA_FILE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(meta, dict):
+        return None
+    agent, key, status = meta.get("agentName"), meta.get("instanceKey"), meta.get("status")
+    created, updated = meta.get("createdAt"), meta.get("updatedAt")
+    if not (isinstance(agent, str) and isinstance(key, str) and isinstance(status, str)):
+        return None
+    if not (isinstance(created, str) and isinstance(updated, str)):
+        return None
+    try:
+        created_at, updated_at = parse_iso(created), parse_iso(updated)
+    except ValueError:
+        return None
+    return InstanceInfo(agent, key, status, created_at, updated_at, directory)
+
+
+class WorkspaceStore:
+    """Instances of one workspace. Cheap to construct: nothing is created until an instance writes."""
+
+    state_root: Path
+    workspace_id: str
+    path: Path
+    instances_path: Path
+
+    def __init__(self, state_root: str | os.PathLike[str], workspace_id: str) -> None:
+        if (
+            not workspace_id
+            or workspace_id in (".", "..")
+            or "/" in workspace_id
+            or "\\" in workspace_id
+            or "\0" in workspace_id
+        ):
+            raise ValueError(f"invalid workspace id {workspace_id!r}; build it with workspace_id()")
+        self.state_root = Path(state_root)
+        self.workspace_id = workspace_id
+        self.path = self.state_root / "workspaces" / workspace_id
+        self.instances_path = self.path / "instances"
+        self._stores: dict[tuple[str, str], InstanceStore] = {}
+
+    def instance_path(self, agent_name: str, instance_key: str) -> Path:
+        return self.instances_path / instance_dir_name(agent_name, instance_key)
+
+    def instance(self, agent_name: str, instance_key: str) -> InstanceStore:
+        """The store of one instance. The same open store is returned until it is closed, so one
+        process never holds two writers on the same files."""
+        key = (agent_name, instance_key)
+        store = self._stores.get(key)
+        if store is None or store.closed:
+            store = InstanceStore(
+                self.instance_path(agent_name, instance_key),
+                agent_name=agent_name,
+                instance_key=instance_key,
+            )
+            self._stores[key] = store
+        return store
+
+    def list_instances(self) -> list[InstanceInfo]:
+        """Every instance with a valid ``metadata.json``, sorted by (agent, key). Directories with
+        missing or invalid metadata are skipped (they may be half-created or foreign)."""
+        try:
+            entries = list(os.scandir(self.instances_path))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        infos: list[InstanceInfo] = []
+        for entry in entries:
+            if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+                continue
+            info = _read_info(Path(entry.path))
+            if info is not None:
+                infos.append(info)
+        infos.sort(key=lambda i: (i.agent_name, i.instance_key, i.path.name))
+        return infos
+
+    def delete_instance(self, agent_name: str, instance_key: str) -> bool:
+        """Remove the instance (history, runtime events, extension state, metadata).
+
+        Returns ``False`` if there was nothing to delete. The directory is first renamed to a hidden
+        name (atomic), so a crash mid-way never leaves a half-deleted instance that still looks valid.
+        """
+        store = self._stores.pop((agent_name, instance_key), None)
+        if store is not None:
+            store.close()
+        targets: list[Path] = []
+        path = self.instance_path(agent_name, instance_key)
+        if path.is_dir():
+            targets.append(path)
+        else:
+            # Instances written by other tools may live under another directory name; match metadata.
+            targets.extend(
+                info.path
+                for info in self.list_instances()
+                if info.agent_name == agent_name and info.instance_key == instance_key
+            )
+        deleted = False
+        for target in targets:
+            doomed = target.with_name(f"{_DELETING_PREFIX}{target.name[:150]}-{os.urandom(4).hex()}")
+            try:
+                os.rename(target, doomed)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise StorageError("E_STORAGE_WRITE", f"could not delete {target}: {exc}", file=str(target)) from exc
+            with contextlib.suppress(OSError):
+                fsync_dir(self.instances_path)
+            shutil.rmtree(doomed, ignore_errors=True)
+            deleted = True
+        self._sweep_deleting()
+        return deleted
+
+    def _sweep_deleting(self) -> None:
+        """Finish deletions a crashed process left half done."""
+        try:
+            entries = list(os.scandir(self.instances_path))
+        except OSError:
+            return
+        for entry in entries:
+            if entry.name.startswith(_DELETING_PREFIX) and entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+    def close(self) -> None:
+        for store in self._stores.values():
+            store.close()
+        self._stores.clear()
+
+
+__all__ = ["InstanceInfo", "WorkspaceStore"]

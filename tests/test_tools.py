@@ -1,0 +1,196 @@
+"""Tool executor checks (digest §4.3), argument messages, error shaping and truncation."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from goondan.tools import (
+    ToolContext,
+    ToolRegistry,
+    execute_tool,
+    result_output_part,
+    split_tool_name,
+    truncate_message,
+)
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"command": {"type": "string"}, "n": {"type": "integer"}, "mode": {"enum": ["a", "b"]},
+                   "items": {"type": "array", "items": {"type": "object", "properties": {"b": {"type": "string"}}}}},
+    "required": ["command"],
+    "additionalProperties": False,
+}
+
+
+def _ctx() -> ToolContext:
+    return ToolContext(agent_name="a", instance_key="k", turn_id="t", trace_id="x", tool_call_id="c",
+                       message=None, workdir=lambda: None, logger=logging.getLogger("t"), runtime=None)  # type: ignore[arg-type,return-value]
+
+
+def _registry(handler=None, limit=1000) -> tuple[ToolRegistry, list]:
+    calls: list = []
+
+    def default(ctx, args):
+        calls.append(args)
+        return {"ok": True}
+
+    reg = ToolRegistry()
+    reg.add_resource_tools("bash", [{"name": "exec", "description": "run", "parameters": SCHEMA}],
+                           {"exec": handler or default}, error_limit=limit)
+    return reg, calls
+
+
+def _exec(reg, name, args, catalog=None):
+    catalog = reg.catalog() if catalog is None else catalog
+    return asyncio.run(execute_tool(reg, catalog, name, "call-1", args, _ctx))
+
+
+def test_tool_not_in_catalog_is_refused_even_if_registered():
+    reg, calls = _registry()
+    result = _exec(reg, "bash__exec", {"command": "ls"}, catalog=[])
+    assert result.status == "error"
+    assert result.error["code"] == "E_TOOL_NOT_IN_CATALOG"
+    assert result.error["message"] == "Tool 'bash__exec' is not available in the current Tool Catalog."
+    assert calls == []
+
+
+def test_missing_required_property_is_reported_precisely():
+    reg, calls = _registry()
+    result = _exec(reg, "bash__exec", {})
+    assert result.error["code"] == "E_TOOL_INVALID_ARGS"
+    assert "args.command: required property is missing" in result.error["message"]
+    assert result.error["message"].startswith("Invalid arguments for tool 'bash__exec': ")
+    assert "required=[command]" in result.error["suggestion"]
+    assert calls == []
+
+
+def test_wrong_type_distinguishes_integer_from_string_and_number():
+    reg, _ = _registry()
+    assert "args.command: expected string but got integer" in _exec(reg, "bash__exec", {"command": 123}).error["message"]
+    assert "args.n: expected integer but got number" in _exec(reg, "bash__exec", {"command": "x", "n": 1.5}).error["message"]
+
+
+def test_unexpected_property_and_enum_and_nested_paths():
+    reg, _ = _registry()
+    msg = _exec(reg, "bash__exec", {"command": "x", "extra": 1, "mode": "z", "items": [{"b": 1}]}).error["message"]
+    assert "args.extra: unexpected property" in msg
+    assert 'args.mode: must be one of ["a", "b"]' in msg
+    assert "args.items[0].b: expected string but got integer" in msg
+
+
+def test_more_than_five_issues_are_summarised():
+    reg = ToolRegistry()
+    schema = {"type": "object", "properties": {}, "additionalProperties": False}
+    reg.add_resource_tools("t", [{"name": "x", "parameters": schema}], {"x": lambda c, a: None})
+    msg = _exec(reg, "t__x", {f"k{i}": i for i in range(8)}).error["message"]
+    assert msg.endswith("; +3 more issues")
+
+
+def test_non_finite_numbers_are_rejected():
+    reg, _ = _registry()
+    msg = _exec(reg, "bash__exec", {"command": "x", "n": float("nan")}).error["message"]
+    assert "args.n: must be a finite number" in msg
+
+
+def test_valid_call_runs_handler_once():
+    reg, calls = _registry()
+    result = _exec(reg, "bash__exec", {"command": "ls"})
+    assert result.status == "ok" and result.output == {"ok": True}
+    assert calls == [{"command": "ls"}]
+
+
+def test_missing_handler_is_tool_not_found():
+    reg = ToolRegistry()
+    reg.add_resource_tools("t", [{"name": "x"}], {})
+    result = _exec(reg, "t__x", {})
+    assert result.error["code"] == "E_TOOL_NOT_FOUND"
+
+
+class CodedError(Exception):
+    code = "E_MY_TOOL"
+    suggestion = "try again later"
+    helpUrl = "https://example.invalid/help"
+
+
+def test_handler_exception_copies_code_suggestion_help_url():
+    def boom(ctx, args):
+        raise CodedError("disk on fire")
+
+    reg, _ = _registry(boom)
+    err = _exec(reg, "bash__exec", {"command": "x"}).error
+    assert err == {"name": "CodedError", "message": "disk on fire", "code": "E_MY_TOOL",
+                   "suggestion": "try again later", "helpUrl": "https://example.invalid/help"}
+
+
+def test_handler_exception_message_is_truncated_at_error_message_limit():
+    def boom(ctx, args):
+        raise RuntimeError("x" * 2000)
+
+    reg, _ = _registry(boom, limit=100)
+    message = _exec(reg, "bash__exec", {"command": "x"}).error["message"]
+    assert len(message) == 100 and message.endswith("... (truncated)")
+
+
+def test_async_handler_is_awaited():
+    async def handler(ctx, args):
+        await asyncio.sleep(0)
+        return "done"
+
+    reg, _ = _registry(handler)
+    assert _exec(reg, "bash__exec", {"command": "x"}).output == "done"
+
+
+def test_truncate_rules():
+    assert truncate_message("short", 50) == "short"
+    assert truncate_message("a" * 200, 50) == "a" * 35 + "... (truncated)"
+    assert truncate_message("abcdefghij", 5) == "abcde"
+    assert truncate_message("a" * 50, 50) == "a" * 50
+
+
+@given(st.text(max_size=300), st.integers(1, 300))
+def test_truncation_never_exceeds_limit(message, limit):
+    out = truncate_message(message, limit)
+    assert len(out) <= limit
+    if len(message) <= limit:
+        assert out == message
+
+
+def test_tool_result_output_shapes():
+    from goondan.results import ToolCallResult
+
+    assert result_output_part(ToolCallResult("c", "t", "hi")) == {"type": "text", "value": "hi"}
+    assert result_output_part(ToolCallResult("c", "t", {"a": 1})) == {"type": "json", "value": {"a": 1}}
+    err = ToolCallResult("c", "t", None, "error", {"code": "E_X", "message": "bad", "suggestion": "fix"})
+    assert result_output_part(err) == {"type": "error-json", "value": {"code": "E_X", "message": "bad",
+                                                                       "suggestion": "fix"}}
+
+
+@pytest.mark.parametrize("name,ok", [("a__b", True), ("a__b__c", False), ("__b", False), ("a__", False),
+                                     ("ab", False), ("my-ext__do_it", True)])
+def test_tool_names_need_exactly_one_double_underscore(name, ok):
+    assert (split_tool_name(name) is not None) is ok
+
+
+def test_dynamic_registration_enforces_extension_prefix_and_later_wins():
+    reg = ToolRegistry()
+    with pytest.raises(Exception) as info:
+        reg.register_dynamic("myext", {"name": "other__x", "parameters": {"type": "object"}}, lambda c, a: 1)
+    assert getattr(info.value, "code", None) == "E_TOOL_NAME_INVALID"
+    reg.register_dynamic("myext", {"name": "myext__x", "description": "v1"}, lambda c, a: 1)
+    reg.register_dynamic("myext", {"name": "myext__x", "description": "v2"}, lambda c, a: 2)
+    (item,) = reg.catalog()
+    assert item["description"] == "v2"
+    assert _exec(reg, "myext__x", {}).output == 2
+
+
+def test_catalog_items_are_fresh_per_step():
+    reg, _ = _registry()
+    first = reg.catalog()
+    first[0]["description"] = "mutated"
+    first.clear()
+    assert reg.catalog()[0]["description"] == "run"
