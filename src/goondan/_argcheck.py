@@ -54,8 +54,11 @@ def _describe(error: Any) -> list[str]:
     kind = error.validator
     if kind == "required":
         instance = error.instance if isinstance(error.instance, dict) else {}
-        return [f"{_path([*where, name])}: required property is missing" for name in error.validator_value
-                if name not in instance]
+        return [
+            f"{_path([*where, name])}: required property is missing"
+            for name in error.validator_value
+            if name not in instance
+        ]
     if kind == "additionalProperties" and error.validator_value is False:
         props = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
         instance = error.instance if isinstance(error.instance, dict) else {}
@@ -84,7 +87,9 @@ def check_args(schema: dict[str, Any] | None, args: Any) -> list[str]:
     validator = _validator(schema)
     if not issues and validator.is_valid(args):
         return []
-    errors = sorted(validator.iter_errors(args), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    errors = sorted(
+        validator.iter_errors(args), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)))
+    )
     for error in errors:
         for line in _describe(error):
             if line not in issues:

@@ -49,11 +49,13 @@ def utc_now() -> datetime:
 
 def iso(dt: datetime) -> str:
     """ISO-8601 with milliseconds and a ``Z`` suffix, the format every record on disk uses."""
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    if dt.tzinfo is not UTC:
+        dt = dt.astimezone(UTC)
+    return dt.isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 def now_iso() -> str:
-    return iso(datetime.now(UTC))
+    return datetime.now(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 def parse_iso(value: str) -> datetime:

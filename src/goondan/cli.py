@@ -148,7 +148,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for w in warnings:
             errors.append(
                 ConfigIssue(
-                    f"STRICT_{w.code}", w.message, path=w.path, file=w.file, line=w.line, column=w.column,
+                    f"STRICT_{w.code}",
+                    w.message,
+                    path=w.path,
+                    file=w.file,
+                    line=w.line,
+                    column=w.column,
                     suggestion=w.suggestion,
                 )
             )
@@ -158,8 +163,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if fmt == "json":
         out.write(
             json.dumps(
-                {"valid": valid, "errors": [_issue_dict(e) for e in errors],
-                 "warnings": [_issue_dict(w) for w in warnings]},
+                {
+                    "valid": valid,
+                    "errors": [_issue_dict(e) for e in errors],
+                    "warnings": [_issue_dict(w) for w in warnings],
+                },
                 indent=2,
                 ensure_ascii=False,
             )
@@ -269,7 +277,9 @@ async def _interactive(rt: Any, args: argparse.Namespace) -> int:
             import readline  # noqa: F401  (line editing and history for input())
         except ImportError:
             pass
-        sys.stderr.write(f"Chatting with {args.agent or rt.entry_agent} (swarm {rt.swarm_name}). /quit to exit.\n")
+        sys.stderr.write(
+            f"Chatting with {args.agent or rt.entry_agent} (swarm {rt.swarm_name}). /quit to exit.\n"
+        )
     loop = asyncio.get_running_loop()
     while True:
         try:
@@ -296,7 +306,9 @@ async def _interactive(rt: Any, args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--state-root", metavar="DIR", help="state directory (default: $GOONDAN_STATE_ROOT or ~/.goondan)")
+    common.add_argument(
+        "--state-root", metavar="DIR", help="state directory (default: $GOONDAN_STATE_ROOT or ~/.goondan)"
+    )
     common.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     common.add_argument("-q", "--quiet", action="store_true", help="only errors")
@@ -311,7 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="<command>")
 
     v = sub.add_parser(
-        "validate", parents=[common], help="check a bundle and report every problem",
+        "validate",
+        parents=[common],
+        help="check a bundle and report every problem",
         description="Validate a bundle (goondan.yaml and its resource files). Exit 0 when valid, 4 when not.",
     )
     v.add_argument("path", nargs="?", default=".", help="bundle directory or goondan.yaml (default: .)")
@@ -321,7 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.set_defaults(func=cmd_validate)
 
     r = sub.add_parser(
-        "run", parents=[common], help="run a swarm: one request with --input, else a stdin session",
+        "run",
+        parents=[common],
+        help="run a swarm: one request with --input, else a stdin session",
         description="Run a swarm. With --input/--input-file, send one request to the agent and print the final "
         "text. Without them, read one request per line from stdin until EOF or /quit.",
     )
@@ -330,7 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--input", metavar="TEXT", help="send TEXT as one request and print the reply")
     r.add_argument("--input-file", metavar="FILE", help="send the contents of FILE as one request")
     r.add_argument("--agent", metavar="NAME", help="agent to address (default: the swarm's entryAgent)")
-    r.add_argument("--instance-key", metavar="KEY", help="conversation key (default: the swarm's instanceKey)")
+    r.add_argument(
+        "--instance-key", metavar="KEY", help="conversation key (default: the swarm's instanceKey)"
+    )
     r.add_argument("--env-file", metavar="FILE", help="extra environment file (after .env and .env.local)")
     r.add_argument("--no-persist", action="store_true", help="keep the conversation in memory only")
     r.set_defaults(func=cmd_run)
@@ -380,8 +398,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             traceback.print_exc()
         _print_error(
-            _ErrorView({"code": "INTERNAL_ERROR", "message": f"{type(exc).__name__}: {exc}",
-                        "suggestion": "Re-run with -v for a traceback and report it."}),
+            _ErrorView(
+                {
+                    "code": "INTERNAL_ERROR",
+                    "message": f"{type(exc).__name__}: {exc}",
+                    "suggestion": "Re-run with -v for a traceback and report it.",
+                }
+            ),
             json_mode=args.json,
             color=not args.no_color,
         )

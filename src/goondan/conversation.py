@@ -189,7 +189,7 @@ class ConversationState:
     :meth:`emit` (exposed to middleware as ``ctx.emit_message_event``).
     """
 
-    __slots__ = ("_appended", "_append_only", "_base", "_events", "_ids", "_next", "_sink", "warnings")
+    __slots__ = ("_append_only", "_appended", "_base", "_events", "_ids", "_next", "_sink", "warnings")
 
     def __init__(
         self,
@@ -210,7 +210,10 @@ class ConversationState:
         self._sink: EventSink | None = None
         # residual events recovered from disk are replayed without being written again
         for event in events:
-            self._apply(check_message_event(event))
+            checked = check_message_event(event, copy=False)
+            if checked.get("message") is not None:
+                checked["message"] = freeze_message(checked["message"])
+            self._apply(checked)
         self._sink = sink
 
     # --- read side -------------------------------------------------------------------------
@@ -241,9 +244,10 @@ class ConversationState:
 
     # --- write side ------------------------------------------------------------------------
 
-    def emit(self, event: Any) -> None:
-        """Validate, persist (through the sink) and apply one message event."""
-        checked = check_message_event(event)
+    def emit(self, event: Any, *, trusted: bool = False) -> None:
+        """Validate, persist (through the sink) and apply one message event. The stored message is
+        a frozen copy, so the caller keeps no alias into the state."""
+        checked = check_message_event(event, copy=False, trusted=trusted)
         msg = checked.get("message")
         if msg is not None:
             checked["message"] = msg = freeze_message(msg)

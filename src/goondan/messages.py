@@ -70,7 +70,9 @@ class Message:
         try:
             created_at = parse_iso(created) if isinstance(created, str) else utc_now()
         except ValueError as exc:
-            raise GoondanError("E_MESSAGE_INVALID", f"message createdAt is not ISO-8601: {created!r}") from exc
+            raise GoondanError(
+                "E_MESSAGE_INVALID", f"message createdAt is not ISO-8601: {created!r}"
+            ) from exc
         return cls(
             record["id"],
             record["data"],
@@ -241,19 +243,22 @@ _EVENT_KEYS = {
 }
 
 
-def check_message_event(event: Any) -> dict[str, Any]:
+def check_message_event(event: Any, *, copy: bool = True, trusted: bool = False) -> dict[str, Any]:
     """Validate an event emitted by user code and return a normalized private copy whose
     ``message`` (if any) is a :class:`Message` that the caller no longer aliases.
 
     Raises :class:`GoondanError` ``E_MESSAGE_EVENT_INVALID`` for anything that is not exactly one of
-    the four event shapes.
+    the four event shapes. ``copy=False`` leaves the copying to the caller (the conversation state
+    freezes a copy anyway); ``trusted=True`` skips the deep JSON scan for messages the runtime built.
     """
     if not isinstance(event, dict):
         raise _bad_event(f"a message event must be a dict, got {type(event).__name__}")
     etype = event.get("type")
     keys = _EVENT_KEYS.get(etype) if isinstance(etype, str) else None
     if keys is None:
-        raise _bad_event(f"unknown message event type {etype!r}; expected append, replace, remove or truncate")
+        raise _bad_event(
+            f"unknown message event type {etype!r}; expected append, replace, remove or truncate"
+        )
     extra = set(event) - keys
     missing = keys - set(event)
     if missing:
@@ -268,15 +273,16 @@ def check_message_event(event: Any) -> dict[str, Any]:
         return dict(event)
     msg = event["message"]
     if isinstance(msg, Message):
-        record_problem = _message_object_problem(msg)
-        if record_problem:
-            raise _bad_event(record_problem)
-        copied = msg.copy()
+        if not trusted:
+            record_problem = _message_object_problem(msg)
+            if record_problem:
+                raise _bad_event(record_problem)
+        copied = msg.copy() if copy else msg
     elif isinstance(msg, dict):
         problem = message_record_problem(msg)
         if problem:
             raise _bad_event(problem)
-        copied = Message.from_record(copy_json(msg))
+        copied = Message.from_record(copy_json(msg) if copy else msg)
     else:
         raise _bad_event(f"{etype} event message must be a Message, got {type(msg).__name__}")
     out = dict(event)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
 
 from .errors import ExtensionError, GoondanError
 from .results import StepResult, ToolCallResult, TurnResult
@@ -51,6 +51,9 @@ class Chain(Generic[S, R]):
 
     __slots__ = ("_core", "_ctx_cls", "_entries", "_n", "_result_type", "_type")
 
+    _core: Callable[[S], Awaitable[R]]
+    _ctx_cls: Callable[[S, Chain[S, R], int], Any]
+
     def __init__(
         self,
         mtype: MiddlewareType,
@@ -74,7 +77,7 @@ class Chain(Generic[S, R]):
         if pos == self._n:
             return await self._core(state)
         entry = self._entries[pos]
-        result = entry.fn(self._ctx_cls(state, self, pos + 1))
+        result: Any = entry.fn(self._ctx_cls(state, self, pos + 1))
         if inspect.isawaitable(result):
             result = await result
         if type(result) is not self._result_type and not isinstance(result, self._result_type):
@@ -84,7 +87,7 @@ class Chain(Generic[S, R]):
                 f"expected {self._result_type.__name__}",
                 suggestion="Return the value of `await ctx.next()` (or a dataclasses.replace of it).",
             )
-        return result  # type: ignore[no-any-return]
+        return cast(R, result)
 
 
 def _describe(entry: _Entry) -> str:
@@ -98,6 +101,8 @@ class _LayerContext(Generic[S, R]):
     """Base of the three context types: the per-layer ``next()`` and the shared state record."""
 
     __slots__ = ("_chain", "_pos", "_s", "_used")
+
+    _chain: Chain[S, R]
 
     def __init__(self, state: S, chain: Chain[S, R], pos: int) -> None:
         self._s = state
@@ -197,7 +202,9 @@ class StepState:
 class ToolCallState:
     __slots__ = ("args", "metadata", "step_state", "tool_call_id", "tool_name")
 
-    def __init__(self, step_state: StepState, tool_name: str, tool_call_id: str, args: dict[str, Any]) -> None:
+    def __init__(
+        self, step_state: StepState, tool_name: str, tool_call_id: str, args: dict[str, Any]
+    ) -> None:
         self.step_state = step_state
         self.tool_name = tool_name
         self.tool_call_id = tool_call_id

@@ -229,21 +229,25 @@ class ToolRegistry:
         return [dict(item) for item in cache[1]]
 
 
-def _error(tool_call_id: str, tool_name: str, name: str, code: str, message: str, **extra: Any) -> ToolCallResult:
+def _error(
+    tool_call_id: str, tool_name: str, name: str, code: str, message: str, **extra: Any
+) -> ToolCallResult:
     err: dict[str, Any] = {"name": name, "code": code, "message": message}
     err.update({k: v for k, v in extra.items() if v is not None})
     return ToolCallResult(tool_call_id, tool_name, None, "error", err)
 
 
-def error_from_exception(
-    exc: BaseException, tool_call_id: str, tool_name: str, limit: int
-) -> ToolCallResult:
+def error_from_exception(exc: BaseException, tool_call_id: str, tool_name: str, limit: int) -> ToolCallResult:
     """Shape a handler exception as an error result, copying ``code``/``suggestion``/``helpUrl``."""
     if isinstance(exc, Exception):
         message = str(exc) or type(exc).__name__
         err: dict[str, Any] = {"name": type(exc).__name__, "message": truncate_message(message, limit)}
-        for attr, key in (("code", "code"), ("suggestion", "suggestion"), ("help_url", "helpUrl"),
-                          ("helpUrl", "helpUrl")):
+        for attr, key in (
+            ("code", "code"),
+            ("suggestion", "suggestion"),
+            ("help_url", "helpUrl"),
+            ("helpUrl", "helpUrl"),
+        ):
             value = getattr(exc, attr, None)
             if isinstance(value, str) and value and key not in err:
                 err[key] = value

@@ -70,7 +70,9 @@ class AgentsHub:
     def middleware_api(self, instance: AgentInstance, turn_state: TurnState) -> MiddlewareAgents:
         return MiddlewareAgents(self, instance, turn_state)
 
-    def tool_runtime(self, instance: AgentInstance, turn_state: TurnState, span_id: str | None) -> ToolRuntime:
+    def tool_runtime(
+        self, instance: AgentInstance, turn_state: TurnState, span_id: str | None
+    ) -> ToolRuntime:
         return ToolRuntime(self, instance, turn_state, span_id)
 
     # --- routing ------------------------------------------------------------------------------
@@ -162,8 +164,15 @@ class AgentsHub:
         key = instance_key or caller.instance_key
         correlation_id = f"corr_{new_id('r')[2:]}"
         event = self._build_event(
-            caller, turn_state, target, text, key, metadata,
-            event_type="agent.request", call_source=call_source, parent_span=parent_span,
+            caller,
+            turn_state,
+            target,
+            text,
+            key,
+            metadata,
+            event_type="agent.request",
+            call_source=call_source,
+            parent_span=parent_span,
             correlation_id=correlation_id,
         )
         timeout = normalize_timeout(timeout_ms)
@@ -268,8 +277,16 @@ class AgentsHub:
             return AgentSendResult(False, str(target))
         key = instance_key or caller.instance_key
         event = self._build_event(
-            caller, turn_state, target, text, key, metadata,
-            event_type="agent.send", call_source=call_source, parent_span=parent_span, correlation_id=None,
+            caller,
+            turn_state,
+            target,
+            text,
+            key,
+            metadata,
+            event_type="agent.send",
+            call_source=call_source,
+            parent_span=parent_span,
+            correlation_id=None,
         )
         task = asyncio.get_running_loop().create_task(self._run_send(target, key, event))
         self._tasks.add(task)
@@ -349,9 +366,16 @@ class MiddlewareAgents:
     ) -> AgentRequestResult:
         internal = self._turn_state.internal
         return await self._hub.request(
-            self._instance, self._turn_state, target, input,
-            instance_key=instance_key, timeout_ms=timeout_ms, async_=async_, metadata=metadata,
-            call_source="extension-middleware", parent_span=getattr(internal, "span_id", None),
+            self._instance,
+            self._turn_state,
+            target,
+            input,
+            instance_key=instance_key,
+            timeout_ms=timeout_ms,
+            async_=async_,
+            metadata=metadata,
+            call_source="extension-middleware",
+            parent_span=getattr(internal, "span_id", None),
         )
 
     async def send(
@@ -364,9 +388,14 @@ class MiddlewareAgents:
     ) -> AgentSendResult:
         internal = self._turn_state.internal
         return await self._hub.send(
-            self._instance, self._turn_state, target, input,
-            instance_key=instance_key, metadata=metadata,
-            call_source="extension-middleware", parent_span=getattr(internal, "span_id", None),
+            self._instance,
+            self._turn_state,
+            target,
+            input,
+            instance_key=instance_key,
+            metadata=metadata,
+            call_source="extension-middleware",
+            parent_span=getattr(internal, "span_id", None),
         )
 
 
@@ -375,7 +404,9 @@ class ToolRuntime:
 
     __slots__ = ("_hub", "_instance", "_span", "_turn_state")
 
-    def __init__(self, hub: AgentsHub, instance: AgentInstance, turn_state: TurnState, span: str | None) -> None:
+    def __init__(
+        self, hub: AgentsHub, instance: AgentInstance, turn_state: TurnState, span: str | None
+    ) -> None:
         self._hub = hub
         self._instance = instance
         self._turn_state = turn_state
@@ -392,9 +423,16 @@ class ToolRuntime:
         metadata: dict[str, Any] | None = None,
     ) -> AgentRequestResult:
         return await self._hub.request(
-            self._instance, self._turn_state, target, input,
-            instance_key=instance_key, timeout_ms=timeout_ms, async_=async_, metadata=metadata,
-            call_source="tool", parent_span=self._span,
+            self._instance,
+            self._turn_state,
+            target,
+            input,
+            instance_key=instance_key,
+            timeout_ms=timeout_ms,
+            async_=async_,
+            metadata=metadata,
+            call_source="tool",
+            parent_span=self._span,
         )
 
     async def send(
@@ -406,11 +444,19 @@ class ToolRuntime:
         metadata: dict[str, Any] | None = None,
     ) -> AgentSendResult:
         return await self._hub.send(
-            self._instance, self._turn_state, target, input,
-            instance_key=instance_key, metadata=metadata, call_source="tool", parent_span=self._span,
+            self._instance,
+            self._turn_state,
+            target,
+            input,
+            instance_key=instance_key,
+            metadata=metadata,
+            call_source="tool",
+            parent_span=self._span,
         )
 
-    async def spawn(self, target: str, *, instance_key: str | None = None, cwd: str | None = None) -> dict[str, Any]:
+    async def spawn(
+        self, target: str, *, instance_key: str | None = None, cwd: str | None = None
+    ) -> dict[str, Any]:
         return await self._hub.spawn(self._instance, target, instance_key, cwd)
 
     async def list(self, *, include_all: bool = False) -> dict[str, Any]:

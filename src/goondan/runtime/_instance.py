@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._ids import is_span_id, new_id, new_span_id, new_trace_id, now_iso
-from .._json import copy_json
+from .._json import copy_json, json_problem
 from .._modules import import_path
 from ..conversation import ConversationState
 from ..errors import ExtensionError, GoondanError, ModelError
@@ -61,8 +61,15 @@ def _preview(value: Any, limit: int = 240) -> str:
 class _TurnRun:
     """Private per-turn bookkeeping (kept out of ``ctx.turn.metadata``, which belongs to users)."""
 
-    __slots__ = ("last_assistant", "last_text", "last_text_message", "retry_count", "retry_kind", "span_id",
-                 "usage")
+    __slots__ = (
+        "last_assistant",
+        "last_text",
+        "last_text_message",
+        "retry_count",
+        "retry_kind",
+        "span_id",
+        "usage",
+    )
 
     def __init__(self, span_id: str) -> None:
         self.span_id = span_id
@@ -118,7 +125,7 @@ class AgentInstance:
             bundle_root=str(bundle_root),
             prompt=PromptInfo(plan.prompt_system) if plan.prompt_system else None,
         )
-        self.inbox: list[dict[str, Any]] = []
+        self.inbox: list[Message] = []
         self.started = False
 
     # --- start-up -------------------------------------------------------------------------
@@ -144,7 +151,7 @@ class AgentInstance:
         from ..bundle import resolve_value_source
 
         model = self.plan.model
-        spec = model.spec
+        spec: Any = model.spec
         api_key = resolve_value_source(
             spec.api_key, self._env, required=False, path=model.issue_path("spec.apiKey")
         )
@@ -157,13 +164,15 @@ class AgentInstance:
             endpoint=spec.endpoint,
         )
         self._model_name = spec.model
-        params = self.plan.agent.spec.model_cfg.params
+        agent_spec: Any = self.plan.agent.spec
+        params = agent_spec.model_cfg.params
         if params is not None:
             self._params = params.model_dump(by_alias=True, exclude_none=True)
 
     def _load_tools(self) -> None:
         for res in self.plan.tools:
             entry = res.entry_path()
+            tool_spec: Any = res.spec
             try:
                 module = import_path(entry)
             except Exception as exc:
@@ -179,7 +188,7 @@ class AgentInstance:
                     f"Tool/{res.name}: {entry.name} must define `handlers = {{'export': fn}}`",
                     suggestion="Map every export name of the Tool resource to a handler(ctx, input).",
                 )
-            exports = [e.model_dump(by_alias=True, exclude_none=True) for e in res.spec.exports]
+            exports = [e.model_dump(by_alias=True, exclude_none=True) for e in tool_spec.exports]
             missing = [e["name"] for e in exports if not callable(handlers.get(e["name"]))]
             if missing:
                 raise GoondanError(
@@ -187,7 +196,7 @@ class AgentInstance:
                     f"Tool/{res.name}: no handler for export(s) {', '.join(missing)} in {entry.name}",
                     suggestion="Add them to the module's `handlers` dict.",
                 )
-            limit = res.spec.error_message_limit or DEFAULT_ERROR_MESSAGE_LIMIT
+            limit = tool_spec.error_message_limit or DEFAULT_ERROR_MESSAGE_LIMIT
             self.tools.add_resource_tools(res.name, exports, handlers, error_limit=limit)
 
     async def _load_extensions(self) -> None:
@@ -288,7 +297,9 @@ class AgentInstance:
         assert conversation is not None
         started = time.perf_counter()
         self.status = "processing"
-        self.store.write_metadata(agent_name=self.agent_name, instance_key=self.instance_key, status="processing")
+        self.store.write_metadata(
+            agent_name=self.agent_name, instance_key=self.instance_key, status="processing"
+        )
         turn_id = new_id("turn")
         given_trace = event.get("traceId")
         trace_id = given_trace if isinstance(given_trace, str) and given_trace else new_trace_id()
@@ -330,10 +341,14 @@ class AgentInstance:
             raise
         except Exception as exc:
             failure = exc
-            err = exc.to_dict() if isinstance(exc, GoondanError) else {
-                "code": "E_TURN_FAILED",
-                "message": f"{type(exc).__name__}: {exc}",
-            }
+            err = (
+                exc.to_dict()
+                if isinstance(exc, GoondanError)
+                else {
+                    "code": "E_TURN_FAILED",
+                    "message": f"{type(exc).__name__}: {exc}",
+                }
+            )
             result = TurnResult(turn_id, None, "error", err, None)
             if not isinstance(exc, GoondanError):
                 self.logger.error("turn %s failed", turn_id, exc_info=exc)
@@ -345,7 +360,9 @@ class AgentInstance:
             await self._commit()
         finally:
             self.status = "idle"
-            self.store.write_metadata(agent_name=self.agent_name, instance_key=self.instance_key, status="idle")
+            self.store.write_metadata(
+                agent_name=self.agent_name, instance_key=self.instance_key, status="idle"
+            )
         duration = int((time.perf_counter() - started) * 1000)
         if failure is None:
             record = {
@@ -379,16 +396,18 @@ class AgentInstance:
         if event.get("instanceKey"):
             inbound["instanceKey"] = event["instanceKey"]
         text = event.get("input")
-        self._emit({
-            "type": "append",
-            "message": user_message(text if isinstance(text, str) else "", {"__goondanInbound": inbound}),
-        })
+        self._emit(
+            {
+                "type": "append",
+                "message": user_message(text if isinstance(text, str) else "", {"__goondanInbound": inbound}),
+            }
+        )
 
-    def _emit(self, event: Any) -> None:
+    def _emit(self, event: Any, *, trusted: bool = False) -> None:
         conversation = self.conversation
         assert conversation is not None
         before = len(conversation.warnings)
-        conversation.emit(event)
+        conversation.emit(event, trusted=trusted)
         if len(conversation.warnings) > before:
             for warning in conversation.warnings[before:]:
                 self.logger.warning("[%s] %s", warning["code"], warning["message"])
@@ -517,7 +536,9 @@ class AgentInstance:
         problems = list(response.issues)
         for call in calls:
             if not isinstance(call.args, dict):
-                problems.append(f"- {call.name}({call.id}): args must be a JSON object input={_preview(call.args)}")
+                problems.append(
+                    f"- {call.name}({call.id}): args must be a JSON object input={_preview(call.args)}"
+                )
         if not calls and response.finish_reason == "tool-calls" and not problems:
             problems.append("- the response finished with tool-calls but contained none")
         retry_kind: str | None = None
@@ -533,10 +554,10 @@ class AgentInstance:
         # a well-formed response: record it, then run its tool calls in order
         ids_seen: set[str] = set()
         tool_calls: list[ToolCall] = []
-        for call in calls:
-            cid = call.id if call.id not in ids_seen else new_id("call")
+        for raw_call in calls:
+            cid = raw_call.id if raw_call.id not in ids_seen else new_id("call")
             ids_seen.add(cid)
-            tool_calls.append(ToolCall(cid, call.name, call.args))
+            tool_calls.append(ToolCall(cid, raw_call.name, raw_call.args))
         assistant: Message | None = None
         if text is not None or tool_calls:
             assistant = assistant_message(
@@ -544,7 +565,7 @@ class AgentInstance:
                 tool_calls=[{"id": c.id, "name": c.name, "args": c.args} for c in tool_calls],
                 source={"type": "assistant", "stepId": step_id},
             )
-            self._emit({"type": "append", "message": assistant})
+            self._emit({"type": "append", "message": assistant}, trusted=True)
             run.last_assistant = assistant
             if text is not None:
                 run.last_text = text
@@ -553,8 +574,10 @@ class AgentInstance:
         if tool_calls:
             _, _, tool_chain = self._get_chains()
             step_span = metadata["runtime.spanId"]
-            for call in tool_calls:
-                results.append(await self._run_tool_call(step_state, tool_chain, call, assistant, step_span, step_id))
+            for tool_call in tool_calls:
+                results.append(
+                    await self._run_tool_call(step_state, tool_chain, tool_call, assistant, step_span, step_id)
+                )
         return StepResult("completed", bool(tool_calls), tool_calls, results, metadata)
 
     def _retry_step(
@@ -583,10 +606,12 @@ class AgentInstance:
             body = MALFORMED_RETRY_TEXT.format(issues="\n".join(shown))
         else:
             body = EMPTY_RETRY_TEXT
-        self._emit({
-            "type": "append",
-            "message": user_message(body, {"runtime.retryKind": kind}, source={"type": "system"}),
-        })
+        self._emit(
+            {
+                "type": "append",
+                "message": user_message(body, {"runtime.retryKind": kind}, source={"type": "system"}),
+            }
+        )
         return StepResult("completed", True, [], [], step_state.metadata)
 
     async def _run_tool_call(
@@ -600,7 +625,12 @@ class AgentInstance:
     ) -> ToolCallResult:
         turn_state = step_state.turn_state
         span = new_span_id()
-        base_fields = {"toolCallId": call.id, "toolName": call.name, "stepId": step_id, "turnId": turn_state.turn_id}
+        base_fields = {
+            "toolCallId": call.id,
+            "toolName": call.name,
+            "stepId": step_id,
+            "turnId": turn_state.turn_id,
+        }
         await self._runtime_event(
             {**self._base_record("tool.called", turn_state.trace_id, span, step_span), **base_fields}
         )
@@ -632,10 +662,12 @@ class AgentInstance:
                     "duration": int((time.perf_counter() - t0) * 1000),
                 }
             )
-        self._emit({
-            "type": "append",
-            "message": tool_message(call.id, call.name, result_output_part(result)),
-        })
+        self._emit(
+            {
+                "type": "append",
+                "message": tool_message(call.id, call.name, result_output_part(result)),
+            }
+        )
         return result
 
     async def _core_tool_call(self, state: ToolCallState) -> ToolCallResult:

@@ -290,8 +290,13 @@ class Runtime:
         start (e.g. an extension fails to register) raises its :class:`GoondanError`."""
         name, key = self._resolve_target(agent, instance_key)
         event = self._event(
-            input, event_type="message", instance_key=key, metadata=metadata, trace_id=trace_id,
-            source=source, auth=auth,
+            input,
+            event_type="message",
+            instance_key=key,
+            metadata=metadata,
+            trace_id=trace_id,
+            source=source,
+            auth=auth,
         )
         instance = await self.get_instance(name, key)
         return await instance.run_turn(event)
@@ -306,8 +311,13 @@ class Runtime:
         """Queue a turn without waiting for it; returns whether the event was accepted."""
         name, key = self._resolve_target(agent, instance_key)
         event = self._event(
-            input, event_type="notification", instance_key=key, metadata=metadata, trace_id=None,
-            source=None, auth=None,
+            input,
+            event_type="notification",
+            instance_key=key,
+            metadata=metadata,
+            trace_id=None,
+            source=None,
+            auth=None,
         )
         instance = await self.get_instance(name, key)
 
@@ -336,7 +346,7 @@ class Runtime:
         out = []
         for (agent, key), inst in sorted(self._instances.items()):
             meta = inst.store.read_metadata() or {}
-            from .._ids import parse_iso
+            from .._ids import parse_iso, utc_now
 
             created = meta.get("createdAt")
             updated = meta.get("updatedAt")
@@ -345,9 +355,9 @@ class Runtime:
                     agent_name=agent,
                     instance_key=key,
                     status=inst.status,
-                    created_at=parse_iso(created) if isinstance(created, str) else None,
-                    updated_at=parse_iso(updated) if isinstance(updated, str) else None,
-                    path=None,
+                    created_at=parse_iso(created) if isinstance(created, str) else utc_now(),
+                    updated_at=parse_iso(updated) if isinstance(updated, str) else utc_now(),
+                    path=Path(),
                 )
             )
         return out
