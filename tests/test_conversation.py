@@ -32,7 +32,7 @@ def test_replace_then_append_gives_next_messages_of_base_plus_events():
     assert len(state.events) == 2
     assert _ids(state.next_messages) == ["m1", "m2b", "m3"]
     assert state.to_llm_messages()[1]["content"] == "updated"
-    next_messages, appended = state.pending_commit()
+    _, appended = state.pending_commit()
     assert appended is None  # a replace forces a rewrite of base.jsonl
     state.fold()
     assert _ids(state.base_messages) == ["m1", "m2b", "m3"]

@@ -71,8 +71,10 @@ def test_missing_required_property_is_reported_precisely():
 
 def test_wrong_type_distinguishes_integer_from_string_and_number():
     reg, _ = _registry()
-    assert "args.command: expected string but got integer" in _exec(reg, "bash__exec", {"command": 123}).error["message"]
-    assert "args.n: expected integer but got number" in _exec(reg, "bash__exec", {"command": "x", "n": 1.5}).error["message"]
+    wrong_string = _exec(reg, "bash__exec", {"command": 123}).error["message"]
+    assert "args.command: expected string but got integer" in wrong_string
+    wrong_integer = _exec(reg, "bash__exec", {"command": "x", "n": 1.5}).error["message"]
+    assert "args.n: expected integer but got number" in wrong_integer
 
 
 def test_unexpected_property_and_enum_and_nested_paths():

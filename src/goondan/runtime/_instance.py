@@ -539,6 +539,10 @@ class AgentInstance:
                 problems.append(
                     f"- {call.name}({call.id}): args must be a JSON object input={_preview(call.args)}"
                 )
+            else:
+                issue = json_problem(call.args, "args")
+                if issue:
+                    problems.append(f"- {call.name}({call.id}): {issue}")
         if not calls and response.finish_reason == "tool-calls" and not problems:
             problems.append("- the response finished with tool-calls but contained none")
         retry_kind: str | None = None
