@@ -95,6 +95,7 @@ class AgentInstance:
         listeners: list[RuntimeEventListener],
         implicit_context_message: Any | None = None,
         env: Any = None,
+        delta_listeners: list[RuntimeEventListener] | None = None,
     ) -> None:
         self.plan = plan
         self.agent_name: str = plan.agent.name
@@ -105,6 +106,7 @@ class AgentInstance:
         self._bundle_root = bundle_root
         self._workdir = workdir
         self._listeners = listeners
+        self._delta_listeners = delta_listeners if delta_listeners is not None else []
         self._implicit_context_message = implicit_context_message
         self._env = env if env is not None else {}
         self.pipeline = PipelineRegistry()
@@ -505,6 +507,36 @@ class AgentInstance:
             message = self.inbox.pop(0)
             self._emit({"type": "append", "message": message})
 
+    # --- streaming --------------------------------------------------------------------------
+
+    def _delta_sink(self, turn_state: TurnState, step_index: int) -> Callable[[str], None] | None:
+        """A callback for streaming adapters, or None when nobody listens (adapters may then skip
+        streaming). Deltas go to ``api.events`` subscribers of ``text.delta`` and to runtime delta
+        listeners (CLI, connectors); they are never persisted — the final message is."""
+        if not self._delta_listeners and not self.bus.has_handlers("text.delta"):
+            return None
+
+        def sink(delta: str) -> None:
+            if not delta:
+                return
+            payload = {
+                "type": "text.delta",
+                "agentName": self.agent_name,
+                "instanceKey": self.instance_key,
+                "turnId": turn_state.turn_id,
+                "traceId": turn_state.trace_id,
+                "stepIndex": step_index,
+                "delta": delta,
+            }
+            self.bus.emit("text.delta", payload)
+            for listener in self._delta_listeners:
+                try:
+                    listener(payload)
+                except Exception:
+                    log.exception("text delta listener failed")
+
+        return sink
+
     # --- core step: one model call plus its tool calls ------------------------------------------
 
     async def _core_step(self, step_state: StepState) -> StepResult:
@@ -523,6 +555,7 @@ class AgentInstance:
             model=self._model_name,
             agent_name=self.agent_name,
             instance_key=self.instance_key,
+            on_text_delta=self._delta_sink(turn_state, step_state.step_index),
         )
         response: ModelResponse = await model.generate(request)
         metadata = step_state.metadata

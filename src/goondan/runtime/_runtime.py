@@ -60,6 +60,7 @@ class Runtime:
         self._instances: dict[tuple[str, str], AgentInstance] = {}
         self._starting: dict[tuple[str, str], asyncio.Future[AgentInstance]] = {}
         self._listeners: list[RuntimeEventListener] = []
+        self._delta_listeners: list[RuntimeEventListener] = []
         self._hub = AgentsHub(self)
         self._started = False
         self._closed = False
@@ -206,6 +207,7 @@ class Runtime:
                 listeners=self._listeners,
                 implicit_context_message=self._implicit_context_message(plan),
                 env=self.bundle.env,
+                delta_listeners=self._delta_listeners,
             )
             try:
                 await instance.start()
@@ -229,6 +231,16 @@ class Runtime:
         def off() -> None:
             if listener in self._listeners:
                 self._listeners.remove(listener)
+
+        return off
+
+    def on_text_delta(self, listener: RuntimeEventListener) -> Callable[[], None]:
+        """Subscribe to streamed model text (``{"type": "text.delta", "delta", "agentName", ...}``)."""
+        self._delta_listeners.append(listener)
+
+        def off() -> None:
+            if listener in self._delta_listeners:
+                self._delta_listeners.remove(listener)
 
         return off
 
