@@ -192,3 +192,27 @@ def test_replaying_recovered_events_equals_live_emission(history):
         live.emit(event)
     replayed = ConversationState(base, events)  # what a restart does with residual events.jsonl
     assert _ids(replayed.next_messages) == _ids(live.next_messages)
+
+
+def test_views_are_snapshots_that_never_change_after_they_were_taken():
+    state = ConversationState([_msg(1), _msg(2)])
+    llm = state.to_llm_messages()
+    view = state.next_messages
+    state.emit({"type": "append", "message": _msg(3)})
+    state.emit({"type": "remove", "targetId": "m1"})
+    state.emit({"type": "replace", "targetId": "m2", "message": assistant_message("x", id="m2b")})
+    assert [m["content"] for m in llm] == ["u1", "u2"]
+    assert view.ids == ["m1", "m2"]
+    assert _ids(state.next_messages) == ["m2b", "m3"]
+    state.emit({"type": "truncate"})
+    assert view.ids == ["m1", "m2"] and len(state.next_messages) == 0
+
+
+def test_view_indexing_and_slicing_behave_like_a_sequence():
+    state = ConversationState([_msg(i) for i in range(5)])
+    llm = state.to_llm_messages()
+    assert llm[-1]["content"] == "u4"
+    assert [m["content"] for m in llm[1:3]] == ["u1", "u2"]
+    with pytest.raises(IndexError):
+        llm[5]
+    assert list(llm) == [m.data for m in state.next_messages]

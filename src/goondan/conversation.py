@@ -37,16 +37,36 @@ def _handle(message: Message) -> Message:
     return Message(message.id, message.data, message.metadata, message.created_at, message.source)
 
 
-class MessagesView(Sequence[Message]):
-    """Read-only view of a list of stored messages."""
+class _SnapshotView:
+    """Shared base of the read-only views: a snapshot of the first ``n`` items of a list.
 
-    __slots__ = ("_items",)
+    Creating a view costs O(1): it remembers the list and its length. The conversation state marks
+    its list as shared while views may exist and copies it before any in-place change other than an
+    append (copy-on-write), so a view never changes after it was taken — a model that keeps its
+    ``request.messages`` keeps exactly what it was given.
+    """
 
-    def __init__(self, items: list[Message]) -> None:
+    __slots__ = ("_items", "_n")
+
+    def __init__(self, items: list[Any], n: int | None = None) -> None:
         self._items = items
+        self._n = len(items) if n is None else n
 
     def __len__(self) -> int:
-        return len(self._items)
+        return self._n
+
+    def _index(self, index: int) -> int:
+        if index < 0:
+            index += self._n
+        if not 0 <= index < self._n:
+            raise IndexError("view index out of range")
+        return index
+
+
+class MessagesView(_SnapshotView, Sequence[Message]):
+    """Read-only snapshot of stored messages; items are cheap handles over frozen contents."""
+
+    __slots__ = ()
 
     @overload
     def __getitem__(self, index: int) -> Message: ...
@@ -54,31 +74,28 @@ class MessagesView(Sequence[Message]):
     def __getitem__(self, index: slice) -> list[Message]: ...
     def __getitem__(self, index: int | slice) -> Message | list[Message]:
         if isinstance(index, slice):
-            return [_handle(m) for m in self._items[index]]
-        return _handle(self._items[index])
+            return [_handle(self._items[i]) for i in range(self._n)[index]]
+        return _handle(self._items[self._index(index)])
 
     def __iter__(self) -> Iterator[Message]:
-        for m in self._items:
-            yield _handle(m)
+        items = self._items
+        for i in range(self._n):
+            yield _handle(items[i])
 
     def __repr__(self) -> str:
-        return f"MessagesView({len(self._items)} messages)"
+        return f"MessagesView({self._n} messages)"
 
     @property
     def ids(self) -> list[str]:
-        return [m.id for m in self._items]
+        items = self._items
+        return [items[i].id for i in range(self._n)]
 
 
-class LlmMessagesView(Sequence[dict[str, Any]]):
-    """Read-only view of the core-message dicts (``message.data``) of a list of messages."""
+class LlmMessagesView(_SnapshotView, Sequence[dict[str, Any]]):
+    """Read-only snapshot of the core-message dicts (``message.data``). It is a ``Sequence``
+    (index, slice, iterate, ``len``); ``list(view)`` gives a plain list, e.g. for ``json.dumps``."""
 
-    __slots__ = ("_items",)
-
-    def __init__(self, items: list[Message]) -> None:
-        self._items = items
-
-    def __len__(self) -> int:
-        return len(self._items)
+    __slots__ = ()
 
     @overload
     def __getitem__(self, index: int) -> dict[str, Any]: ...
@@ -86,27 +103,23 @@ class LlmMessagesView(Sequence[dict[str, Any]]):
     def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
     def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(index, slice):
-            return [m.data for m in self._items[index]]
-        return self._items[index].data
+            return [self._items[i].data for i in range(self._n)[index]]
+        data: dict[str, Any] = self._items[self._index(index)].data
+        return data
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        for m in self._items:
-            yield m.data
+        items = self._items
+        for i in range(self._n):
+            yield items[i].data
 
     def __repr__(self) -> str:
-        return f"LlmMessagesView({len(self._items)} messages)"
+        return f"LlmMessagesView({self._n} messages)"
 
 
-class EventsView(Sequence[dict[str, Any]]):
-    """Read-only, ordered view of this turn's message events."""
+class EventsView(_SnapshotView, Sequence[dict[str, Any]]):
+    """Read-only, ordered snapshot of this turn's message events."""
 
-    __slots__ = ("_items",)
-
-    def __init__(self, items: list[dict[str, Any]]) -> None:
-        self._items = items
-
-    def __len__(self) -> int:
-        return len(self._items)
+    __slots__ = ()
 
     @overload
     def __getitem__(self, index: int) -> dict[str, Any]: ...
@@ -114,12 +127,13 @@ class EventsView(Sequence[dict[str, Any]]):
     def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
     def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(index, slice):
-            return [_event_handle(e) for e in self._items[index]]
-        return _event_handle(self._items[index])
+            return [_event_handle(self._items[i]) for i in range(self._n)[index]]
+        return _event_handle(self._items[self._index(index)])
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        for e in self._items:
-            yield _event_handle(e)
+        items = self._items
+        for i in range(self._n):
+            yield _event_handle(items[i])
 
 
 def _event_handle(event: dict[str, Any]) -> dict[str, Any]:
@@ -166,9 +180,7 @@ def apply_event(items: list[Message], event: dict[str, Any], event_index: int) -
     return None
 
 
-def fold_events(
-    base: Iterable[Message], events: Iterable[dict[str, Any]]
-) -> tuple[list[Message], list[Warning_]]:
+def fold_events(base: Iterable[Message], events: Iterable[dict[str, Any]]) -> tuple[list[Message], list[Warning_]]:
     """Reference fold: apply ``events`` in order to a copy of ``base``."""
     items = list(base)
     warnings: list[Warning_] = []
@@ -189,7 +201,7 @@ class ConversationState:
     :meth:`emit` (exposed to middleware as ``ctx.emit_message_event``).
     """
 
-    __slots__ = ("_append_only", "_appended", "_base", "_events", "_ids", "_next", "_sink", "warnings")
+    __slots__ = ("_append_only", "_appended", "_base", "_events", "_ids", "_next", "_shared", "_sink", "warnings")
 
     def __init__(
         self,
@@ -206,6 +218,7 @@ class ConversationState:
             self._ids[m.id] = self._ids.get(m.id, 0) + 1
         self._appended: list[Message] = []
         self._append_only = True
+        self._shared = False
         self.warnings: list[Warning_] = []
         self._sink: EventSink | None = None
         # residual events recovered from disk are replayed without being written again
@@ -228,9 +241,11 @@ class ConversationState:
 
     @property
     def next_messages(self) -> MessagesView:
+        self._shared = True
         return MessagesView(self._next)
 
     def to_llm_messages(self) -> LlmMessagesView:
+        self._shared = True
         return LlmMessagesView(self._next)
 
     def __len__(self) -> int:
@@ -273,11 +288,15 @@ class ConversationState:
             self._ids[msg.id] = self._ids.get(msg.id, 0) + 1
             self._appended.append(msg)
         elif etype == "truncate":
-            items.clear()
+            self._next = []  # a fresh list: views taken earlier keep what they saw
+            self._shared = False
             self._ids.clear()
             self._append_only = False
         else:
             self._append_only = False
+            if self._shared:  # copy-on-write: never change a list a view still shows
+                items = self._next = list(items)
+                self._shared = False
             target = event["targetId"]
             pos = _find(items, target)
             if pos < 0:
