@@ -1,0 +1,2 @@
+#!/bin/sh
+echo "Release $1 is out!"

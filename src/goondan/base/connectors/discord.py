@@ -1,0 +1,121 @@
+"""Built-in ``discord`` connector: Discord interactions over HTTP with Ed25519 signature checks.
+
+Config: ``host`` (127.0.0.1), ``port`` (8788), ``path`` (/), ``apiBase`` (https://discord.com/api/v10).
+Secret ``publicKey`` (or ``DISCORD_PUBLIC_KEY``): the application's hex public key. Every request must
+carry ``X-Signature-Ed25519`` over ``X-Signature-Timestamp + body``, the timestamp within ±300 s, and a
+signature is accepted once; anything else gets 401 and is never emitted. PING (type 1) is answered
+``{"type": 1}``. A slash command (type 2) becomes ``slash_command`` with text ``/<name> <options>``; a
+component (type 3) becomes ``component_interaction`` with text = ``custom_id``. Both are answered with a
+deferred response (type 5) and the agent's reply is written into it through the interaction webhook.
+Instance key ``discord:<channelId>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from goondan.connectors import (
+    HttpRequest,
+    HttpResponse,
+    ReplayGuard,
+    http_request,
+    serve_http,
+    verify_ed25519,
+    within_window,
+)
+
+
+def _command_text(data: dict[str, Any]) -> str:
+    parts = ["/" + str(data.get("name", ""))]
+    for opt in data.get("options") or []:
+        if isinstance(opt, dict) and "value" in opt:
+            parts.append(f"{opt.get('name')}={opt['value']}")
+    return " ".join(parts)
+
+
+def _event(body: dict[str, Any]) -> dict[str, Any] | None:
+    itype = body.get("type")
+    data = body.get("data") or {}
+    if itype == 2:
+        name, text = "slash_command", _command_text(data)
+    elif itype == 3:
+        name, text = "component_interaction", str(data.get("custom_id", ""))
+    else:
+        return None
+    channel = str(body.get("channel_id") or (body.get("channel") or {}).get("id") or "")
+    member = body.get("member") or {}
+    user = member.get("user") or body.get("user") or {}
+    props = {
+        "channel_id": channel,
+        "guild_id": str(body.get("guild_id") or ""),
+        "user_id": str(user.get("id") or ""),
+        "username": str(user.get("username") or ""),
+        "interaction_id": str(body.get("id") or ""),
+        "command": str(data.get("name") or data.get("custom_id") or ""),
+    }
+    return {
+        "name": name,
+        "message": {"type": "text", "text": text},
+        "properties": props,
+        "instanceKey": f"discord:{channel}",
+    }
+
+
+async def run(ctx: Any) -> None:
+    public_key = ctx.secret("publicKey", "DISCORD_PUBLIC_KEY")
+    if not public_key:
+        raise ValueError("the discord connector needs secret publicKey (or DISCORD_PUBLIC_KEY)")
+    verify_ed25519(public_key, b"", "00" * 64)  # fail at start, not per request, when Ed25519 is missing
+    api = ctx.setting("apiBase", "https://discord.com/api/v10").rstrip("/")
+    path = ctx.setting("path", "/")
+    replays = ReplayGuard()
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def follow_up(app_id: str, token: str, pending: Any) -> None:
+        reply = await pending
+        content = reply.text if reply.ok and reply.text is not None else "Sorry, something went wrong."
+        try:
+            resp = await http_request(
+                "PATCH", f"{api}/webhooks/{app_id}/{token}/messages/@original", json_body={"content": content}
+            )
+            if resp.status >= 400:
+                ctx.logger.warning("interaction follow-up failed: %s %s", resp.status, resp.body[:200])
+        except OSError as exc:
+            ctx.logger.warning("interaction follow-up failed: %s", exc)
+
+    async def handle(req: HttpRequest) -> HttpResponse:
+        if req.path != path:
+            return HttpResponse.json(404, {"error": "not found"})
+        if req.method != "POST":
+            return HttpResponse.json(405, {"error": "use POST"})
+        ts = req.header("x-signature-timestamp") or ""
+        sig = req.header("x-signature-ed25519")
+        if not within_window(ts) or not verify_ed25519(public_key, ts.encode("utf-8") + req.body, sig):
+            ctx.logger.warning("rejected: invalid Discord signature")
+            return HttpResponse.json(401, {"error": "invalid request signature"})
+        if replays.seen_before(str(sig)):
+            ctx.logger.warning("rejected: replayed Discord interaction")
+            return HttpResponse.json(401, {"error": "replayed request"})
+        try:
+            body = req.json()
+        except ValueError:
+            return HttpResponse.json(400, {"error": "invalid payload"})
+        if not isinstance(body, dict):
+            return HttpResponse.json(400, {"error": "invalid payload"})
+        if body.get("type") == 1:
+            return HttpResponse.json(200, {"type": 1})
+        event = _event(body)
+        if event is None:
+            return HttpResponse.json(400, {"error": "unsupported interaction type"})
+        task = asyncio.create_task(
+            follow_up(str(body.get("application_id", "")), str(body.get("token", "")), ctx.emit(event))
+        )
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        return HttpResponse.json(200, {"type": 5})
+
+    server = await serve_http(handle, ctx.setting("host", "127.0.0.1"), int(ctx.setting("port", "8788")))
+    ctx.ready()
+    async with server:
+        await asyncio.Event().wait()

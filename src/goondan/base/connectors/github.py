@@ -1,0 +1,120 @@
+"""Built-in ``github`` connector: GitHub webhooks (push, pull_request, issues, issue_comment).
+
+Config: ``host`` (127.0.0.1), ``port`` (8789), ``path`` (/), ``apiBase`` (https://api.github.com).
+Secrets: ``webhookSecret`` (or ``signingSecret``/``GITHUB_WEBHOOK_SECRET``; required) and optionally
+``token`` (or ``GITHUB_TOKEN``) to post the agent's reply as an issue/PR comment. ``X-Hub-Signature-256``
+must be ``sha256=<hex HMAC of the body>``, else 401; a delivery id (``X-GitHub-Delivery``) already
+handled is a replay and gets 409 without an event. ``ping`` is answered ``pong``. Events
+``github_push``, ``github_pull_request``, ``github_issue``, ``github_issue_comment``; text is the head
+commit message, the title or the comment body; instance key ``github:<owner/repo>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from goondan.connectors import HttpRequest, HttpResponse, ReplayGuard, http_request, serve_http, verify_hmac_sha256
+
+_NAMES = {
+    "push": "github_push",
+    "pull_request": "github_pull_request",
+    "issues": "github_issue",
+    "issue_comment": "github_issue_comment",
+}
+
+
+def _event(kind: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+    name = _NAMES.get(kind)
+    if name is None:
+        return None
+    repo = str((payload.get("repository") or {}).get("full_name") or "")
+    number: Any = ""
+    if kind == "push":
+        head = payload.get("head_commit") or {}
+        text = str(head.get("message") or "")
+    elif kind == "pull_request":
+        pr = payload.get("pull_request") or {}
+        text, number = str(pr.get("title") or ""), pr.get("number", "")
+    elif kind == "issues":
+        issue = payload.get("issue") or {}
+        text, number = str(issue.get("title") or ""), issue.get("number", "")
+    else:
+        text = str((payload.get("comment") or {}).get("body") or "")
+        number = (payload.get("issue") or {}).get("number", "")
+    if not text.strip():
+        return None
+    props = {
+        "event": kind,
+        "action": str(payload.get("action") or ""),
+        "repo": repo,
+        "sender": str((payload.get("sender") or {}).get("login") or ""),
+        "number": str(number),
+        "ref": str(payload.get("ref") or ""),
+    }
+    return {
+        "name": name,
+        "message": {"type": "text", "text": text},
+        "properties": props,
+        "instanceKey": f"github:{repo}",
+    }
+
+
+async def run(ctx: Any) -> None:
+    secret = ctx.secret("webhookSecret", "signingSecret", "GITHUB_WEBHOOK_SECRET", "WEBHOOK_SECRET")
+    if not secret:
+        raise ValueError("the github connector needs secret webhookSecret (or GITHUB_WEBHOOK_SECRET)")
+    token = ctx.secret("token", "GITHUB_TOKEN")
+    api = ctx.setting("apiBase", "https://api.github.com").rstrip("/")
+    path = ctx.setting("path", "/")
+    deliveries = ReplayGuard(ttl=24 * 3600)
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def comment(event: dict[str, Any], pending: Any) -> None:
+        reply = await pending
+        props = event["properties"]
+        if reply.text is None or not token or not props["number"]:
+            return
+        try:
+            resp = await http_request(
+                "POST",
+                f"{api}/repos/{props['repo']}/issues/{props['number']}/comments",
+                json_body={"body": reply.text},
+                headers={"Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json"},
+            )
+            if resp.status >= 400:
+                ctx.logger.warning("posting the comment failed: %s %s", resp.status, resp.body[:200])
+        except OSError as exc:
+            ctx.logger.warning("posting the comment failed: %s", exc)
+
+    async def handle(req: HttpRequest) -> HttpResponse:
+        if req.path != path:
+            return HttpResponse.json(404, {"ok": False, "error": "not found"})
+        if req.method != "POST":
+            return HttpResponse.json(405, {"ok": False, "error": "use POST"})
+        if not verify_hmac_sha256(secret, req.body, req.header("x-hub-signature-256")):
+            ctx.logger.warning("rejected: invalid GitHub signature")
+            return HttpResponse.json(401, {"ok": False, "error": "invalid_signature"})
+        delivery = req.header("x-github-delivery") or ""
+        if delivery and deliveries.seen_before(delivery):
+            ctx.logger.warning("rejected: delivery %s was already handled", delivery)
+            return HttpResponse.json(409, {"ok": False, "error": "duplicate_delivery"})
+        kind = req.header("x-github-event") or ""
+        if kind == "ping":
+            return HttpResponse.json(200, {"ok": True, "pong": True})
+        try:
+            payload = req.json()
+        except ValueError:
+            return HttpResponse.json(400, {"ok": False, "error": "invalid_payload"})
+        event = _event(kind, payload) if isinstance(payload, dict) else None
+        if event is None:
+            return HttpResponse.json(200, {"ok": True, "ignored": True})
+        task = asyncio.create_task(comment(event, ctx.emit(event)))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        return HttpResponse.json(202, {"ok": True, "accepted": True})
+
+    server = await serve_http(handle, ctx.setting("host", "127.0.0.1"), int(ctx.setting("port", "8789")))
+    ctx.ready()
+    async with server:
+        await asyncio.Event().wait()

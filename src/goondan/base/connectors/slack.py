@@ -1,0 +1,112 @@
+"""Built-in ``slack`` connector: Slack Events API over HTTP, replies with ``chat.postMessage``.
+
+Config: ``host`` (127.0.0.1), ``port`` (8787), ``path`` (/), ``apiBase`` (https://slack.com/api).
+Secrets: ``signingSecret`` (or ``SLACK_SIGNING_SECRET``; required: unsigned traffic is refused),
+``botToken`` (or ``SLACK_BOT_TOKEN``) to post replies. Each request must carry a valid ``v0`` signature
+with a timestamp within ±300 s, and a signature is accepted once (replays get 401). ``url_verification``
+echoes the challenge. Bot messages and empty messages are acknowledged and ignored; Slack's retries of
+an event id already handled are acknowledged and not emitted again. Events ``app_mention`` and
+``message_im``; instance key ``slack:<channel>:<thread_ts or ts>``; replies go to the same thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from goondan.connectors import HttpRequest, HttpResponse, ReplayGuard, http_request, serve_http, verify_slack
+
+
+def _event(ev: dict[str, Any]) -> dict[str, Any] | None:
+    etype = ev.get("type")
+    if etype == "app_mention":
+        name = "app_mention"
+    elif etype == "message" and ev.get("channel_type") == "im":
+        name = "message_im"
+    else:
+        return None
+    if ev.get("bot_id") or ev.get("subtype") in ("bot_message", "message_changed", "message_deleted"):
+        return None
+    text = str(ev.get("text") or "")
+    for item in ev.get("files") or []:
+        if isinstance(item, dict) and item.get("url_private"):
+            text += f"\n[file:{item.get('name', '')}] {item['url_private']}"
+    if not text.strip():
+        return None
+    thread = ev.get("thread_ts") or ev.get("ts") or ""
+    props = {k: ev.get(k) for k in ("channel", "user", "ts", "thread_ts", "team") if ev.get(k) is not None}
+    return {
+        "name": name,
+        "message": {"type": "text", "text": text.strip()},
+        "properties": props,
+        "instanceKey": f"slack:{ev.get('channel', '')}:{thread}",
+    }
+
+
+async def run(ctx: Any) -> None:
+    secret = ctx.secret("signingSecret", "SLACK_SIGNING_SECRET", "SIGNING_SECRET")
+    if not secret:
+        raise ValueError("the slack connector needs secret signingSecret (or SLACK_SIGNING_SECRET)")
+    token = ctx.secret("botToken", "SLACK_BOT_TOKEN")
+    api = ctx.setting("apiBase", "https://slack.com/api").rstrip("/")
+    path = ctx.setting("path", "/")
+    signatures = ReplayGuard()
+    event_ids = ReplayGuard(ttl=3600)
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def post(ev: dict[str, Any], pending: Any) -> None:
+        reply = await pending
+        if reply.text is None or not token:
+            if not token:
+                ctx.logger.warning("no botToken: cannot post the reply to Slack")
+            return
+        body = {"channel": ev["properties"].get("channel"), "text": reply.text}
+        body["thread_ts"] = ev["properties"].get("thread_ts") or ev["properties"].get("ts")
+        try:
+            resp = await http_request(
+                "POST", f"{api}/chat.postMessage", json_body=body, headers={"Authorization": f"Bearer {token}"}
+            )
+            if resp.status >= 400 or not (resp.json() or {}).get("ok", False):
+                ctx.logger.warning("chat.postMessage failed: %s %s", resp.status, resp.body[:200])
+        except (OSError, ValueError) as exc:
+            ctx.logger.warning("chat.postMessage failed: %s", exc)
+
+    async def handle(req: HttpRequest) -> HttpResponse:
+        if req.path != path:
+            return HttpResponse.json(404, {"ok": False, "error": "not found"})
+        if req.method != "POST":
+            return HttpResponse.json(405, {"ok": False, "error": "use POST"})
+        ts = req.header("x-slack-request-timestamp")
+        sig = req.header("x-slack-signature")
+        if not verify_slack(secret, ts, req.body, sig):
+            ctx.logger.warning("rejected: invalid or expired Slack signature")
+            return HttpResponse.json(401, {"ok": False, "error": "invalid_signature"})
+        if signatures.seen_before(f"{ts}:{sig}"):
+            ctx.logger.warning("rejected: replayed Slack request")
+            return HttpResponse.json(401, {"ok": False, "error": "replayed_request"})
+        try:
+            data = req.json()
+        except ValueError:
+            return HttpResponse.json(400, {"ok": False, "error": "invalid_payload"})
+        if not isinstance(data, dict):
+            return HttpResponse.json(400, {"ok": False, "error": "invalid_payload"})
+        if data.get("type") == "url_verification":
+            return HttpResponse.json(200, {"challenge": data.get("challenge", "")})
+        ev = data.get("event")
+        if data.get("type") != "event_callback" or not isinstance(ev, dict):
+            return HttpResponse.json(200, {"ok": True, "ignored": True})
+        event = _event(ev)
+        if event is None:
+            return HttpResponse.json(200, {"ok": True, "ignored": True})
+        event_id = data.get("event_id")
+        if isinstance(event_id, str) and event_ids.seen_before(event_id):
+            return HttpResponse.json(200, {"ok": True, "duplicate": True})
+        task = asyncio.create_task(post(event, ctx.emit(event)))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        return HttpResponse.json(200, {"ok": True})
+
+    server = await serve_http(handle, ctx.setting("host", "127.0.0.1"), int(ctx.setting("port", "8787")))
+    ctx.ready()
+    async with server:
+        await asyncio.Event().wait()

@@ -1,0 +1,123 @@
+"""Built-in ``telegram`` connector: Bot API long polling, replies with ``sendMessage``.
+
+Secret ``botToken`` (or ``TELEGRAM_BOT_TOKEN``/``BOT_TOKEN``/``TELEGRAM_TOKEN``). Config: ``apiBase``
+(https://api.telegram.org), ``pollTimeout`` seconds (30), ``retryDelay`` seconds (1, doubled up to
+``maxRetryDelay``, 30). ``offset`` is the last seen ``update_id + 1``, so an update is handled once even
+across failed polls. A 429 waits ``parameters.retry_after`` seconds, as the Bot API asks. Messages from
+bots and empty messages are skipped. Event ``telegram_message``; instance key ``telegram:<chatId>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from goondan.connectors import http_request
+
+
+def _text(message: dict[str, Any]) -> str:
+    text = message.get("text") or message.get("caption") or ""
+    photos = message.get("photo")
+    if isinstance(photos, list) and photos:
+        largest = photos[-1] if isinstance(photos[-1], dict) else {}
+        text = (text + "\n" if text else "") + f"[telegram_photo] file_id={largest.get('file_id', '')}"
+    return str(text)
+
+
+def _event(message: dict[str, Any]) -> dict[str, Any] | None:
+    sender = message.get("from") or {}
+    if sender.get("is_bot"):
+        return None
+    text = _text(message).strip()
+    chat = message.get("chat") or {}
+    if not text or "id" not in chat:
+        return None
+    props: dict[str, Any] = {
+        "chat_id": chat["id"],
+        "chat_type": chat.get("type", ""),
+        "message_id": message.get("message_id", ""),
+        "from_id": sender.get("id", ""),
+        "username": sender.get("username", ""),
+    }
+    return {
+        "name": "telegram_message",
+        "message": {"type": "text", "text": text},
+        "properties": props,
+        "instanceKey": f"telegram:{chat['id']}",
+    }
+
+
+async def run(ctx: Any) -> None:
+    token = ctx.secret("botToken", "TELEGRAM_BOT_TOKEN", "BOT_TOKEN", "TELEGRAM_TOKEN")
+    if not token:
+        raise ValueError("the telegram connector needs secret botToken (or TELEGRAM_BOT_TOKEN)")
+    base = ctx.setting("apiBase", "https://api.telegram.org").rstrip("/") + f"/bot{token}"
+    poll_timeout = int(ctx.setting("pollTimeout", "30"))
+    first_delay = float(ctx.setting("retryDelay", "1"))
+    max_delay = float(ctx.setting("maxRetryDelay", "30"))
+    offset: int | None = None
+    delay = first_delay
+    replies: set[asyncio.Task[None]] = set()
+
+    async def answer(chat_id: Any, message_id: Any, pending: Any) -> None:
+        reply = await pending
+        if reply.text is None:
+            return
+        body = {"chat_id": chat_id, "text": reply.text, "reply_to_message_id": message_id}
+        for _ in range(5):
+            try:
+                resp = await http_request("POST", f"{base}/sendMessage", json_body=body, timeout=30)
+            except OSError as exc:
+                ctx.logger.warning("sendMessage failed: %s", exc)
+                await asyncio.sleep(first_delay)
+                continue
+            if resp.status == 429:
+                await asyncio.sleep(float(((resp.json() or {}).get("parameters") or {}).get("retry_after", 1)))
+                continue
+            if resp.status >= 400:
+                ctx.logger.warning("sendMessage answered %s: %s", resp.status, resp.body[:200])
+            return
+
+    ctx.ready()
+    while True:
+        params = f"timeout={poll_timeout}" + (f"&offset={offset}" if offset is not None else "")
+        try:
+            resp = await http_request("GET", f"{base}/getUpdates?{params}", timeout=poll_timeout + 10)
+        except OSError as exc:
+            ctx.logger.warning("getUpdates failed: %s (retrying in %.1fs)", exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, max_delay)
+            continue
+        if resp.status == 429:
+            try:
+                wait = float(((resp.json() or {}).get("parameters") or {}).get("retry_after", delay))
+            except ValueError:
+                wait = delay
+            ctx.logger.warning("rate limited by Telegram: waiting %.1fs", wait)
+            await asyncio.sleep(wait)
+            continue
+        if resp.status in (401, 404):
+            raise PermissionError(f"Telegram rejected the bot token (HTTP {resp.status})")
+        try:
+            data = resp.json() if resp.status == 200 else None
+        except ValueError:
+            data = None
+        if not isinstance(data, dict) or not data.get("ok"):
+            ctx.logger.warning("getUpdates answered %s (retrying in %.1fs)", resp.status, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, max_delay)
+            continue
+        delay = first_delay
+        for update in data.get("result") or []:
+            if not isinstance(update, dict) or not isinstance(update.get("update_id"), int):
+                continue
+            offset = update["update_id"] + 1
+            message = update.get("message") or update.get("edited_message")
+            event = _event(message) if isinstance(message, dict) else None
+            if event is None:
+                continue
+            task = asyncio.create_task(
+                answer(event["properties"]["chat_id"], event["properties"]["message_id"], ctx.emit(event))
+            )
+            replies.add(task)
+            task.add_done_callback(replies.discard)

@@ -1,0 +1,40 @@
+"""mcp: bridges one MCP server into an agent through the official ``mcp`` SDK (2.x, ``mcp.Client``)
+(seed 001 §8.6, seed 002 §11).
+
+Config (seed 002 §11.1)::
+
+    transport: {type: stdio, command: ["npx", "-y", "server"] | "cmd line", env: {K: V}, cwd: dir}
+             | {type: http, endpoint: "http://127.0.0.1:8080/mcp", headers: {Authorization: "..."}}
+    attach:    {mode: stateful | stateless, scope: instance | agent}      # default stateful, instance
+    expose:    {tools: true, resources: false, prompts: false}
+    timeouts:  {connectMs: 30000, callMs: 120000}
+
+- **Tools**: every server tool becomes ``<extension-name>__<tool>`` with the server's input schema
+  (names made catalog-safe: ``[A-Za-z0-9_-]``, one ``__``, at most 64 characters). Text results come
+  back as text, other content as JSON blocks (binary data elided); ``isError`` results are tool errors
+  (``E_MCP_TOOL_ERROR``).
+- **Resources / prompts** (when exposed): a step middleware keeps one system message listing them
+  (deduplicated by hash, replaced in place when the listing changes), and the tools
+  ``<name>__read-resource {uri}`` and ``<name>__get-prompt {name, arguments}`` fetch them.
+- **stdio**: ``command`` (list, or a string split like a shell would) runs with ``env`` merged over
+  the SDK's safe default environment (HOME, PATH, ...). ``{python}`` in the command is the
+  interpreter running goondan. ``cwd`` (and a missing ``cwd``) resolves against the **bundle root**.
+  Because ``register()`` cannot see the bundle root, such a server is started by the extension's
+  outermost turn middleware at the agent instance's first turn; an http server or a stdio server with
+  an absolute ``cwd`` is started inside ``register()``. Either way a server that cannot be started is
+  ``ExtensionError('E_EXT_INIT')`` naming the command line (or URL) and the server's stderr: the agent
+  fails to start, or that turn fails and the next turn tries again.
+- **Dead servers**: see :mod:`goondan.base.extensions.mcp._bridge` — a server found dead before a
+  call is restarted transparently; one that dies during a call fails that call with
+  ``E_MCP_CONNECTION_LOST`` and is restarted on the next call.
+- **Several servers**: the extension's name is the tool prefix and every name appears once per agent,
+  so declare one Extension resource per server. Built-in: reference ``mcp`` of ``@goondan/base``
+  with per-agent config. More: a one-line entry file in your bundle
+  (``from goondan.base.extensions.mcp import CONFIG_SCHEMA, register``) per Extension resource.
+- **Shutdown**: stateful sessions end when the event loop ends (the SDK closes stdin, then
+  terminates the server's process group) or on the ``extension.cleanup`` event.
+"""
+
+from goondan.base.extensions.mcp._extension import CONFIG_SCHEMA, register
+
+__all__ = ["CONFIG_SCHEMA", "register"]

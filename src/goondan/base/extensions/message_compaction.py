@@ -1,0 +1,171 @@
+"""message-compaction: shrink a long history before a turn runs, leaving a summary in its place
+(digest §6, seed 001 §8.3, seed 003 §14.3).
+
+Triggered when the history has more than ``maxMessages`` messages or more than ``maxCharacters``
+characters (text plus tool-call inputs and tool-result outputs). Two modes:
+
+- ``remove`` (default): protect pinned messages (``metadata.pinned: true``), the last
+  ``retainLastMessages`` messages and always the current input (the last message), then drop the
+  oldest unprotected messages until both limits hold. The summary message *replaces* the oldest
+  dropped message, so it sits where the dropped history was (before the current input), and every
+  other dropped message gets a ``remove`` event.
+- ``truncate``: one ``truncate`` event, then the summary and the protected messages re-appended in
+  history order. (Upstream truncated everything, the current user input included; we keep it.)
+
+When the protected messages alone exceed the limits, both modes end as a ``truncate`` that keeps the
+pins, the current input and the newest whole units that still fit (and log a warning if even that is
+over the limits).
+
+The tool-call integrity rule (``_integrity``) governs every choice: a call and its results are one
+unit, protected or dropped together, and broken units already in the history are dropped (even when
+compaction is not triggered). All changes are message events, so they are in ``events.jsonl``.
+
+Summary message (``appendSummary``, default true): a ``system`` message ``"<summaryPrefix>
+mode=<m> removed=<n> chars=<c>"`` with metadata ``compaction.summary/mode/removedCount/
+removedCharacters`` and source ``extension/message-compaction``. With ``summaryModel`` set, the
+dropped messages (a previous summary included, so summaries roll forward) are sent to that model and
+its answer follows the header line; see ``_summarizer`` for the inline model config. If the model
+fails, the static header is used and ``compaction.summaryError`` records why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from goondan.base.extensions._compaction_plan import Limits, Mode, Plan, plan_compaction
+from goondan.base.extensions._summarizer import DEFAULT_INSTRUCTION, MODEL_SCHEMA, Summarizer
+from goondan.messages import system_message
+
+EXTENSION_NAME = "message-compaction"
+DEFAULTS: dict[str, Any] = {
+    "maxMessages": 40,
+    "maxCharacters": 12000,
+    "retainLastMessages": 8,
+    "mode": "remove",
+    "appendSummary": True,
+    "summaryPrefix": "[message-compaction]",
+    "summaryInstruction": DEFAULT_INSTRUCTION,
+    "summaryMaxInputCharacters": 48000,
+    "summaryTimeoutSeconds": 120,
+}
+
+CONFIG_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "maxMessages": {"type": "integer", "minimum": 1},
+        "maxCharacters": {"type": "integer", "minimum": 1},
+        "retainLastMessages": {"type": "integer", "minimum": 0},
+        "mode": {"enum": ["remove", "truncate"]},
+        "appendSummary": {"type": "boolean"},
+        "summaryPrefix": {"type": "string"},
+        "summaryModel": MODEL_SCHEMA,
+        "summaryInstruction": {"type": "string", "minLength": 1},
+        "summaryMaxInputCharacters": {"type": "integer", "minimum": 1},
+        "summaryTimeoutSeconds": {"type": "number", "exclusiveMinimum": 0},
+    },
+    "additionalProperties": False,
+}
+
+
+def summary_header(prefix: str, plan: Plan) -> str:
+    return f"{prefix} mode={plan.mode} removed={plan.removed_count} chars={plan.removed_characters}"
+
+
+def register(api: Any, config: dict[str, Any]) -> None:
+    cfg = {**DEFAULTS, **config}
+    mode: Mode = cfg["mode"]
+    append_summary = bool(cfg["appendSummary"])
+    prefix = str(cfg["summaryPrefix"])
+    limits = Limits(
+        max_messages=int(cfg["maxMessages"]),
+        max_characters=int(cfg["maxCharacters"]),
+        retain_last=int(cfg["retainLastMessages"]),
+        summary_slot=append_summary,
+    )
+    if limits.retain_last >= limits.max_messages:
+        api.logger.warning(
+            "message-compaction: retainLastMessages (%d) >= maxMessages (%d): every compaction will fall back "
+            "to truncate",
+            limits.retain_last,
+            limits.max_messages,
+        )
+    summarizer: Summarizer | None = None
+    if cfg.get("summaryModel") is not None:
+        summarizer = Summarizer(
+            cfg["summaryModel"],
+            str(cfg["summaryInstruction"]),
+            int(cfg["summaryMaxInputCharacters"]),
+            float(cfg["summaryTimeoutSeconds"]),
+        )
+
+    async def build_summary(ctx: Any, plan: Plan, dropped: list[Any]) -> Any:
+        header = summary_header(prefix, plan)
+        metadata: dict[str, Any] = {
+            "compaction.summary": True,
+            "compaction.mode": plan.mode,
+            "compaction.removedCount": plan.removed_count,
+            "compaction.removedCharacters": plan.removed_characters,
+        }
+        text = header
+        if summarizer is not None:
+            try:
+                summary = await summarizer.summarize(
+                    dropped,
+                    bundle_root=ctx.runtime.agent.bundle_root,
+                    agent=ctx.agent_name,
+                    instance=ctx.instance_key,
+                )
+            except Exception as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+                api.logger.error("message-compaction: summary model failed, using the static summary: %s", reason)
+                metadata["compaction.summarySource"] = "static"
+                metadata["compaction.summaryError"] = reason[:500]
+            else:
+                text = f"{header}\n{summary}"
+                metadata["compaction.summarySource"] = "model"
+        return system_message(text, metadata, source={"type": "extension", "extensionName": EXTENSION_NAME})
+
+    async def turn(ctx: Any) -> Any:
+        messages = list(ctx.conversation_state.next_messages)  # a snapshot: the view follows the events
+        plan = plan_compaction(messages, mode, limits)
+        if plan is None:
+            return await ctx.next()
+        if not plan.removed:
+            # over the limits, but everything is pinned or is the current input: nothing may go
+            api.logger.warning(
+                "message-compaction: history is over the limits but every message is protected; nothing removed"
+            )
+            return await ctx.next()
+        by_id = {m.id: m for m in messages}
+        dropped = [by_id[i] for i in plan.removed]
+        summary = await build_summary(ctx, plan, dropped) if plan.triggered and append_summary else None
+        emit = ctx.emit_message_event
+        if plan.mode == "truncate":
+            emit({"type": "truncate"})
+            if summary is not None:
+                emit({"type": "append", "message": summary})
+            for message_id in plan.kept:
+                emit({"type": "append", "message": by_id[message_id]})
+        else:
+            for index, message_id in enumerate(plan.removed):
+                if index == 0 and summary is not None:
+                    emit({"type": "replace", "targetId": message_id, "message": summary})
+                else:
+                    emit({"type": "remove", "targetId": message_id})
+        if plan.triggered:
+            log = api.logger.info if plan.within_limits else api.logger.warning
+            log(
+                "message-compaction %s: removed %d message(s) (%d chars), %d kept%s",
+                plan.mode,
+                plan.removed_count,
+                plan.removed_characters,
+                len(plan.kept),
+                "" if plan.within_limits else "; pinned messages and the current input alone exceed the limits",
+            )
+        else:
+            api.logger.warning(
+                "message-compaction removed %d message(s) that broke tool-call/result pairing", plan.removed_count
+            )
+        return await ctx.next()
+
+    api.pipeline.register("turn", turn)

@@ -1,0 +1,102 @@
+"""``gdn``: the command line (CONTRACT §9, digest §8).
+
+Each command lives in its own private module imported only when it runs, so ``gdn --help`` loads
+nothing but argparse and ``gdn validate`` never imports the runtime, SDKs or servers.
+Exit codes: 0 ok, 1 internal/turn failure, 2 usage, 3 config, 4 validation, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from ._env import load_env
+from ._output import (
+    EXIT_CONFIG,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_VALIDATION,
+    CliError,
+    ErrorView,
+    print_error,
+)
+from ._parser import build_parser
+
+
+def _configure_logging(args: argparse.Namespace) -> None:
+    import logging
+
+    level = logging.WARNING
+    if getattr(args, "quiet", False):
+        level = logging.ERROR
+    elif getattr(args, "verbose", 0) >= 2:
+        level = logging.DEBUG
+    elif getattr(args, "verbose", 0) == 1:
+        level = logging.INFO
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return EXIT_USAGE
+    _configure_logging(args)
+    json_mode = bool(getattr(args, "json", False))
+    color = not getattr(args, "no_color", False)
+    try:
+        result: int = args.func(args)
+        return result
+    except KeyboardInterrupt:
+        if not json_mode:
+            sys.stderr.write("\ninterrupted\n")
+        return EXIT_INTERRUPTED
+    except CliError as exc:
+        print_error(exc, json_mode=json_mode, color=color, exit_code=exc.exit_code)
+        return exc.exit_code
+    except Exception as exc:
+        from ..errors import ConfigError, GoondanError
+
+        if isinstance(exc, ConfigError):
+            print_error(exc, json_mode=json_mode, color=color, exit_code=EXIT_CONFIG)
+            extra = len(exc.errors) - 1
+            if extra > 0 and not json_mode:
+                sys.stderr.write(f"  (+{extra} more problem(s): run `gdn validate` to see them all)\n")
+            return EXIT_CONFIG
+        if isinstance(exc, GoondanError):
+            print_error(exc, json_mode=json_mode, color=color, exit_code=EXIT_INTERNAL)
+            return EXIT_INTERNAL
+        if getattr(args, "verbose", 0):
+            import traceback
+
+            traceback.print_exc()
+        print_error(
+            ErrorView(
+                {
+                    "code": "INTERNAL_ERROR",
+                    "message": f"{type(exc).__name__}: {exc}",
+                    "suggestion": "Re-run with -v for a traceback and report it.",
+                }
+            ),
+            json_mode=json_mode,
+            color=color,
+            exit_code=EXIT_INTERNAL,
+        )
+        return EXIT_INTERNAL
+
+
+__all__ = [
+    "EXIT_CONFIG",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "EXIT_VALIDATION",
+    "build_parser",
+    "load_env",
+    "main",
+]

@@ -1,0 +1,65 @@
+"""Lazy command entry points: each imports its implementation only when that command runs."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from ._init import cmd_init as run
+
+    return run(args)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from ._validate import cmd_validate as run
+
+    return run(args)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ._run import cmd_run as run
+
+    return run(args)
+
+
+def cmd_restart(args: argparse.Namespace) -> int:
+    from ._manage import cmd_restart as run
+
+    return run(args)
+
+
+def cmd_instance_list(args: argparse.Namespace) -> int:
+    from ._manage import cmd_instance_list as run
+
+    return run(args)
+
+
+def cmd_instance_delete(args: argparse.Namespace) -> int:
+    from ._manage import cmd_instance_delete as run
+
+    return run(args)
+
+
+def cmd_instance_restart(args: argparse.Namespace) -> int:
+    from ._manage import cmd_instance_restart as run
+
+    return run(args)
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from ._logs import cmd_logs as run
+
+    return run(args)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from ._doctor import cmd_doctor as run
+
+    return run(args)
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from ._schema import cmd_schema as run
+
+    return run(args)

@@ -1,0 +1,67 @@
+"""The control channel of a running ``gdn run``: JSON-line requests over a Unix socket.
+
+Requests: ``{"op": "status"}`` and ``{"op": "restart", "agent": NAME|null, "fresh": bool}``. Replies:
+``{"ok": true, ...}`` or ``{"ok": false, "error": {"code", "message"}}``. Only the user who owns the
+state root can reach the socket (it is created with mode 0600).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+ControlHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+async def serve_control(path: Path, handler: ControlHandler) -> asyncio.Server:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            line = await reader.readline()
+            try:
+                request = json.loads(line)
+                if not isinstance(request, dict):
+                    raise ValueError("not an object")
+                reply = await handler(request)
+            except ValueError as exc:
+                reply = {"ok": False, "error": {"code": "E_CONTROL_REQUEST", "message": str(exc)}}
+            except Exception as exc:
+                error = exc.to_dict() if hasattr(exc, "to_dict") else {"code": "INTERNAL_ERROR", "message": str(exc)}
+                reply = {"ok": False, "error": error}
+            writer.write(json.dumps(reply, default=str).encode() + b"\n")
+            await writer.drain()
+        finally:
+            writer.close()
+
+    old_umask = os.umask(0o177)
+    try:
+        return await asyncio.start_unix_server(on_client, str(path))
+    finally:
+        os.umask(old_umask)
+
+
+def control_request(path: str, payload: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+    """Send one request to a running ``gdn run`` and return its reply (``OSError`` when unreachable)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect(path)
+        sock.sendall(json.dumps(payload).encode() + b"\n")
+        chunks = []
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if chunk.endswith(b"\n"):
+                break
+    reply = json.loads(b"".join(chunks) or b"{}")
+    return reply if isinstance(reply, dict) else {"ok": False, "error": {"code": "E_CONTROL", "message": "bad reply"}}

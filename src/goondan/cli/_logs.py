@@ -1,0 +1,123 @@
+"""``gdn logs``: the runtime events of instances (``messages/runtime-events.jsonl``), filtered and followed.
+
+Filters combine with AND: ``--instance`` (instance key), ``--agent``, ``--trace``, ``--workspace``.
+Records of all matching instances are merged by timestamp; ``--follow`` keeps polling the files
+(appends are line-atomic, so a partial last line is simply read on the next poll).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ._output import EXIT_OK, Style
+from ._state import state_root
+
+_STANDARD = {"type", "timestamp", "agentName", "instanceKey", "traceId", "spanId", "parentSpanId", "turnId"}
+_COLORS = {"failed": "31", "completed": "32", "started": "36", "called": "35"}
+POLL_SECONDS = 0.25
+
+
+def _event_files(root: Path, workspace: str | None) -> list[Path]:
+    base = root / "workspaces"
+    if not base.is_dir():
+        return []
+    pattern = (
+        f"{workspace}/instances/*/messages/runtime-events.jsonl"
+        if workspace
+        else "*/instances/*/messages/runtime-events.jsonl"
+    )
+    return sorted(base.glob(pattern))
+
+
+def _keep(record: dict[str, Any], args: argparse.Namespace) -> bool:
+    if args.instance is not None and record.get("instanceKey") != args.instance:
+        return False
+    if args.agent is not None and record.get("agentName") != args.agent:
+        return False
+    return args.trace is None or record.get("traceId") == args.trace
+
+
+def render_record(record: dict[str, Any], style: Style) -> str:
+    ts = str(record.get("timestamp", ""))
+    clock = ts[11:23] if len(ts) >= 23 else ts
+    etype = str(record.get("type", "?"))
+    color = _COLORS.get(etype.rsplit(".", 1)[-1], "0")
+    where = f"{record.get('agentName', '?')}@{record.get('instanceKey', '?')}"
+    parts = [clock, where.ljust(24), style(etype.ljust(16), color)]
+    for key, value in record.items():
+        if key in _STANDARD or value is None:
+            continue
+        if key == "duration":
+            parts.append(f"{value}ms")
+        elif isinstance(value, dict | list):
+            parts.append(f"{key}={json.dumps(value, ensure_ascii=False)}")
+        else:
+            parts.append(f"{key}={value}")
+    trace = str(record.get("traceId", ""))
+    if trace:
+        parts.append(style(f"trace={trace[:12]}", "2"))
+    return "  ".join(parts)
+
+
+class _Tail:
+    def __init__(self) -> None:
+        self.offsets: dict[Path, int] = {}
+
+    def read_new(self, files: list[Path]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for path in files:
+            start = self.offsets.get(path, 0)
+            try:
+                with path.open("rb") as fh:
+                    fh.seek(start)
+                    data = fh.read()
+            except OSError:
+                continue
+            end = data.rfind(b"\n")
+            if end < 0:
+                continue
+            self.offsets[path] = start + end + 1
+            for line in data[: end + 1].splitlines():
+                try:
+                    value = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(value, dict):
+                    out.append(value)
+        out.sort(key=lambda r: str(r.get("timestamp", "")))
+        return out
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    root = state_root(args)
+    style = Style(sys.stdout, not args.no_color)
+    out = sys.stdout
+
+    def emit(records: list[dict[str, Any]]) -> None:
+        for record in records:
+            if not _keep(record, args):
+                continue
+            out.write((json.dumps(record, ensure_ascii=False) if args.json else render_record(record, style)) + "\n")
+        out.flush()
+
+    tail = _Tail()
+    first = [r for r in tail.read_new(_event_files(root, args.workspace)) if _keep(r, args)]
+    if not args.json and not args.quiet:
+        filters = " ".join(
+            f"{name}={value}"
+            for name, value in (("instance", args.instance), ("agent", args.agent), ("trace", args.trace))
+            if value is not None
+        )
+        sys.stderr.write(f"Logs {root}" + (f" {filters}" if filters else "") + "\n")
+        if not first and not args.follow:
+            sys.stderr.write("(no runtime events match)\n")
+    emit(first[-args.lines :] if args.lines > 0 else first)
+    while args.follow:
+        time.sleep(POLL_SECONDS)
+        emit(tail.read_new(_event_files(root, args.workspace)))
+    return EXIT_OK

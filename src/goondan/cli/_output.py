@@ -1,0 +1,101 @@
+"""Printing: colors, the ``[CODE] message`` / ``suggestion:`` / ``help:`` error format (CONTRACT §9)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+EXIT_CONFIG = 3
+EXIT_VALIDATION = 4
+EXIT_INTERRUPTED = 130
+
+
+class Style:
+    """ANSI colors only for terminals, never with ``--no-color``, a non-empty ``NO_COLOR`` or ``TERM=dumb``."""
+
+    def __init__(self, stream: TextIO, enabled: bool) -> None:
+        self.enabled = (
+            enabled and stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+        )
+
+    def __call__(self, text: str, code: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if self.enabled else text
+
+
+class ErrorView:
+    """An error given as a mapping (TurnResult.error, control replies) seen as an exception-like object."""
+
+    def __init__(self, err: Mapping[str, Any]) -> None:
+        self.code = err.get("code") or "E_TURN_FAILED"
+        self.message = err.get("message") or "turn failed"
+        self.suggestion = err.get("suggestion")
+        self.help_url = err.get("helpUrl")
+
+
+def location(item: Any) -> str | None:
+    path = getattr(item, "path", None)
+    file = getattr(item, "file", None)
+    line = getattr(item, "line", None)
+    column = getattr(item, "column", None)
+    where = None
+    if file:
+        where = str(file)
+        if line is not None:
+            where += f":{line}"
+            if column is not None:
+                where += f":{column}"
+    if path and where:
+        return f"{path} ({where})"
+    return path or where
+
+
+def print_error(
+    exc: Any, *, json_mode: bool, color: bool, stream: TextIO | None = None, exit_code: int | None = None
+) -> None:
+    stream = stream or sys.stderr
+    code = getattr(exc, "code", "INTERNAL_ERROR")
+    message = getattr(exc, "message", None) or str(exc)
+    suggestion = getattr(exc, "suggestion", None)
+    help_url = getattr(exc, "help_url", None)
+    if json_mode:
+        payload: dict[str, Any] = {"code": code, "message": message}
+        for key, value in (("suggestion", suggestion), ("helpUrl", help_url)):
+            if value:
+                payload[key] = value
+        for attr in ("path", "file", "line", "column", "extension_name"):
+            value = getattr(exc, attr, None)
+            if value is not None:
+                payload["extensionName" if attr == "extension_name" else attr] = value
+        if exit_code is not None:
+            payload["exitCode"] = exit_code
+        stream.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        return
+    style = Style(stream, color)
+    stream.write(f"{style(f'[{code}]', '1;31')} {message}\n")
+    where = location(exc)
+    if where:
+        stream.write(f"  at: {where}\n")
+    if suggestion:
+        stream.write(f"  suggestion: {suggestion}\n")
+    if help_url:
+        stream.write(f"  help: {help_url}\n")
+
+
+class CliError(Exception):
+    """A command failure with its exit code, printed in the standard error format."""
+
+    def __init__(self, code: str, message: str, *, exit_code: int = EXIT_INTERNAL, suggestion: str | None = None):
+        super().__init__(message)
+        from ..errors import help_url_for
+
+        self.code = code
+        self.message = message
+        self.exit_code = exit_code
+        self.suggestion = suggestion
+        self.help_url = help_url_for(code)

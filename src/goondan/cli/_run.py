@@ -1,0 +1,456 @@
+"""``gdn run``: one request (``--input``), a chat session, or the swarm's connectors until interrupted.
+
+Mode selection: ``--input``/``--input-file`` → one request, print the reply, exit. Otherwise, when the
+swarm has Connections (and ``--interactive`` is not given) → start one connector process per Connection
+and serve until Ctrl+C (exit 130) or SIGTERM (exit 0), or until every connector has finished (the
+``cli`` connector at end of input). Otherwise → a session: on a terminal with line editing, history
+and streamed replies; from a pipe one request per line.
+
+A long-running ``gdn run`` registers itself under the state root and answers ``gdn restart`` on a
+control socket (``_state``, ``_control``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import inspect
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ._env import bundle_dir, load_env
+from ._output import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, CliError, ErrorView, Style, print_error
+from ._state import active_runs, socket_path, state_root, state_root_arg, write_run
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if args.input is not None and args.input_file is not None:
+        raise CliError("INVALID_ARGUMENT", "use either --input or --input-file, not both", exit_code=EXIT_USAGE)
+    text: str | None = args.input
+    if args.input_file is not None:
+        try:
+            text = Path(args.input_file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CliError("INVALID_ARGUMENT", f"cannot read --input-file: {exc}", exit_code=EXIT_USAGE) from None
+    env = load_env(bundle_dir(args.path), args.env_file)
+    from ..bundle import load_bundle
+
+    bundle = load_bundle(args.path, env=env, state_root=state_root_arg(args))
+    if text is not None:
+        delegated = _delegate_to_active_run(args, bundle, text, env)
+        if delegated is not None:
+            return delegated
+        return asyncio.run(_one_shot(args, bundle, text, env))
+    plans: list[Any] = []
+    if not args.interactive:
+        from ..connectors._supervisor import plan_connections
+
+        plans = plan_connections(bundle, bundle.select_swarm(args.swarm), env)
+    return asyncio.run(_long_running(args, bundle, env, plans))
+
+
+def _runtime(args: argparse.Namespace, bundle: Any, env: Mapping[str, str]) -> Any:
+    from ..runtime import Runtime
+
+    kwargs: dict[str, Any] = {
+        "state_root": args.state_root,
+        "swarm": args.swarm,
+        "persist": not args.no_persist,
+        "env": env,
+    }
+    if args.watch:
+        if "watch" in inspect.signature(Runtime).parameters:
+            kwargs["watch"] = True
+        else:
+            sys.stderr.write("warning: --watch is not supported by this runtime; files are not watched\n")
+    return Runtime(bundle, **kwargs)
+
+
+def _delegate_to_active_run(args: argparse.Namespace, bundle: Any, text: str, env: Mapping[str, str]) -> int | None:
+    """Send ``--input`` through a running ``gdn run`` of the same swarm instance, if there is one.
+
+    Two runtimes must never write the same instance directories at once; the running one owns them.
+    """
+    from ..storage import workspace_id
+
+    swarm = bundle.select_swarm(args.swarm)
+    workspace = workspace_id(swarm.spec.instance_key or swarm.name)
+    run = next((r for r in active_runs(state_root(args, dict(env))) if r.get("workspace") == workspace), None)
+    if run is None:
+        return None
+    from ._control import control_request
+
+    payload = {"op": "request", "input": text, "agent": args.agent, "instanceKey": args.instance_key}
+    try:
+        reply = control_request(str(run["socket"]), payload, timeout=3600)
+    except OSError:
+        return None  # it went away meanwhile: run on our own
+    if not reply.get("ok"):
+        err = reply.get("error") or {}
+        raise CliError(
+            str(err.get("code") or "E_REQUEST_FAILED"),
+            str(err.get("message") or "request failed"),
+            suggestion=err.get("suggestion"),
+        )
+    result = reply.get("result") or {}
+    if args.json:
+        sys.stdout.write(json.dumps(result, ensure_ascii=False, default=str) + "\n")
+    elif result.get("text") is not None:
+        sys.stdout.write(str(result["text"]) + "\n")
+    if result.get("finishReason") == "error":
+        if not args.json:
+            print_error(ErrorView(result.get("error") or {}), json_mode=False, color=not args.no_color)
+        return EXIT_INTERNAL
+    return EXIT_OK
+
+
+async def _one_shot(args: argparse.Namespace, bundle: Any, text: str, env: Mapping[str, str]) -> int:
+    async with _runtime(args, bundle, env) as rt:
+        result = await rt.request(text, agent=args.agent, instance_key=args.instance_key)
+    if args.json:
+        sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n")
+    elif result.text is not None:
+        sys.stdout.write(result.text + "\n")
+    if result.finish_reason == "error":
+        if not args.json:
+            print_error(ErrorView(result.error or {}), json_mode=False, color=not args.no_color)
+        return EXIT_INTERNAL
+    return EXIT_OK
+
+
+async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str, str], plans: list[Any]) -> int:
+    from ..storage import workspace_id
+
+    root = state_root(args, dict(env))
+    swarm = bundle.select_swarm(args.swarm)
+    instance_key = swarm.spec.instance_key or swarm.name
+    workspace = workspace_id(instance_key)
+    # checked before the runtime starts: two runtimes must never own the same instance files
+    for run in active_runs(root):
+        if run.get("workspace") == workspace:
+            raise CliError(
+                "E_RUN_ACTIVE",
+                f"swarm instance {instance_key!r} is already running (pid {run['pid']})",
+                suggestion="Use `gdn restart` to restart it, or stop that process first.",
+            )
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    async with _runtime(args, bundle, env) as rt:
+        supervisor = None
+        server = None
+        record: Path | None = None
+        off_events = None
+        sock = socket_path(root, workspace)
+        try:
+            if plans:
+                from ..connectors._supervisor import ConnectorSupervisor
+
+                level = "DEBUG" if args.verbose >= 2 else "INFO" if args.verbose else "WARNING"
+                supervisor = ConnectorSupervisor(rt, plans, entry_agent=rt.entry_agent, log_level=level)
+                if not args.quiet:
+                    sys.stderr.write(f"Starting {len(plans)} connector(s)...\n")
+                    sys.stderr.flush()
+                await supervisor.start()
+            from ._control import serve_control
+
+            server = await serve_control(sock, _Control(rt, supervisor).handle)
+            record = write_run(
+                root,
+                workspace,
+                {
+                    "pid": os.getpid(),
+                    "workspace": workspace,
+                    "instanceKey": rt.swarm_instance_key,
+                    "swarm": rt.swarm_name,
+                    "bundle": str(Path(args.path).resolve()),
+                    "socket": str(sock),
+                    "mode": "connectors" if supervisor else "session",
+                    "connectors": [{"connection": p.name, "connector": p.connector} for p in plans],
+                },
+            )
+            if supervisor is None:
+                return await _session(rt, args, stop)
+            if args.verbose and not args.quiet:
+                off_events = rt.on_runtime_event(_turn_printer(args))
+            if not args.quiet:
+                names = ", ".join(f"{p.name} ({p.connector})" for p in plans)
+                sys.stderr.write(
+                    f"Orchestrator started (instanceKey={rt.swarm_instance_key}, pid={os.getpid()})\n"
+                    f"  connectors: {names}\n  logs: gdn logs --state-root {root} --follow\n"
+                )
+                sys.stderr.flush()
+            done = asyncio.create_task(supervisor.wait())
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait({done, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            finished = done.done()
+            for task in (done, stopping):
+                task.cancel()
+            failed = supervisor.failed() if finished else []
+            if failed:
+                sys.stderr.write(f"[E_CONNECTOR_FAILED] connector(s) stopped with an error: {', '.join(failed)}\n")
+                return EXIT_INTERNAL
+            return EXIT_OK
+        finally:
+            if off_events is not None:
+                off_events()
+            if supervisor is not None:
+                await asyncio.shield(supervisor.stop())
+            if server is not None:
+                server.close()
+            if record is not None:
+                with contextlib.suppress(OSError):
+                    record.unlink()
+            with contextlib.suppress(OSError):
+                sock.unlink()
+
+
+def _turn_printer(args: argparse.Namespace) -> Any:
+    """A runtime-event listener printing one line per finished turn (``gdn run -v`` with connectors)."""
+    from ._logs import render_record
+
+    style = Style(sys.stderr, not args.no_color)
+
+    def show(record: dict[str, Any]) -> None:
+        if str(record.get("type", "")).startswith("turn."):
+            sys.stderr.write(render_record(record, style) + "\n")
+
+    return show
+
+
+class _Control:
+    """Answers control requests of ``gdn restart`` / ``gdn instance restart`` for this process."""
+
+    def __init__(self, rt: Any, supervisor: Any) -> None:
+        self.rt = rt
+        self.supervisor = supervisor
+
+    async def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        op = request.get("op")
+        if op == "status":
+            return {
+                "ok": True,
+                "pid": os.getpid(),
+                "swarm": self.rt.swarm_name,
+                "instanceKey": self.rt.swarm_instance_key,
+                "agents": sorted(self.rt.agent_names),
+                "connectors": [
+                    {"connection": p.plan.name, "connector": p.plan.connector, "pid": p.pid}
+                    for p in (self.supervisor.processes if self.supervisor else [])
+                ],
+            }
+        if op == "request":
+            result = await self.rt.request(
+                str(request.get("input", "")),
+                agent=request.get("agent"),
+                instance_key=request.get("instanceKey"),
+                source={"kind": "connector", "name": "cli"},
+            )
+            return {"ok": True, "result": result.to_dict()}
+        if op != "restart":
+            return {"ok": False, "error": {"code": "E_CONTROL_REQUEST", "message": f"unknown op {op!r}"}}
+        agent = request.get("agent")
+        fresh = bool(request.get("fresh"))
+        if agent is not None and agent not in self.rt.agent_names:
+            return {
+                "ok": False,
+                "error": {
+                    "code": "E_AGENT_NOT_FOUND",
+                    "message": f"agent '{agent}' is not part of swarm '{self.rt.swarm_name}'",
+                    "suggestion": f"Use one of: {', '.join(sorted(self.rt.agent_names))}.",
+                },
+            }
+        restart = getattr(self.rt, "restart", None)
+        if restart is None:
+            return {
+                "ok": False,
+                "error": {
+                    "code": "E_RESTART_UNSUPPORTED",
+                    "message": "this runtime version cannot restart agents in place",
+                    "suggestion": "Stop `gdn run` (Ctrl+C) and start it again.",
+                },
+            }
+        await restart(agent, fresh=fresh)
+        if agent is None and self.supervisor is not None:
+            await self.supervisor.restart()
+        return {"ok": True, "agent": agent, "fresh": fresh}
+
+
+# --- the session ------------------------------------------------------------------------------
+
+
+class _LineReader:
+    """Reads lines in a daemon thread so the event loop (control socket, Ctrl+C) stays responsive.
+
+    On a terminal, ``input()`` gives readline line editing; history lives in ``<state_root>/history``.
+    The next prompt is shown only after the previous reply has been printed.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, tty: bool, history: Path | None) -> None:
+        self.loop = loop
+        self.tty = tty
+        self.history = history
+        self.queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self.go = threading.Event()
+        self.go.set()
+        self._readline: Any = None
+        if tty:
+            try:
+                import readline
+
+                self._readline = readline
+                if history is not None and history.is_file():
+                    readline.read_history_file(str(history))
+            except (ImportError, OSError):
+                pass
+        threading.Thread(target=self._run, name="gdn-input", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            self.go.wait()
+            self.go.clear()
+            try:
+                line: str | None = input("> ") if self.tty else sys.stdin.readline()
+                if not self.tty and line == "":
+                    line = None
+            except EOFError:
+                line = None
+            except Exception:
+                line = None
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, line)
+            if line is None:
+                return
+
+    def save_history(self) -> None:
+        if self._readline is not None and self.history is not None:
+            with contextlib.suppress(OSError):
+                self.history.parent.mkdir(parents=True, exist_ok=True)
+                self._readline.set_history_length(1000)
+                self._readline.write_history_file(str(self.history))
+
+
+async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event) -> int:
+    tty = sys.stdin.isatty()
+    agent = args.agent or rt.entry_agent
+    key = args.instance_key or rt.swarm_instance_key
+    history = (Path(rt.state_root) / "history") if tty and rt.state_root is not None else None
+    saved_termios = _save_termios() if tty else None
+    if tty:  # before the reader thread starts, so the banner never lands after its first prompt
+        sys.stderr.write(f"Chatting with {agent} (swarm {rt.swarm_name}). /quit to exit.\n")
+        sys.stderr.flush()
+    reader = _LineReader(asyncio.get_running_loop(), tty, history)
+    style = Style(sys.stdout, not args.no_color)
+    streamed = {"any": False, "step": -1}
+    thinking = _Thinking(asyncio.get_running_loop(), Style(sys.stderr, tty and not args.no_color).enabled)
+
+    def on_delta(record: dict[str, Any]) -> None:
+        if record.get("agentName") != agent or record.get("instanceKey", key) != key:
+            return
+        thinking.clear()
+        step = record.get("stepIndex", 0)
+        if streamed["any"] and step != streamed["step"]:
+            sys.stdout.write("\n")
+        streamed["any"] = True
+        streamed["step"] = step
+        sys.stdout.write(str(record.get("delta", "")))
+        sys.stdout.flush()
+
+    off = rt.on_text_delta(on_delta) if tty else None
+    try:
+        while True:
+            get = asyncio.create_task(reader.queue.get())
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait({get, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not get.done():
+                get.cancel()
+                return EXIT_OK
+            line = get.result()
+            if line is None:
+                if tty:
+                    sys.stdout.write("\n")
+                return EXIT_OK
+            line = line.strip()
+            if line in ("/quit", "/exit"):
+                return EXIT_OK
+            if line:
+                streamed.update({"any": False, "step": -1})
+                thinking.start()
+                try:
+                    result = await rt.request(line, agent=args.agent, instance_key=args.instance_key)
+                finally:
+                    thinking.clear()
+                if result.finish_reason == "error":
+                    if streamed["any"]:
+                        sys.stdout.write("\n")
+                    sys.stdout.flush()
+                    print_error(ErrorView(result.error or {}), json_mode=False, color=not args.no_color)
+                elif streamed["any"]:
+                    sys.stdout.write("\n")
+                elif result.text is not None:
+                    sys.stdout.write((style(result.text, "1") if tty else result.text) + "\n")
+                sys.stdout.flush()
+            reader.go.set()
+    finally:
+        if off is not None:
+            off()
+        reader.save_history()
+        _restore_termios(saved_termios)
+
+
+class _Thinking:
+    """A transient "thinking" line on the terminal while a reply takes a while and nothing streams."""
+
+    DELAY_SECONDS = 0.4
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, enabled: bool) -> None:
+        self.loop = loop
+        self.enabled = enabled
+        self.shown = False
+        self._handle: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        if self.enabled:
+            self._handle = self.loop.call_later(self.DELAY_SECONDS, self._show)
+
+    def _show(self) -> None:
+        self.shown = True
+        sys.stderr.write("\033[2m... thinking\033[0m")
+        sys.stderr.flush()
+
+    def clear(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if self.shown:
+            self.shown = False
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def _save_termios() -> Any:
+    try:
+        import termios
+
+        return termios.tcgetattr(sys.stdin.fileno())
+    except (ImportError, OSError, ValueError):
+        return None
+
+
+def _restore_termios(saved: Any) -> None:
+    if saved is None:
+        return
+    with contextlib.suppress(ImportError, OSError, ValueError):
+        import termios
+
+        termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
+
+
+logging.getLogger("goondan.connectors").addHandler(logging.NullHandler())

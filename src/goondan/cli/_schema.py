@@ -1,0 +1,162 @@
+"""``gdn schema``: a JSON Schema of goondan.yaml resources, generated from the bundle's pydantic specs.
+
+Point an editor at it (e.g. ``# yaml-language-server: $schema=./goondan.schema.json``) to get
+completion and checking of every document. Fields that the loader parses with custom validators (refs,
+ValueSources, extension items, scalar match values) get hand-written schemas of their accepted forms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Literal
+
+from ._output import EXIT_OK
+
+_REF_OBJECT = {
+    "type": "object",
+    "properties": {"kind": {"type": "string"}, "name": {"type": "string"}, "package": {"type": "string"}},
+    "required": ["kind", "name"],
+    "additionalProperties": False,
+}
+_REF = {"anyOf": [{"type": "string", "pattern": "^[A-Z][A-Za-z]*/[^/]+$"}, _REF_OBJECT]}
+_REF_ITEM = {
+    "anyOf": [
+        *_REF["anyOf"],
+        {"type": "object", "properties": {"ref": _REF}, "required": ["ref"], "additionalProperties": False},
+    ]
+}
+_VALUE_SOURCE = {
+    "oneOf": [
+        {
+            "type": "object",
+            "properties": {"value": {"type": "string"}},
+            "required": ["value"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "valueFrom": {
+                    "oneOf": [
+                        {
+                            "type": "object",
+                            "properties": {"env": {"type": "string", "minLength": 1}},
+                            "required": ["env"],
+                            "additionalProperties": False,
+                        },
+                        {
+                            "type": "object",
+                            "properties": {
+                                "secretRef": {
+                                    "type": "object",
+                                    "properties": {
+                                        "ref": {"type": "string", "pattern": "^Secret/[^/]+$"},
+                                        "key": {"type": "string", "minLength": 1},
+                                    },
+                                    "required": ["ref", "key"],
+                                    "additionalProperties": False,
+                                }
+                            },
+                            "required": ["secretRef"],
+                            "additionalProperties": False,
+                        },
+                    ]
+                }
+            },
+            "required": ["valueFrom"],
+            "additionalProperties": False,
+        },
+    ]
+}
+_EXTENSION_ITEM = {
+    "anyOf": [
+        *_REF["anyOf"],
+        {
+            "type": "object",
+            "properties": {"ref": _REF, "config": {"type": "object"}},
+            "required": ["ref"],
+            "additionalProperties": False,
+        },
+    ]
+}
+_CUSTOM: dict[str, dict[str, Any]] = {
+    "_ref": _REF,
+    "_ref_item": _REF_ITEM,
+    "_value_source": _VALUE_SOURCE,
+    "_extension_item": _EXTENSION_ITEM,
+    "_scalar": {"type": ["string", "number", "boolean"]},
+}
+
+
+def build_schema() -> dict[str, Any]:
+    from pydantic import BaseModel
+    from pydantic.json_schema import GenerateJsonSchema, models_json_schema
+
+    from ..bundle._loader import API_VERSION
+    from ..bundle._schemas import SPEC_MODELS
+
+    class Generator(GenerateJsonSchema):
+        def function_plain_schema(self, schema: Any) -> Any:
+            function = (schema.get("function") or {}).get("function")
+            custom = _CUSTOM.get(getattr(function, "__name__", ""))
+            return json.loads(json.dumps(custom)) if custom is not None else super().function_plain_schema(schema)
+
+    models: list[tuple[type[BaseModel], Literal["validation"]]] = [
+        (model, "validation") for model in SPEC_MODELS.values()
+    ]
+    refs, top = models_json_schema(models, by_alias=True, schema_generator=Generator, ref_template="#/$defs/{model}")
+    defs = dict(top.get("$defs", {}))
+    branches = []
+    for kind, model in SPEC_MODELS.items():
+        spec_ref = refs[(model, "validation")]
+        branches.append(
+            {
+                "if": {"properties": {"kind": {"const": kind}}, "required": ["kind"]},
+                "then": {"properties": {"spec": spec_ref}, **({} if kind == "Package" else {"required": ["spec"]})},
+            }
+        )
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://goondan.ai/schema/goondan.json",
+        "title": "Goondan resource (one YAML document of goondan.yaml)",
+        "type": "object",
+        "properties": {
+            "apiVersion": {"const": API_VERSION},
+            "kind": {"enum": list(SPEC_MODELS)},
+            "metadata": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "minLength": 1},
+                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+                },
+                "required": ["name"],
+                "additionalProperties": False,
+            },
+            "spec": {"type": "object"},
+        },
+        "required": ["apiVersion", "kind", "metadata"],
+        "additionalProperties": False,
+        "allOf": branches,
+        "$defs": defs,
+    }
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    schema = build_schema()
+    if args.kind:
+        from ..bundle._schemas import SPEC_MODELS
+
+        name = SPEC_MODELS[args.kind].__name__
+        schema = {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": f"#/$defs/{name}"}
+    text = json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        if not args.quiet:
+            sys.stderr.write(f"wrote {args.output}\n")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK

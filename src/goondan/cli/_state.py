@@ -1,0 +1,87 @@
+"""The state root for a command and the registry of running ``gdn run`` processes.
+
+A ``gdn run`` that stays up (connectors, interactive session) registers itself in
+``<state_root>/runtime/runs/<workspaceId>.json`` = ``{pid, socket, instanceKey, swarm, bundle,
+startedAt, connectors}`` and answers control requests on that Unix socket (see ``_control``), which is
+how ``gdn restart`` and ``gdn instance restart`` reach it. A record whose pid is gone is stale and is
+ignored (and removed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+MAX_SOCKET_PATH = 100
+
+
+def state_root_arg(args: argparse.Namespace) -> Path | None:
+    value = getattr(args, "state_root", None)
+    return Path(value) if value else None
+
+
+def state_root(args: argparse.Namespace, env: dict[str, str] | None = None) -> Path:
+    from ..storage import resolve_state_root
+
+    return resolve_state_root(getattr(args, "state_root", None), env)
+
+
+def runs_dir(root: Path) -> Path:
+    return root / "runtime" / "runs"
+
+
+def socket_path(root: Path, workspace: str) -> Path:
+    """The control socket; moved to the temp dir when the state root makes the path too long for AF_UNIX."""
+    path = runs_dir(root) / f"{workspace}.sock"
+    if len(str(path)) <= MAX_SOCKET_PATH:
+        return path
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"goondan-{digest}.sock"
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def active_runs(root: Path) -> list[dict[str, Any]]:
+    """Live registered runs; stale records are deleted on the way."""
+    out: list[dict[str, Any]] = []
+    directory = runs_dir(root)
+    if not directory.is_dir():
+        return out
+    for file in sorted(directory.glob("*.json")):
+        try:
+            record = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
+            continue
+        if not pid_alive(record["pid"]):
+            with contextlib.suppress(OSError):
+                file.unlink()
+            continue
+        record["_file"] = str(file)
+        out.append(record)
+    return out
+
+
+def write_run(root: Path, workspace: str, record: dict[str, Any]) -> Path:
+    directory = runs_dir(root)
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / f"{workspace}.json"
+    tmp = directory / f".{workspace}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(record, indent=2), encoding="utf-8")
+    os.replace(tmp, target)
+    return target

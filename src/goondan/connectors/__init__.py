@@ -1,0 +1,46 @@
+"""Connectors: processes that turn outside traffic (stdin, webhooks, chat platforms) into agent turns.
+
+A connector is a Python file with ``async def run(ctx)``. It runs in its own process
+(:mod:`goondan.connectors.host`) under ``gdn run``; ``ctx.emit(event)`` sends a ConnectorEvent
+``{name, message, properties, instanceKey}`` and returns a future of the agent's :class:`Reply`, which
+is how replies go back out through the connector that received the event. Connections route events to
+agents (:func:`route_event`). The helpers below (HTTP, signatures) are what the built-in connectors use.
+"""
+
+from ._context import ConnectorContext, Reply, check_event, message_text
+from ._http import ClientResponse, HttpRequest, HttpResponse, http_request, serve_http
+from ._routing import RouteDecision, Rule, route_event, rule_matches, rules_from_ingress, stringify_properties
+from ._signatures import (
+    ReplayGuard,
+    hmac_sha256_hex,
+    slack_signature,
+    verify_ed25519,
+    verify_hmac_sha256,
+    verify_slack,
+    within_window,
+)
+
+__all__ = [
+    "ClientResponse",
+    "ConnectorContext",
+    "HttpRequest",
+    "HttpResponse",
+    "ReplayGuard",
+    "Reply",
+    "RouteDecision",
+    "Rule",
+    "check_event",
+    "hmac_sha256_hex",
+    "http_request",
+    "message_text",
+    "route_event",
+    "rule_matches",
+    "rules_from_ingress",
+    "serve_http",
+    "slack_signature",
+    "stringify_properties",
+    "verify_ed25519",
+    "verify_hmac_sha256",
+    "verify_slack",
+    "within_window",
+]

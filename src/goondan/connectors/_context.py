@@ -1,0 +1,133 @@
+"""``ctx`` handed to a connector's ``async def run(ctx)`` (digest §7) and the event shape it emits."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+_MESSAGE_TYPES = ("text", "image", "file")
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The outcome of one emitted event's turn: the agent's final text, or an error."""
+
+    text: str | None
+    finish_reason: str | None = None
+    error: Mapping[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.finish_reason != "error"
+
+
+def check_event(event: Any) -> dict[str, Any]:
+    """Validate a ConnectorEvent and return a normalized copy; ``ValueError`` says what is wrong."""
+    if not isinstance(event, Mapping):
+        raise ValueError("a connector event must be a mapping {name, message, properties, instanceKey}")
+    name = event.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError("event 'name' must be a non-empty string")
+    key = event.get("instanceKey")
+    if not isinstance(key, str) or not key.strip():
+        raise ValueError("event 'instanceKey' must be a non-empty string")
+    message = event.get("message")
+    if isinstance(message, str):
+        message = {"type": "text", "text": message}
+    if not isinstance(message, Mapping) or message.get("type") not in _MESSAGE_TYPES:
+        raise ValueError("event 'message' must be {type: text, text} | {type: image, url} | {type: file, url, name}")
+    mtype = message["type"]
+    required = {"text": ("text",), "image": ("url",), "file": ("url", "name")}[mtype]
+    for field_name in required:
+        if not isinstance(message.get(field_name), str):
+            raise ValueError(f"event message of type {mtype} needs a string '{field_name}'")
+    properties = event.get("properties") or {}
+    if not isinstance(properties, Mapping):
+        raise ValueError("event 'properties' must be a mapping of primitive values")
+    return {
+        "name": name,
+        "message": {k: message[k] for k in ("type", *required)},
+        "properties": {str(k): v for k, v in properties.items()},
+        "instanceKey": key.strip(),
+    }
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """The agent's input text for a connector message (digest §7)."""
+    mtype = message.get("type")
+    if mtype == "image":
+        return f"[image] {message.get('url', '')}"
+    if mtype == "file":
+        return f"[file:{message.get('name', '')}] {message.get('url', '')}"
+    return str(message.get("text", ""))
+
+
+class ConnectorContext:
+    """What a connector sees. ``emit`` sends an event at once and returns a future of its :class:`Reply`.
+
+    ``await ctx.emit(event)`` therefore waits for the agent's answer (webhook replies, chat messages),
+    while a bare ``ctx.emit(event)`` is fire-and-forget. Each event is an independent turn.
+    """
+
+    def __init__(
+        self,
+        *,
+        connection: str,
+        connector: str,
+        config: Mapping[str, str],
+        secrets: Mapping[str, str],
+        send: Callable[[dict[str, Any]], None],
+        on_ready: Callable[[], None],
+    ) -> None:
+        self.connection = connection
+        self.connector = connector
+        self.config: dict[str, str] = dict(config)
+        self.secrets: dict[str, str] = dict(secrets)
+        self.logger = logging.getLogger(f"goondan.connector.{connection}")
+        self._send = send
+        self._on_ready = on_ready
+        self._ids = itertools.count(1)
+        self._pending: dict[str, asyncio.Future[Reply]] = {}
+
+    def emit(self, event: Mapping[str, Any]) -> asyncio.Future[Reply]:
+        normalized = check_event(event)
+        event_id = f"{next(self._ids)}"
+        future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        self._pending[event_id] = future
+        self._on_ready()  # a connector that emits is evidently up
+        self._send({"type": "event", "id": event_id, "event": normalized})
+        return future
+
+    def ready(self) -> None:
+        """Tell the supervisor the connector is listening (bound its port, authenticated, ...)."""
+        self._on_ready()
+
+    def secret(self, *names: str) -> str | None:
+        """The first non-empty secret among ``names`` (connectors accept a few customary names)."""
+        for name in names:
+            value = self.secrets.get(name)
+            if value:
+                return value
+        return None
+
+    def setting(self, name: str, default: str) -> str:
+        value = self.config.get(name)
+        return value if value not in (None, "") else default
+
+    def _resolve(self, event_id: str, reply: Reply) -> None:
+        future = self._pending.pop(event_id, None)
+        if future is not None and not future.done():
+            future.set_result(reply)
+
+    def _fail_pending(self, reason: str) -> None:
+        for future in self._pending.values():
+            if not future.done():
+                future.set_result(Reply(None, "error", {"code": "E_CONNECTOR_STOPPED", "message": reason}))
+        self._pending.clear()
+
+
+__all__ = ["ConnectorContext", "Reply", "check_event", "message_text"]

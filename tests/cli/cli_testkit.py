@@ -1,0 +1,85 @@
+"""Run `gdn` the way a user types it, with HOME and the state root inside the test's tmp_path."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ECHO_BUNDLE = """\
+apiVersion: goondan.ai/v1
+kind: Package
+metadata:
+  name: cli-suite
+spec:
+  version: 0.1.0
+---
+apiVersion: goondan.ai/v1
+kind: Model
+metadata:
+  name: echo
+spec:
+  provider: scripted
+  model: echo
+  options:
+    rules:
+      - reply:
+          text: "echo: {{last}}"
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: talker
+spec:
+  modelConfig:
+    modelRef: Model/echo
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: helper
+spec:
+  modelConfig:
+    modelRef: Model/echo
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata:
+  name: default
+spec:
+  entryAgent: Agent/talker
+  agents: [Agent/talker, Agent/helper]
+"""
+
+
+def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "GOONDAN_STATE_ROOT" and not k.endswith("_API_KEY")}
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    # inline isolation keeps the suite fast; tests that need the default pass GOONDAN_ISOLATION="process"
+    env.update({"HOME": str(home), "NO_COLOR": "1", "TERM": "dumb", "GOONDAN_ISOLATION": "inline"})
+    env.update(extra)
+    return env
+
+
+def gdn(
+    tmp_path: Path, *args: str, stdin: str | None = None, timeout: float = 60, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "goondan", *args],
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env_for(tmp_path, **extra),
+        timeout=timeout,
+        cwd=tmp_path,
+    )
+
+
+def write_bundle(directory: Path, text: str = ECHO_BUNDLE) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "goondan.yaml").write_text(textwrap.dedent(text), encoding="utf-8")
+    return directory

@@ -1,0 +1,256 @@
+"""Helpers for connector tests: bundles with Connections, a real `gdn run`, loopback fake upstream APIs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+BUNDLE_HEAD = """\
+apiVersion: goondan.ai/v1
+kind: Package
+metadata:
+  name: connector-test
+spec:
+  version: 0.1.0
+---
+apiVersion: goondan.ai/v1
+kind: Model
+metadata:
+  name: echo
+spec:
+  provider: scripted
+  model: echo
+  options:
+    rules:
+      - reply:
+          text: "echo: {{last}}"
+---
+apiVersion: goondan.ai/v1
+kind: Extension
+metadata:
+  name: probe
+spec:
+  entry: ./probe.py
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: front
+spec:
+  modelConfig:
+    modelRef: Model/echo
+  extensions: [Extension/probe]
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: ops
+spec:
+  modelConfig:
+    modelRef: Model/echo
+  extensions: [Extension/probe]
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata:
+  name: default
+spec:
+  entryAgent: Agent/front
+  agents: [Agent/front, Agent/ops]
+"""
+
+PROBE = """\
+import json, os
+
+
+def register(api):
+    async def turn(ctx):
+        inbound = ctx.runtime.inbound
+        record = {
+            "agent": ctx.runtime.agent.name,
+            "instanceKey": inbound.instance_key,
+            "metadata": inbound.event_metadata,
+            "sourceKind": inbound.source_kind,
+            "sourceName": inbound.source_name,
+        }
+        with open(os.environ["PROBE_OUT"], "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\\n")
+        return await ctx.next()
+
+    api.pipeline.register("turn", turn)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def write_bundle(directory: Path, connection_yaml: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    text = BUNDLE_HEAD + "---\n" + connection_yaml
+    (directory / "goondan.yaml").write_text(text, encoding="utf-8")
+    (directory / "probe.py").write_text(PROBE, encoding="utf-8")
+    return directory
+
+
+def probes(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("condition not met in time")
+
+
+class GdnRun:
+    """A `gdn run` subprocess serving connectors; stop() sends Ctrl+C (SIGINT) like a user."""
+
+    def __init__(self, proc: subprocess.Popen[str], probe_out: Path) -> None:
+        self.proc = proc
+        self.probe_out = probe_out
+        self.stderr_lines: list[str] = []
+        self._ready = threading.Event()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr_lines.append(line)
+            if line.startswith("Orchestrator started"):
+                self._ready.set()
+        self._ready.set()
+
+    def wait_ready(self, timeout: float = 20) -> None:
+        assert self._ready.wait(timeout), "gdn run did not start"
+        assert any(line.startswith("Orchestrator started") for line in self.stderr_lines), self.stderr
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.stderr_lines)
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 15) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+
+
+def gdn_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "GOONDAN_STATE_ROOT" and not k.endswith("_PROXY")}
+    env.update({"HOME": str(tmp_path / "home"), "NO_COLOR": "1", "PROBE_OUT": str(tmp_path / "probe.jsonl")})
+    # inline isolation keeps the suite fast; tests that need the default pass GOONDAN_ISOLATION="process"
+    env.setdefault("GOONDAN_ISOLATION", "inline")
+    env.update(extra)
+    return env
+
+
+@contextmanager
+def gdn_run(tmp_path: Path, bundle: Path, *args: str, stdin: str | None = None, **env: str) -> Iterator[GdnRun]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "goondan", "run", str(bundle), "--state-root", str(tmp_path / "state"), *args],
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=gdn_env(tmp_path, **env),
+    )
+    if stdin is not None:
+        assert proc.stdin is not None
+        proc.stdin.write(stdin)
+        proc.stdin.close()
+    run = GdnRun(proc, tmp_path / "probe.jsonl")
+    try:
+        yield run
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def post(url: str, body: bytes, headers: dict[str, str] | None = None, timeout: float = 15) -> tuple[int, Any]:
+    req = urllib.request.Request(url, data=body, method="POST", headers=headers or {})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(req, timeout=timeout) as resp:
+            raw = resp.read()
+            status = resp.status
+    except urllib.error.HTTPError as exc:
+        raw = exc.read()
+        status = exc.code
+    try:
+        return status, json.loads(raw) if raw else None
+    except ValueError:
+        return status, raw.decode("utf-8", "replace")
+
+
+class FakeApi:
+    """A loopback HTTP server standing in for a platform API; records requests, answers via ``routes``."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.routes: dict[str, Callable[[dict[str, Any]], tuple[int, Any]]] = {}
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw.decode("utf-8", "replace")
+                record = {"method": self.command, "path": self.path, "headers": dict(self.headers), "body": body}
+                api.requests.append(record)
+                route = api.routes.get(self.path.split("?", 1)[0])
+                status, payload = route(record) if route else (200, {"ok": True})
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PATCH = _serve
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def matching(self, path_part: str) -> list[dict[str, Any]]:
+        return [r for r in self.requests if path_part in r["path"]]

@@ -1,0 +1,64 @@
+"""The connectors' HTTP server on 127.0.0.1: the request subset it accepts and what it refuses."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+
+from goondan.connectors import HttpRequest, HttpResponse, serve_http
+
+
+async def _exchange(port: int, raw: bytes) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(raw)
+    await writer.drain()
+    data = await reader.read()
+    writer.close()
+    return data
+
+
+def test_server_parses_requests_and_refuses_what_it_cannot_read_safely() -> None:
+    seen: list[HttpRequest] = []
+
+    async def handler(req: HttpRequest) -> HttpResponse:
+        seen.append(req)
+        if req.path == "/boom":
+            raise RuntimeError("handler bug")
+        return HttpResponse.json(200, {"path": req.path, "q": req.query, "len": len(req.body)})
+
+    async def main() -> list[bytes]:
+        server = await serve_http(handler, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            return [
+                await _exchange(port, b"POST /a?x=1 HTTP/1.1\r\nContent-Length: 3\r\nX-Thing: v\r\n\r\nabc"),
+                await _exchange(port, b"garbage\r\n\r\n"),
+                await _exchange(port, b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
+                await _exchange(port, b"POST / HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n"),
+                await _exchange(port, b"POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n"),
+                await _exchange(port, b"GET /boom HTTP/1.1\r\n\r\n"),
+            ]
+
+    ok, bad_line, chunked, huge, bad_len, boom = asyncio.run(main())
+    assert ok.startswith(b"HTTP/1.1 200 OK") and b'"path": "/a"' in ok and b'"len": 3' in ok
+    assert seen[0].header("X-THING") == "v" and seen[0].query == {"x": ["1"]}
+    assert bad_line.startswith(b"HTTP/1.1 400")
+    assert chunked.startswith(b"HTTP/1.1 411")
+    assert huge.startswith(b"HTTP/1.1 413")
+    assert bad_len.startswith(b"HTTP/1.1 400")
+    assert boom.startswith(b"HTTP/1.1 500") and b"handler bug" not in boom  # no internals leak out
+    assert len(seen) == 2  # rejected requests never reach the handler
+
+
+def test_port_in_use_is_an_error_at_start() -> None:
+    async def handler(req: HttpRequest) -> HttpResponse:
+        return HttpResponse.text(200, "x")
+
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        port = blocker.getsockname()[1]
+        with pytest.raises(OSError):
+            asyncio.run(serve_http(handler, "127.0.0.1", port))

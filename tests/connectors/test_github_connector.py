@@ -1,0 +1,106 @@
+"""The github connector: sha256= signatures, delivery-id replay protection, event mapping, PR comments."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from pathlib import Path
+from typing import Any
+
+from cn_testkit import FakeApi, free_port, gdn_run, post, probes, wait_for, write_bundle
+
+SECRET = "gh-hook-secret"
+
+
+def connection(port: int, api: str) -> str:
+    return (
+        "apiVersion: goondan.ai/v1\n"
+        "kind: Connection\n"
+        "metadata:\n"
+        "  name: gh\n"
+        "spec:\n"
+        '  connectorRef: { kind: Connector, name: github, package: "@goondan/base" }\n'
+        "  config:\n"
+        f'    port: {{ value: "{port}" }}\n'
+        f'    apiBase: {{ value: "{api}" }}\n'
+        "  secrets:\n"
+        "    webhookSecret: { valueFrom: { env: GH_SECRET } }\n"
+        "    token: { value: ghp-test }\n"
+        "  ingress:\n"
+        "    rules:\n"
+        "      - match: { event: github_push }\n"
+        "        route: { agentRef: Agent/ops }\n"
+    )
+
+
+def signed(kind: str, payload: dict[str, Any], delivery: str, secret: str = SECRET) -> tuple[bytes, dict[str, str]]:
+    body = json.dumps(payload).encode()
+    sig = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return body, {"X-Hub-Signature-256": sig, "X-GitHub-Event": kind, "X-GitHub-Delivery": delivery}
+
+
+REPO = {"full_name": "acme/app"}
+SENDER = {"login": "octo"}
+
+
+def test_github_webhooks_are_verified_mapped_and_answered_on_the_pull_request(
+    tmp_path: Path, fake_api: FakeApi
+) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    bundle = write_bundle(tmp_path / "b", connection(port, fake_api.url))
+    with gdn_run(tmp_path, bundle, GH_SECRET=SECRET) as run:
+        run.wait_ready()
+        assert post(url, *signed("ping", {"zen": "hi"}, "d0")) == (200, {"ok": True, "pong": True})
+        pr = {
+            "action": "opened",
+            "pull_request": {"title": "Fix login", "number": 12},
+            "repository": REPO,
+            "sender": SENDER,
+        }
+        body, headers = signed("pull_request", pr, "d1")
+        assert post(url, body, headers)[0] == 202
+        assert post(url, body, headers)[0] == 409  # the same delivery again is not handled twice
+        push = {
+            "ref": "refs/heads/main",
+            "head_commit": {"message": "bump version"},
+            "repository": REPO,
+            "sender": SENDER,
+        }
+        assert post(url, *signed("push", push, "d2"))[0] == 202
+        comment = {
+            "action": "created",
+            "comment": {"body": "please rebase"},
+            "issue": {"number": 5},
+            "repository": REPO,
+            "sender": SENDER,
+        }
+        assert post(url, *signed("issue_comment", comment, "d3"))[0] == 202
+
+        assert post(url, *signed("push", push, "d4", secret="wrong"))[0] == 401
+        assert post(url, json.dumps(push).encode(), {"X-GitHub-Event": "push", "X-GitHub-Delivery": "d5"})[0] == 401
+        comments = wait_for(lambda: len(fake_api.matching("/comments")) >= 2 and fake_api.matching("/comments"))
+        wait_for(lambda: len(probes(run.probe_out)) >= 3)
+        assert run.stop() == 130
+    got = sorted((c["path"], c["body"]["body"]) for c in comments)
+    assert got == [
+        ("/repos/acme/app/issues/12/comments", "echo: Fix login"),
+        ("/repos/acme/app/issues/5/comments", "echo: please rebase"),
+    ]
+    assert all(c["headers"]["Authorization"] == "Bearer ghp-test" for c in comments)
+    records = sorted(probes(run.probe_out), key=lambda r: r["metadata"]["event"])
+    assert [(r["agent"], r["instanceKey"], r["metadata"]["event"]) for r in records] == [
+        ("front", "github:acme/app", "github_issue_comment"),
+        ("front", "github:acme/app", "github_pull_request"),
+        ("ops", "github:acme/app", "github_push"),
+    ]
+    push_props = records[2]["metadata"]["properties"]
+    assert push_props == {
+        "event": "push",
+        "action": "",
+        "repo": "acme/app",
+        "sender": "octo",
+        "number": "",
+        "ref": "refs/heads/main",
+    }

@@ -1,0 +1,210 @@
+"""The built-in webhook connector under a real `gdn run`: signatures, replay, routing, metadata, replies."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from pathlib import Path
+
+from cn_testkit import free_port, gdn_run, post, probes, wait_for, write_bundle
+
+SECRET = "s3cret-value"
+
+
+def connection(port: int, rules: str = "", extra_config: str = "") -> str:
+    return (
+        "apiVersion: goondan.ai/v1\n"
+        "kind: Connection\n"
+        "metadata:\n"
+        "  name: hook\n"
+        "spec:\n"
+        '  connectorRef: { kind: Connector, name: webhook, package: "@goondan/base" }\n'
+        "  config:\n"
+        f'    port: {{ value: "{port}" }}\n'
+        f"{extra_config}"
+        "  secrets:\n"
+        "    signingSecret: { valueFrom: { env: HOOK_SECRET } }\n"
+        f"{rules}"
+    )
+
+
+ROUTES = """\
+  ingress:
+    rules:
+      - match: { event: deploy, properties: { env: prod } }
+        route: { agentRef: Agent/ops, instanceKeyProperty: service, instanceKeyPrefix: "svc:" }
+      - match: { event: deploy }
+        route: { agentRef: Agent/ops, instanceKey: "  staging  " }
+"""
+
+
+def signed(payload: dict[str, object], secret: str = SECRET) -> tuple[bytes, dict[str, str]]:
+    body = json.dumps(payload).encode()
+    sig = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return body, {"X-Signature-256": f"sha256={sig}", "Content-Type": "application/json"}
+
+
+def test_signed_request_gets_the_agents_reply_and_unsigned_ones_get_401(tmp_path: Path) -> None:
+    port = free_port()
+    bundle = write_bundle(tmp_path / "b", connection(port, ROUTES))
+    url = f"http://127.0.0.1:{port}/"
+    # the default isolation (one process per agent instance): metadata crosses that boundary too
+    with gdn_run(tmp_path, bundle, HOOK_SECRET=SECRET, GOONDAN_ISOLATION="process") as run:
+        run.wait_ready()
+        body, headers = signed({"text": "hello", "properties": {"user": "u1"}})
+        assert post(url, body, headers) == (200, {"ok": True, "text": "echo: hello"})
+
+        # replaying the exact request (same signature) is rejected and never reaches an agent
+        status, reply = post(url, body, headers)
+        assert status == 401 and reply["reason"] == "replayed_signature"
+
+        bad_body, _ = signed({"text": "forged"})
+        assert post(url, bad_body, {"X-Signature-256": "sha256=" + "0" * 64})[0] == 401
+        assert post(url, bad_body, {})[0] == 401
+        wrong_secret_body, wrong_headers = signed({"text": "forged2"}, secret="other")
+        assert post(url, wrong_secret_body, wrong_headers)[0] == 401
+        # a body altered after signing fails too
+        assert post(url, body.replace(b"hello", b"HELLO"), headers)[0] == 401
+
+        records = probes(run.probe_out)
+        assert [r["metadata"]["properties"] for r in records] == [{"user": "u1"}]
+        assert records[0]["agent"] == "front" and records[0]["instanceKey"] == "webhook:default"
+        assert records[0]["sourceKind"] == "connector" and records[0]["sourceName"] == "webhook"
+        assert records[0]["metadata"]["connection"] == "hook"
+        assert run.stop() == 130
+
+
+def test_ingress_rules_route_to_agents_and_instance_keys(tmp_path: Path) -> None:
+    port = free_port()
+    bundle = write_bundle(tmp_path / "b", connection(port, ROUTES))
+    url = f"http://127.0.0.1:{port}/"
+    with gdn_run(tmp_path, bundle, "-v", HOOK_SECRET=SECRET) as run:
+        run.wait_ready()
+        cases = [
+            {"text": "ship api", "event": "deploy", "properties": {"env": "prod", "service": "api"}},
+            {"text": "ship web", "event": "deploy", "properties": {"env": "dev", "service": "web"}},
+            {"text": "just chat", "instanceKey": "chat-7", "properties": {"env": "prod"}},
+        ]
+        for payload in cases:
+            status, _ = post(url, *signed(payload))
+            assert status == 200
+        got = [(r["agent"], r["instanceKey"], r["metadata"]["event"]) for r in probes(run.probe_out)]
+        assert got == [
+            ("ops", "svc:api", "deploy"),
+            ("ops", "staging", "deploy"),
+            ("front", "chat-7", "webhook_message"),
+        ]
+        assert run.stop() == 130
+    # -v shows each turn as it completes
+    assert run.stderr.count("turn.completed") == 3
+    assert "ops@svc:api" in run.stderr
+
+
+def test_async_reply_mode_acknowledges_with_202_and_still_runs_the_turn(tmp_path: Path) -> None:
+    port = free_port()
+    conn = connection(port, extra_config='    replyMode: { value: "async" }\n')
+    bundle = write_bundle(tmp_path / "b", conn)
+    with gdn_run(tmp_path, bundle, HOOK_SECRET=SECRET) as run:
+        run.wait_ready()
+        status, reply = post(f"http://127.0.0.1:{port}/", *signed({"text": "later"}))
+        assert (status, reply) == (202, {"ok": True, "accepted": True})
+        wait_for(lambda: probes(run.probe_out))
+        assert post(f"http://127.0.0.1:{port}/other", *signed({"text": "x"}))[0] == 404
+
+
+def test_sigterm_stops_gdn_run_and_its_connector_processes(tmp_path: Path) -> None:
+    import signal
+
+    port = free_port()
+    bundle = write_bundle(tmp_path / "b", connection(port))
+    with gdn_run(tmp_path, bundle, HOOK_SECRET=SECRET) as run:
+        run.wait_ready()
+        assert run.stop(signal.SIGTERM) == 0
+    # the connector process is gone with it: nothing listens on the port any more
+    import socket
+
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+    assert not (tmp_path / "state" / "runtime" / "runs" / "default.json").exists()
+
+
+def test_missing_secret_variable_is_a_config_error_before_anything_starts(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from cn_testkit import gdn_env
+
+    bundle = write_bundle(tmp_path / "b", connection(free_port()))
+    proc = subprocess.run(
+        [sys.executable, "-m", "goondan", "run", str(bundle), "--state-root", str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        env=gdn_env(tmp_path),
+        timeout=30,
+    )
+    assert proc.returncode == 3
+    assert "[E_CONFIG_ENV_MISSING]" in proc.stderr and "HOOK_SECRET" in proc.stderr
+
+
+def test_a_busy_port_fails_the_start_with_the_connectors_error(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    from cn_testkit import gdn_env
+
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        port = blocker.getsockname()[1]
+        bundle = write_bundle(tmp_path / "b", connection(port))
+        proc = subprocess.run(
+            [sys.executable, "-m", "goondan", "run", str(bundle), "--state-root", str(tmp_path / "s")],
+            capture_output=True,
+            text=True,
+            env=gdn_env(tmp_path, HOOK_SECRET=SECRET),
+            timeout=30,
+        )
+    assert proc.returncode == 1
+    assert "[E_CONNECTOR_START] Connection/hook (webhook)" in proc.stderr and "in use" in proc.stderr
+
+
+def test_connector_processes_exit_when_gdn_run_is_killed(tmp_path: Path) -> None:
+    import signal
+    import socket
+
+    port = free_port()
+    bundle = write_bundle(tmp_path / "b", connection(port))
+    with gdn_run(tmp_path, bundle, HOOK_SECRET=SECRET) as run:
+        run.wait_ready()
+        run.proc.send_signal(signal.SIGKILL)
+        run.proc.wait(10)
+
+        def port_closed() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) != 0
+
+        wait_for(port_closed, timeout=10)  # the orphaned connector noticed and stopped
+
+
+def test_without_a_secret_signatures_are_optional_unless_required(tmp_path: Path) -> None:
+    port, strict_port = free_port(), free_port()
+    open_conn = connection(port).replace("  secrets:\n    signingSecret: { valueFrom: { env: HOOK_SECRET } }\n", "")
+    strict = (
+        connection(strict_port, extra_config='    requireSignature: { value: "true" }\n')
+        .replace("  secrets:\n    signingSecret: { valueFrom: { env: HOOK_SECRET } }\n", "")
+        .replace("name: hook", "name: strict")
+    )
+    bundle = write_bundle(tmp_path / "b", open_conn + "---\n" + strict)
+    with gdn_run(tmp_path, bundle) as run:
+        run.wait_ready()
+        assert post(f"http://127.0.0.1:{port}/", b'{"text": "open"}') == (200, {"ok": True, "text": "echo: open"})
+        status, reply = post(f"http://127.0.0.1:{strict_port}/", b'{"text": "closed"}')
+        assert (status, reply["reason"]) == (401, "missing_signing_secret")
+        big = "x" * 300_000  # larger than asyncio's default 64 KiB line limit, both ways over the channel
+        status, reply = post(f"http://127.0.0.1:{port}/", json.dumps({"text": big}).encode())
+        assert status == 200 and reply["text"] == "echo: " + big
+        assert post(f"http://127.0.0.1:{port}/", b"not json")[0] == 400
+        assert post(f"http://127.0.0.1:{port}/", b'{"text": ""}')[0] == 400
+        assert [r["metadata"]["connection"] for r in probes(run.probe_out)] == ["hook", "hook"]
