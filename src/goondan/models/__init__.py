@@ -1,5 +1,9 @@
 """Model providers. ``create_model_adapter`` imports a provider's module (and SDK) only when a
-bundle actually uses it."""
+bundle actually uses it.
+
+Real providers: ``anthropic``, ``openai`` (and any OpenAI-compatible server through ``endpoint``),
+``google``; offline: ``local`` (SmolLM2 through llama.cpp), ``python`` and ``scripted``.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,30 @@ from typing import Any
 
 from ..errors import ModelError
 from ._base import ModelAdapter, ModelRequest, ModelResponse, ModelToolCall, normalize_usage
-from ._providers import KNOWN_PROVIDERS, PROVIDER_EXTRAS
+from ._errors import ProviderError
+from ._providers import KNOWN_PROVIDERS
+
+
+def check_model_options(provider: str, options: dict[str, Any] | None, root: Path | None = None) -> None:
+    """Check ``Model.spec.options`` of a real or local provider without importing its SDK (for bundle
+    validation). Raises :class:`ModelError` (``E_MODEL_CONFIG``) naming the bad option."""
+    options = options or {}
+    if provider == "openai":
+        from ._openai import check_options as check_openai
+
+        check_openai(options)
+    elif provider == "anthropic":
+        from ._anthropic import check_options as check_anthropic
+
+        check_anthropic(options)
+    elif provider == "google":
+        from ._google import check_options as check_google
+
+        check_google(options)
+    elif provider == "local":
+        from ._local import parse_local_options
+
+        parse_local_options(options, root, locate=False)
 
 
 def create_model_adapter(
@@ -35,14 +62,22 @@ def create_model_adapter(
         from ._scripted import ScriptedModel
 
         return ScriptedModel(rules, model)
-    if provider in KNOWN_PROVIDERS:
-        extra = PROVIDER_EXTRAS[provider]
-        raise ModelError(
-            "E_MODEL_PROVIDER_UNAVAILABLE",
-            f"the '{provider}' provider is not available in this build of goondan",
-            suggestion=f"Install it with `pip install 'goondan[{extra}]'` once that extra is released, or use "
-            "the 'python' or 'scripted' provider.",
-        )
+    if provider == "openai":
+        from ._openai import OpenAIModel
+
+        return OpenAIModel(model, options, api_key, endpoint)
+    if provider == "anthropic":
+        from ._anthropic import AnthropicModel
+
+        return AnthropicModel(model, options, api_key, endpoint)
+    if provider == "google":
+        from ._google import GoogleModel
+
+        return GoogleModel(model, options, api_key, endpoint)
+    if provider == "local":
+        from ._local import LocalModel
+
+        return LocalModel(model, options, root)
     raise ModelError(
         "E_MODEL_PROVIDER_UNKNOWN",
         f"unknown model provider {provider!r}",
@@ -56,6 +91,8 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelToolCall",
+    "ProviderError",
+    "check_model_options",
     "create_model_adapter",
     "normalize_usage",
 ]

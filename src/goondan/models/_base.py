@@ -31,6 +31,10 @@ class ModelToolCall:
     id: str
     name: str
     args: Any  # a dict when well-formed; anything else is reported as malformed by the runtime
+    # provider data that must travel back with this call in later requests (Gemini thought
+    # signatures), keyed by provider: {"google": {"thoughtSignature": "<base64>"}}. The runtime
+    # should store it as the tool-call part's "providerMetadata".
+    metadata: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass(slots=True)

@@ -1,0 +1,298 @@
+"""The ``anthropic`` provider: the Messages API through the official SDK.
+
+Anthropic has one system slot, so every system message becomes one block of the top-level ``system``
+list, in conversation order. Tool results (one core ``role: tool`` message each) become
+``tool_result`` blocks of user turns; consecutive turns of the same role are merged into one message
+because the API expects the results of one assistant turn together.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .._ids import new_id
+from ..errors import ModelError
+from ._base import ModelRequest, ModelResponse, ModelToolCall, TextDeltaCallback
+from ._convert import normalize_finish, parse_arguments, parts_of, text_of, tool_output_text, unsupported, usage
+from ._errors import ProviderError
+from ._network import NetworkAdapter
+from ._options import NetworkOptions, parse_network_options
+from ._retry import Failure
+from ._sdk import import_sdk
+from ._stainless import classify
+
+PROVIDER_KEYS = frozenset({"defaultMaxTokens", "headers"})
+DEFAULT_MAX_TOKENS = 4096  # the API requires max_tokens; used when modelConfig.params.maxTokens is unset
+
+FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool-calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content-filter",
+    "pause_turn": "other",
+}
+
+
+def check_options(options: dict[str, Any]) -> NetworkOptions:
+    parsed = parse_network_options("anthropic", options, PROVIDER_KEYS)
+    default = parsed.extra.get("defaultMaxTokens", DEFAULT_MAX_TOKENS)
+    if isinstance(default, bool) or not isinstance(default, int) or default <= 0:
+        raise ModelError("E_MODEL_CONFIG", "anthropic model: options.defaultMaxTokens must be an integer > 0")
+    _check_headers(parsed)
+    return parsed
+
+
+def _check_headers(options: NetworkOptions) -> None:
+    headers = options.extra.get("headers")
+    if headers is not None and not (
+        isinstance(headers, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
+    ):
+        raise ModelError("E_MODEL_CONFIG", "anthropic model: options.headers must map strings to strings")
+
+
+class AnthropicModel(NetworkAdapter):
+    provider = "anthropic"
+
+    def __init__(self, model: str, options: dict[str, Any], api_key: str | None, endpoint: str | None) -> None:
+        parsed = check_options(options)
+        super().__init__(model, parsed, api_key, endpoint)
+        self._default_max_tokens: int = parsed.extra.get("defaultMaxTokens", DEFAULT_MAX_TOKENS)
+        self._sdk = import_sdk("anthropic", provider="anthropic", extra="anthropic", package="anthropic")
+
+    def _make_client(self) -> Any:
+        key = self._api_key or os.environ.get("ANTHROPIC_API_KEY")
+        if not key:
+            raise ModelError(
+                "E_MODEL_AUTH",
+                "the anthropic provider has no API key",
+                suggestion="Set Model.spec.apiKey (valueFrom.env: ANTHROPIC_API_KEY) or export ANTHROPIC_API_KEY.",
+            )
+        return self._sdk.AsyncAnthropic(
+            api_key=key,
+            base_url=self.endpoint or None,
+            default_headers=self.options.extra.get("headers"),
+            timeout=self.options.timeout,
+            max_retries=0,  # goondan's own retry loop (models/_retry.py) decides
+        )
+
+    async def _close_client(self, client: Any) -> None:
+        await client.close()
+
+    def _classify(self, exc: BaseException) -> Failure | None:
+        return classify(self._sdk, exc)
+
+    def build_request(self, request: ModelRequest) -> dict[str, Any]:
+        system, messages = to_anthropic_messages(request.messages)
+        params = request.params
+        body: dict[str, Any] = {
+            "model": request.model or self.model,
+            "max_tokens": params.get("maxTokens") or self._default_max_tokens,
+            "messages": messages,
+        }
+        if system:
+            body["system"] = system
+        if request.tools:
+            body["tools"] = [
+                {
+                    "name": t["name"],
+                    "description": t.get("description", ""),
+                    "input_schema": t.get("parameters", {"type": "object", "properties": {}}),
+                }
+                for t in request.tools
+            ]
+        # Sampling parameters travel as body fields: recent SDK releases dropped them from the typed
+        # signature although the API still accepts them.
+        wire: dict[str, Any] = {}
+        if params.get("temperature") is not None:
+            wire["temperature"] = params["temperature"]
+        if params.get("topP") is not None:
+            wire["top_p"] = params["topP"]
+        extra = params.get("extra")
+        if isinstance(extra, dict):
+            wire.update(extra)
+        if wire:
+            body["extra_body"] = wire
+        return body
+
+    async def _call(self, client: Any, request: ModelRequest, emit: TextDeltaCallback | None) -> ModelResponse:
+        body = self.build_request(request)
+        if emit is None:
+            message = await client.messages.create(**body)
+            return parse_message(_dump(message))
+        stream = await client.messages.create(**body, stream=True)
+        acc = _StreamAccumulator()
+        try:
+            async for event in stream:
+                acc.add(_dump(event), emit)
+        finally:
+            await stream.close()
+        return acc.result()
+
+
+def _dump(obj: Any) -> dict[str, Any]:
+    dump = getattr(obj, "model_dump", None)
+    if dump is None:
+        raise _bad(f"got {type(obj).__name__} instead of a message")
+    out: dict[str, Any] = dump(mode="json", warnings=False)
+    return out
+
+
+def _bad(what: str) -> ProviderError:
+    return ProviderError(
+        "E_MODEL_BAD_RESPONSE",
+        f"anthropic returned a malformed response: {what}",
+        provider="anthropic",
+        suggestion="Check that Model.spec.endpoint points at an Anthropic Messages API base URL.",
+    )
+
+
+def to_anthropic_messages(messages: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    system: list[dict[str, Any]] = []
+    out: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for message in messages:
+        role = message.get("role")
+        if role == "system":
+            text = text_of(message)
+            if text:
+                system.append({"type": "text", "text": text})
+            continue
+        blocks: list[dict[str, Any]] = []
+        for part in parts_of(message):
+            kind = part.get("type")
+            if kind == "text":
+                if part.get("text"):  # the API rejects empty text blocks
+                    blocks.append({"type": "text", "text": str(part["text"])})
+            elif kind == "tool-call" and role == "assistant":
+                args = part.get("input", {})
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": part.get("toolCallId"),
+                        "name": part.get("toolName"),
+                        "input": args,
+                    }
+                )
+            elif kind == "tool-result" and role in ("tool", "user"):
+                text, is_error = tool_output_text(part)
+                block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.get("toolCallId"), "content": text}
+                if is_error:
+                    block["is_error"] = True
+                blocks.append(block)
+            else:
+                raise unsupported(message, f"a {kind!r} part")
+        if role == "assistant":
+            add("assistant", blocks)
+        elif role in ("user", "tool"):
+            add("user", blocks)
+        else:
+            raise unsupported(message, "an unknown role")
+    return system, out
+
+
+def parse_message(data: dict[str, Any]) -> ModelResponse:
+    content = data.get("content")
+    if data.get("type") not in (None, "message") or not isinstance(content, list):
+        raise _bad("no content list")
+    text: list[str] = []
+    calls: list[ModelToolCall] = []
+    for block in content:
+        if not isinstance(block, dict):
+            raise _bad("a content block is not an object")
+        if block.get("type") == "text":
+            text.append(str(block.get("text", "")))
+        elif block.get("type") == "tool_use":
+            if not isinstance(block.get("name"), str):
+                raise _bad("a tool_use block without a name")
+            calls.append(ModelToolCall(block.get("id") or new_id("call"), block["name"], block.get("input", {})))
+    raw = data.get("stop_reason")
+    return ModelResponse(
+        text="".join(text) or None,
+        tool_calls=calls,
+        usage=_usage(data.get("usage") or {}),
+        finish_reason=normalize_finish(raw, FINISH, has_calls=bool(calls)),
+        raw_finish_reason=raw,
+    )
+
+
+def _usage(u: dict[str, Any]) -> dict[str, int] | None:
+    """input_tokens excludes prompt-cache reads and writes; promptTokens counts them all."""
+    if not u:
+        return None
+    prompt = sum(u.get(k) or 0 for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+    return usage(prompt, u.get("output_tokens"))
+
+
+class _StreamAccumulator:
+    """Rebuilds the final message from the documented event sequence (message_start,
+    content_block_start/delta/stop, message_delta, message_stop)."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.usage: dict[str, Any] = {}
+        self.stop_reason: str | None = None
+        self.started = False
+        self.stopped = False
+
+    def add(self, event: dict[str, Any], emit: TextDeltaCallback) -> None:
+        kind = event.get("type")
+        if kind == "message_start":
+            self.started = True
+            self.usage.update((event.get("message") or {}).get("usage") or {})
+        elif kind == "content_block_start":
+            block = dict(event.get("content_block") or {})
+            if block.get("type") == "tool_use":
+                block["partial"] = []
+            self.blocks[int(event.get("index", len(self.blocks)))] = block
+            if block.get("type") == "text" and block.get("text"):
+                emit(block["text"])
+        elif kind == "content_block_delta":
+            target = self.blocks.get(int(event.get("index", -1)))
+            delta = event.get("delta") or {}
+            if target is None:
+                raise _bad("a content_block_delta for a block that never started")
+            block = target
+            if delta.get("type") == "text_delta":
+                piece = str(delta.get("text", ""))
+                block["text"] = block.get("text", "") + piece
+                emit(piece)
+            elif delta.get("type") == "input_json_delta":
+                block.setdefault("partial", []).append(str(delta.get("partial_json", "")))
+        elif kind == "message_delta":
+            delta = event.get("delta") or {}
+            if delta.get("stop_reason"):
+                self.stop_reason = delta["stop_reason"]
+            self.usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
+        elif kind == "message_stop":
+            self.stopped = True
+        elif kind == "error":
+            err = event.get("error") or {}
+            raise ProviderError(
+                "E_MODEL_PROVIDER_ERROR",
+                f"anthropic stream error: {err.get('type')}: {err.get('message')}",
+                provider="anthropic",
+            )
+
+    def result(self) -> ModelResponse:
+        if not self.started:
+            raise _bad("the stream ended before message_start")
+        content: list[dict[str, Any]] = []
+        for _, block in sorted(self.blocks.items()):
+            if block.get("type") == "tool_use":
+                partial = "".join(block.pop("partial", []))
+                block["input"] = parse_arguments(partial) if partial else block.get("input") or {}
+            content.append(block)
+        return parse_message(
+            {"type": "message", "content": content, "stop_reason": self.stop_reason, "usage": self.usage}
+        )

@@ -1,0 +1,241 @@
+"""Real providers inside real Goondan turns: a bundle whose Model is ``openai`` with ``endpoint``
+pointing at a loopback OpenAI-compatible server runs a full turn with a tool call, with and without
+streaming; SDKs are imported only by bundles that use them; a missing SDK is one clear error."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import goondan
+from goondan.errors import ModelError
+
+from .conftest import run
+from .fake_http import Reply, Req, sse_event
+
+KEY = "sk-bundle-SECRET-42"
+
+
+def write_bundle(root: Path, model_spec: dict[str, Any]) -> Path:
+    docs = f"""\
+        apiVersion: goondan.ai/v1
+        kind: Package
+        metadata: {{name: provider-e2e}}
+        spec: {{version: 0.1.0}}
+        ---
+        apiVersion: goondan.ai/v1
+        kind: Model
+        metadata: {{name: main}}
+        spec: {json.dumps(model_spec)}
+        ---
+        apiVersion: goondan.ai/v1
+        kind: Tool
+        metadata: {{name: calc}}
+        spec:
+          entry: ./calc.py
+          exports:
+            - name: add
+              description: Add two numbers.
+              parameters:
+                type: object
+                properties: {{a: {{type: number}}, b: {{type: number}}}}
+                required: [a, b]
+                additionalProperties: false
+        ---
+        apiVersion: goondan.ai/v1
+        kind: Agent
+        metadata: {{name: helper}}
+        spec:
+          modelConfig:
+            modelRef: Model/main
+            params: {{temperature: 0.0, maxTokens: 200}}
+          prompt: {{system: "Use the calculator."}}
+          tools: [{{ref: Tool/calc}}]
+        ---
+        apiVersion: goondan.ai/v1
+        kind: Swarm
+        metadata: {{name: default}}
+        spec:
+          entryAgent: Agent/helper
+          agents: [{{ref: Agent/helper}}]
+        """
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "goondan.yaml").write_text(textwrap.dedent(docs), encoding="utf-8")
+    (root / "calc.py").write_text("handlers = {'add': lambda ctx, args: {'sum': args['a'] + args['b']}}\n")
+    return root
+
+
+def chat_server_handler(req: Req) -> Reply:
+    body = req.json
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        words = ["The ", "sum ", "is ", json.loads(last["content"])["sum"].__str__(), "."]
+        if body.get("stream"):
+            events = [
+                sse_event(
+                    {
+                        "id": "c2",
+                        "object": "chat.completion.chunk",
+                        "created": 1,
+                        "model": "m",
+                        "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}],
+                    }
+                )
+                for w in words
+            ]
+            events.append(
+                sse_event(
+                    {
+                        "id": "c2",
+                        "object": "chat.completion.chunk",
+                        "created": 1,
+                        "model": "m",
+                        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 30, "completion_tokens": 5, "total_tokens": 35},
+                    }
+                )
+            )
+            events.append("data: [DONE]\n\n")
+            return Reply(sse=events)
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(words)}
+        finish, usage = "stop", {"prompt_tokens": 30, "completion_tokens": 5, "total_tokens": 35}
+    else:
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_x", "type": "function", "function": {"name": "calc__add", "arguments": '{"a": 2, "b": 3}'}}
+            ],
+        }
+        finish, usage = "tool_calls", {"prompt_tokens": 20, "completion_tokens": 8, "total_tokens": 28}
+    if body.get("stream"):
+        delta = {k: v for k, v in message.items() if k != "content"}
+        if "tool_calls" in delta:
+            delta["tool_calls"] = [{"index": 0, **c} for c in delta["tool_calls"]]
+        return Reply(
+            sse=[
+                sse_event(
+                    {
+                        "id": "c1",
+                        "object": "chat.completion.chunk",
+                        "created": 1,
+                        "model": "m",
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                        "usage": usage,
+                    }
+                ),
+                "data: [DONE]\n\n",
+            ]
+        )
+    return Reply(
+        body={
+            "id": "c",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "m",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": usage,
+        }
+    )
+
+
+def run_turn(bundle: Path, state: Path, *, stream_listener: list[str] | None) -> Any:
+    async def main() -> Any:
+        async with goondan.Runtime(bundle, state_root=state, isolation="inline", env={"TEST_OPENAI_KEY": KEY}) as rt:
+            if stream_listener is not None:
+                rt.on_text_delta(lambda event: stream_listener.append(event["delta"]))
+            return await rt.request("what is 2 + 3?")
+
+    return run(main())
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_an_openai_compatible_endpoint_runs_a_full_turn_with_a_tool_call(
+    serve: Any, tmp_path: Path, streaming: bool
+) -> None:
+    server = serve(chat_server_handler)
+    spec = {
+        "provider": "openai",
+        "model": "served-model",
+        "endpoint": server.url + "/v1",
+        "apiKey": {"valueFrom": {"env": "TEST_OPENAI_KEY"}},
+        "options": {"retryBaseDelaySeconds": 0.01},
+    }
+    bundle = write_bundle(tmp_path / "bundle", spec)
+    deltas: list[str] | None = [] if streaming else None
+    result = run_turn(bundle, tmp_path / "state", stream_listener=deltas)
+    assert result.finish_reason != "error", result.error
+    assert result.text == "The sum is 5."
+    first, second = (r.json for r in server.requests)
+    assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in server.requests)
+    assert first["model"] == "served-model" and first["max_tokens"] == 200 and first["temperature"] == 0.0
+    # system messages stay where the runtime put them (the Chat API accepts them anywhere)
+    assert first["messages"] == [
+        {"role": "user", "content": "what is 2 + 3?"},
+        {"role": "system", "content": "Use the calculator."},
+    ]
+    assert first["tools"][0]["function"]["name"] == "calc__add"
+    # the step after the tool call sends back the assistant's call and the tool's result
+    assert second["messages"][-2]["tool_calls"][0]["id"] == "call_x"
+    assert second["messages"][-1] == {"role": "tool", "tool_call_id": "call_x", "content": '{"sum": 5}'}
+    assert ("stream" in first) is streaming
+    if deltas is not None:
+        assert "".join(deltas) == "The sum is 5." and len(deltas) == 5
+    # the API key never reaches the persisted state
+    for path in (tmp_path / "state").rglob("*"):
+        if path.is_file():
+            assert KEY not in path.read_text(errors="replace"), path
+
+
+def test_validating_a_bundle_never_imports_a_provider_sdk(tmp_path: Path) -> None:
+    bundle = write_bundle(
+        tmp_path / "b", {"provider": "anthropic", "model": "claude-x", "apiKey": {"valueFrom": {"env": "K"}}}
+    )
+    code = (
+        "import sys, goondan\n"
+        f"report = goondan.validate_bundle({str(bundle)!r})\n"
+        "assert not report.errors, report.errors\n"
+        "print([m for m in ('anthropic', 'openai', 'google.genai', 'llama_cpp') if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("provider", "module", "extra"),
+    [("openai", "openai", "openai"), ("anthropic", "anthropic", "anthropic"), ("google", "google.genai", "google")],
+)
+def test_a_missing_sdk_names_the_pip_extra(
+    monkeypatch: pytest.MonkeyPatch, provider: str, module: str, extra: str
+) -> None:
+    monkeypatch.setitem(sys.modules, module, None)  # makes `import module` fail like an absent package
+    with pytest.raises(ModelError) as info:
+        goondan.models.create_model_adapter(provider, model="m", options={}, api_key="k")
+    assert info.value.code == "E_MODEL_SDK_MISSING"
+    assert info.value.suggestion == f"Install it with: pip install 'goondan[{extra}]'"
+
+
+def test_model_options_are_checked_without_importing_any_sdk() -> None:
+    code = (
+        "import sys\n"
+        "from goondan.models import check_model_options\n"
+        "from goondan.errors import ModelError\n"
+        "check_model_options('openai', {'timeoutSeconds': 5, 'maxTokensParam': 'max_tokens'})\n"
+        "check_model_options('local', {'toolChoice': 'first'})\n"
+        "bad = [('openai', {'timeout': 5}), ('anthropic', {'maxRetries': -1}), ('google', {'stream': 'yes'}),\n"
+        "       ('local', {'contextSize': 1})]\n"
+        "for provider, options in bad:\n"
+        "    try:\n"
+        "        check_model_options(provider, options)\n"
+        "    except ModelError as exc:\n"
+        "        print(exc.code)\n"
+        "print([m for m in ('anthropic', 'openai', 'google.genai', 'llama_cpp') if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split() == ["E_MODEL_CONFIG"] * 4 + ["[]"]
