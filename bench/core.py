@@ -101,7 +101,7 @@ async def time_turns(bundle: Path, turns: int, *, persist: bool, state_root: Pat
     """Per-turn wall times (seconds) after warm-up; history messages are preloaded, not timed."""
     if history:
         seed_history(state_root, history)
-    async with goondan.Runtime(bundle, state_root=state_root, persist=persist) as rt:
+    async with goondan.Runtime(bundle, state_root=state_root, persist=persist, isolation="inline") as rt:
         if history and not persist:
             raise ValueError("history benchmark needs persistence (it is loaded from disk)")
         for _ in range(20):  # warm-up: imports, validator compilation, instance start

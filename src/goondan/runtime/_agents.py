@@ -5,24 +5,31 @@ way a call starts: the target instance is spawned on demand, the caller's trace 
 carried over, the callee turn's parent span is the caller's span, and every call carries the call
 stack so that a cycle (A→B→A, through tools, middleware or both, and self-calls) fails at once with
 ``CIRCULAR_CALL_DETECTED`` instead of deadlocking until a timeout.
+
+Where the target runs is the backend's business: :class:`InlineBackend` runs it in this process,
+the agent-process backend (``goondan.orchestrator``) sends the event to the orchestrator, which
+routes it to the target's own process. Event shapes, the call stack, timeouts and the async inbox
+are handled here, once, for both.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._ids import new_id, now_iso
 from .._json import copy_json
-from ..errors import AgentRequestError
+from ..errors import AgentRequestError, GoondanError
 from ..messages import user_message
 
 if TYPE_CHECKING:
     from ..pipeline import TurnState
     from ._instance import AgentInstance
-    from ._runtime import Runtime
+
+log = logging.getLogger("goondan.runtime")
 
 DEFAULT_TIMEOUT_MS = 60000
 INBOX_LIMIT = 256
@@ -59,20 +66,97 @@ def _node(agent: str, key: str) -> str:
     return f"{agent}@{key}"
 
 
-class AgentsHub:
-    """Routes inter-agent events between instances of one runtime."""
+class SwarmDirectory(Protocol):
+    swarm_name: str
+    entry_agent: str
+    agent_names: frozenset[str]
 
-    def __init__(self, runtime: Runtime) -> None:
-        self._runtime = runtime
+
+class HubBackend(Protocol):
+    """Where inter-agent events go. ``run_request`` returns the callee's final text or raises
+    :class:`AgentRequestError`; it must not cancel the callee's turn when it is itself cancelled
+    (a timed-out caller leaves the callee running, as a separate process would)."""
+
+    async def run_request(self, target: str, key: str, event: dict[str, Any]) -> str: ...
+
+    async def run_send(self, target: str, key: str, event: dict[str, Any]) -> None: ...
+
+    async def spawn(self, owner: tuple[str, str], target: str, key: str, cwd: str | None) -> dict[str, Any]: ...
+
+    async def list(self, owner: tuple[str, str], include_all: bool) -> dict[str, Any]: ...
+
+
+class SpawnRegistry:
+    """``agents__spawn`` / ``agents__list`` bookkeeping: which instances each owner spawned."""
+
+    def __init__(self) -> None:
+        self._records: dict[tuple[str, str], list[dict[str, Any]]] = {}
+
+    def record(self, owner: tuple[str, str], target: str, key: str, cwd: str | None) -> bool:
+        """Record a spawn; ``False`` when this owner already had that instance."""
+        records = self._records.setdefault(owner, [])
+        if any(r["target"] == target and r["instanceKey"] == key for r in records):
+            return False
+        records.append(
+            {
+                "target": target,
+                "instanceKey": key,
+                "ownerAgent": owner[0],
+                "ownerInstanceKey": owner[1],
+                "createdAt": now_iso(),
+                "cwd": cwd,
+            }
+        )
+        return True
+
+    def list(self, owner: tuple[str, str], include_all: bool) -> dict[str, Any]:
+        if include_all:
+            agents = [r for records in self._records.values() for r in records]
+        else:
+            agents = list(self._records.get(owner, []))
+        agents.sort(key=lambda r: r["createdAt"])
+        return {"agents": copy_json(agents)}
+
+
+def delivery_failed(target: str, exc: BaseException) -> AgentRequestError:
+    detail = exc.message if isinstance(exc, GoondanError) else f"{type(exc).__name__}: {exc}"
+    code = f" [{exc.code}]" if isinstance(exc, GoondanError) else ""
+    return AgentRequestError(
+        "IPC_DELIVERY_FAILED",
+        f"agent '{target}' could not take the request{code}: {detail}",
+        target=target,
+        suggestion="Check the target agent's tools and extensions load (see the runtime log).",
+    )
+
+
+def request_failed(target: str, message: str) -> AgentRequestError:
+    return AgentRequestError(
+        "AGENT_REQUEST_FAILED",
+        f"agent '{target}' failed to handle the request: {message}",
+        target=target,
+    )
+
+
+class AgentsHub:
+    """Routes inter-agent events from the instances of one process through a backend."""
+
+    def __init__(self, directory: SwarmDirectory, backend: HubBackend) -> None:
+        self._directory = directory
+        self.backend = backend
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._spawned: dict[tuple[str, str], list[dict[str, Any]]] = {}
+
+    def track(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._tasks)
 
     def middleware_api(self, instance: AgentInstance, turn_state: TurnState) -> MiddlewareAgents:
         return MiddlewareAgents(self, instance, turn_state)
 
-    def tool_runtime(
-        self, instance: AgentInstance, turn_state: TurnState, span_id: str | None
-    ) -> ToolRuntime:
+    def tool_runtime(self, instance: AgentInstance, turn_state: TurnState, span_id: str | None) -> ToolRuntime:
         return ToolRuntime(self, instance, turn_state, span_id)
 
     # --- routing ------------------------------------------------------------------------------
@@ -137,12 +221,13 @@ class AgentsHub:
     def _check_target(self, target: Any) -> str:
         if not isinstance(target, str) or not target:
             raise AgentRequestError("AGENT_NOT_FOUND", "target must be a non-empty agent name", target=None)
-        if target not in self._runtime.agent_names:
+        names = self._directory.agent_names
+        if target not in names:
             raise AgentRequestError(
                 "AGENT_NOT_FOUND",
-                f"agent '{target}' is not part of swarm '{self._runtime.swarm_name}'",
+                f"agent '{target}' is not part of swarm '{self._directory.swarm_name}'",
                 target=target,
-                suggestion=f"Call one of: {', '.join(sorted(self._runtime.agent_names))}.",
+                suggestion=f"Call one of: {', '.join(sorted(names))}.",
             )
         return target
 
@@ -180,16 +265,14 @@ class AgentsHub:
             task = asyncio.get_running_loop().create_task(
                 self._async_request(caller, turn_state.turn_id, target, key, event, timeout, correlation_id)
             )
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self.track(task)
             return AgentRequestResult(target, "", correlation_id, True, True, event["id"], key)
         response = await self._run(target, key, event, timeout)
         return AgentRequestResult(target, response, correlation_id, True, False, event["id"], key)
 
     async def _run(self, target: str, key: str, event: dict[str, Any], timeout_ms: int) -> str:
-        instance = await self._runtime.get_instance(target, key)
         try:
-            result = await asyncio.wait_for(asyncio.shield(instance.run_turn(event)), timeout_ms / 1000)
+            return await asyncio.wait_for(self.backend.run_request(target, key, event), timeout_ms / 1000)
         except TimeoutError:
             raise AgentRequestError(
                 "AGENT_REQUEST_TIMEOUT",
@@ -197,14 +280,6 @@ class AgentsHub:
                 target=target,
                 suggestion="Raise timeoutMs, or use an async request and read the reply later.",
             ) from None
-        if result.finish_reason == "error":
-            err = result.error or {}
-            raise AgentRequestError(
-                "AGENT_REQUEST_FAILED",
-                f"agent '{target}' failed to handle the request: {err.get('message', 'unknown error')}",
-                target=target,
-            )
-        return result.text or ""
 
     async def _async_request(
         self,
@@ -289,51 +364,30 @@ class AgentsHub:
             correlation_id=None,
         )
         task = asyncio.get_running_loop().create_task(self._run_send(target, key, event))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self.track(task)
         return AgentSendResult(True, target, event["id"])
 
     async def _run_send(self, target: str, key: str, event: dict[str, Any]) -> None:
         try:
-            instance = await self._runtime.get_instance(target, key)
-            await instance.run_turn(event)
+            await self.backend.run_send(target, key, event)
         except Exception:
-            self._runtime.log.exception("agent send to %s@%s failed", target, key)
+            log.exception("agent send to %s@%s failed", target, key)
 
     async def spawn(
         self, caller: AgentInstance, target: Any, instance_key: str | None, cwd: str | None
     ) -> dict[str, Any]:
         target = self._check_target(target)
         key = instance_key or f"{target}-instance-{new_id('k')[2:14]}"
-        records = self._spawned.setdefault((caller.agent_name, caller.instance_key), [])
-        known = any(r["target"] == target and r["instanceKey"] == key for r in records)
-        await self._runtime.get_instance(target, key)
-        if not known:
-            records.append(
-                {
-                    "target": target,
-                    "instanceKey": key,
-                    "ownerAgent": caller.agent_name,
-                    "ownerInstanceKey": caller.instance_key,
-                    "createdAt": now_iso(),
-                    "cwd": cwd,
-                }
-            )
-        return {"target": target, "instanceKey": key, "spawned": not known, "cwd": cwd}
+        return await self.backend.spawn((caller.agent_name, caller.instance_key), target, key, cwd)
 
-    def list(self, caller: AgentInstance, include_all: bool = False) -> dict[str, Any]:
-        if include_all:
-            agents = [r for records in self._spawned.values() for r in records]
-        else:
-            agents = list(self._spawned.get((caller.agent_name, caller.instance_key), []))
-        agents.sort(key=lambda r: r["createdAt"])
-        return {"agents": copy_json(agents)}
+    async def list(self, caller: AgentInstance, include_all: bool = False) -> dict[str, Any]:
+        return await self.backend.list((caller.agent_name, caller.instance_key), include_all)
 
     def catalog(self, caller: AgentInstance) -> dict[str, Any]:
-        available = sorted(self._runtime.agent_names)
+        available = sorted(self._directory.agent_names)
         return {
-            "swarmName": self._runtime.swarm_name,
-            "entryAgent": self._runtime.entry_agent,
+            "swarmName": self._directory.swarm_name,
+            "entryAgent": self._directory.entry_agent,
             "selfAgent": caller.agent_name,
             "availableAgents": available,
             "callableAgents": [a for a in available if a != caller.agent_name],
@@ -404,9 +458,7 @@ class ToolRuntime:
 
     __slots__ = ("_hub", "_instance", "_span", "_turn_state")
 
-    def __init__(
-        self, hub: AgentsHub, instance: AgentInstance, turn_state: TurnState, span: str | None
-    ) -> None:
+    def __init__(self, hub: AgentsHub, instance: AgentInstance, turn_state: TurnState, span: str | None) -> None:
         self._hub = hub
         self._instance = instance
         self._turn_state = turn_state
@@ -454,16 +506,24 @@ class ToolRuntime:
             parent_span=self._span,
         )
 
-    async def spawn(
-        self, target: str, *, instance_key: str | None = None, cwd: str | None = None
-    ) -> dict[str, Any]:
+    async def spawn(self, target: str, *, instance_key: str | None = None, cwd: str | None = None) -> dict[str, Any]:
         return await self._hub.spawn(self._instance, target, instance_key, cwd)
 
     async def list(self, *, include_all: bool = False) -> dict[str, Any]:
-        return self._hub.list(self._instance, include_all)
+        return await self._hub.list(self._instance, include_all)
 
     async def catalog(self) -> dict[str, Any]:
         return self._hub.catalog(self._instance)
 
 
-__all__ = ["AgentRequestResult", "AgentSendResult", "AgentsHub", "MiddlewareAgents", "ToolRuntime"]
+__all__ = [
+    "AgentRequestResult",
+    "AgentSendResult",
+    "AgentsHub",
+    "HubBackend",
+    "MiddlewareAgents",
+    "SpawnRegistry",
+    "ToolRuntime",
+    "delivery_failed",
+    "request_failed",
+]

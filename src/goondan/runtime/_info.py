@@ -66,9 +66,7 @@ def call_info(event: dict[str, Any]) -> CallInfo | None:
         return None
     return CallInfo(
         caller_agent=caller if isinstance(caller, str) else None,
-        caller_instance_key=meta.get("callerInstanceKey")
-        if isinstance(meta.get("callerInstanceKey"), str)
-        else None,
+        caller_instance_key=meta.get("callerInstanceKey") if isinstance(meta.get("callerInstanceKey"), str) else None,
         caller_turn_id=meta.get("callerTurnId") if isinstance(meta.get("callerTurnId"), str) else None,
         call_source=meta.get("callSource") if isinstance(meta.get("callSource"), str) else None,
         call_stack=tuple(str(s) for s in stack) if isinstance(stack, list) else (),

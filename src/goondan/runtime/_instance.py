@@ -58,6 +58,88 @@ def _preview(value: Any, limit: int = 240) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+LLM_INPUT_MAX_MESSAGES = 64
+LLM_INPUT_MAX_TEXT = 2000
+
+
+def _clip(text: str) -> tuple[str, bool]:
+    if len(text) <= LLM_INPUT_MAX_TEXT:
+        return text, False
+    return text[:LLM_INPUT_MAX_TEXT] + "...", True
+
+
+def llm_input_summary(messages: Any) -> list[dict[str, Any]]:
+    """``runtime.llmInputMessages`` (digest §2.9): what the model is about to see, bounded (last 64
+    messages, texts ≤ 2000 chars) so runtime events stay small. Tool parts become ``summary`` lines
+    ``[tool-call:<name>] <json>`` / ``[tool-result:<name>] <json>``."""
+    from .._json import dumps_str
+
+    out: list[dict[str, Any]] = []
+    for data in list(messages)[-LLM_INPUT_MAX_MESSAGES:]:
+        role = str(data.get("role", ""))
+        content = data.get("content")
+        if isinstance(content, str):
+            text, cut = _clip(content)
+            entry: dict[str, Any] = {"role": role, "content": text, "contentSource": "verbatim"}
+            if cut:
+                entry["truncated"] = True
+            out.append(entry)
+            continue
+        parts: list[dict[str, Any]] = []
+        lines: list[str] = []
+        summary = False
+        for part in content if isinstance(content, list) else []:
+            if not isinstance(part, dict):
+                continue
+            ptype = part.get("type")
+            if ptype == "text":
+                text, cut = _clip(str(part.get("text", "")))
+                parts.append({"type": "text", "text": text, **({"truncated": True} if cut else {})})
+                lines.append(text)
+            elif ptype in ("tool-call", "tool-result"):
+                summary = True
+                field = "input" if ptype == "tool-call" else "output"
+                try:
+                    raw = dumps_str(part.get(field))
+                except Exception:
+                    raw = repr(part.get(field))
+                text, cut = _clip(raw)
+                name = str(part.get("toolName", ""))
+                parts.append(
+                    {
+                        "type": ptype,
+                        "toolCallId": part.get("toolCallId"),
+                        "toolName": name,
+                        field: text,
+                        **({"truncated": True} if cut else {}),
+                    }
+                )
+                lines.append(f"[{ptype}:{name}] {text}")
+        out.append(
+            {
+                "role": role,
+                "content": "\n".join(lines),
+                "contentSource": "summary" if summary else "verbatim",
+                "parts": parts,
+            }
+        )
+    return out
+
+
+RESTART_FLAGS = ("restartRequested", "runtimeRestart", "__goondanRestart")
+
+
+def restart_signal(output: Any) -> str | None:
+    """The restart reason if a successful tool output asks for a restart (digest §2.10), else None.
+    ``{"type": "json", "value": {...}}`` outputs are looked into."""
+    if isinstance(output, dict) and output.get("type") == "json" and isinstance(output.get("value"), dict):
+        output = output["value"]
+    if not isinstance(output, dict) or not any(output.get(flag) is True for flag in RESTART_FLAGS):
+        return None
+    reason = output.get("restartReason")
+    return reason.strip() if isinstance(reason, str) and reason.strip() else "self-restart"
+
+
 class _TurnRun:
     """Private per-turn bookkeeping (kept out of ``ctx.turn.metadata``, which belongs to users)."""
 
@@ -129,6 +211,8 @@ class AgentInstance:
         )
         self.inbox: list[Message] = []
         self.started = False
+        # set when a tool asked for a restart (digest §2.10); the runtime acts on it after the turn
+        self.restart_requested: str | None = None
 
     # --- start-up -------------------------------------------------------------------------
 
@@ -138,9 +222,7 @@ class AgentInstance:
             self.logger.warning("[%s] %s", warning.get("code"), warning.get("message"))
         self.conversation = ConversationState(loaded.base, loaded.events, sink=self.store.append_event)
         if loaded.events:
-            self.logger.info(
-                "replayed %d residual message event(s) of an interrupted turn", len(loaded.events)
-            )
+            self.logger.info("replayed %d residual message event(s) of an interrupted turn", len(loaded.events))
         self._load_model()
         self._load_tools()
         await self._load_extensions()
@@ -154,9 +236,7 @@ class AgentInstance:
 
         model = self.plan.model
         spec: Any = model.spec
-        api_key = resolve_value_source(
-            spec.api_key, self._env, required=False, path=model.issue_path("spec.apiKey")
-        )
+        api_key = resolve_value_source(spec.api_key, self._env, required=False, path=model.issue_path("spec.apiKey"))
         self.model = create_model_adapter(
             spec.provider,
             model=spec.model,
@@ -299,9 +379,7 @@ class AgentInstance:
         assert conversation is not None
         started = time.perf_counter()
         self.status = "processing"
-        self.store.write_metadata(
-            agent_name=self.agent_name, instance_key=self.instance_key, status="processing"
-        )
+        self.store.write_metadata(agent_name=self.agent_name, instance_key=self.instance_key, status="processing")
         turn_id = new_id("turn")
         given_trace = event.get("traceId")
         trace_id = given_trace if isinstance(given_trace, str) and given_trace else new_trace_id()
@@ -362,9 +440,7 @@ class AgentInstance:
             await self._commit()
         finally:
             self.status = "idle"
-            self.store.write_metadata(
-                agent_name=self.agent_name, instance_key=self.instance_key, status="idle"
-            )
+            self.store.write_metadata(agent_name=self.agent_name, instance_key=self.instance_key, status="idle")
         duration = int((time.perf_counter() - started) * 1000)
         if failure is None:
             record = {
@@ -447,12 +523,15 @@ class AgentInstance:
             step_state.metadata["runtime.spanId"] = step_span
             step_id = f"{turn_state.turn_id}-step-{step_index}"
             turn_span = run.span_id
+            llm_input = llm_input_summary(turn_state.conversation_state.to_llm_messages())
+            step_state.metadata["runtime.llmInputMessages"] = llm_input
             await self._runtime_event(
                 {
                     **self._base_record("step.started", turn_state.trace_id, step_span, turn_span),
                     "stepId": step_id,
                     "stepIndex": step_index,
                     "turnId": turn_state.turn_id,
+                    "llmInputMessages": llm_input,
                 }
             )
             t0 = time.perf_counter()
@@ -546,8 +625,8 @@ class AgentInstance:
         model = self.model
         assert model is not None
         catalog = step_state.tool_catalog
-        messages = conversation.to_llm_messages()
-        last_input = messages[-1] if len(messages) else None
+        messages = list(conversation.to_llm_messages())
+        last_input = messages[-1] if messages else None
         request = ModelRequest(
             messages=messages,
             tools=catalog,
@@ -569,9 +648,7 @@ class AgentInstance:
         problems = list(response.issues)
         for call in calls:
             if not isinstance(call.args, dict):
-                problems.append(
-                    f"- {call.name}({call.id}): args must be a JSON object input={_preview(call.args)}"
-                )
+                problems.append(f"- {call.name}({call.id}): args must be a JSON object input={_preview(call.args)}")
             else:
                 issue = json_problem(call.args, "args")
                 if issue:
@@ -705,6 +782,10 @@ class AgentInstance:
                 "message": tool_message(call.id, call.name, result_output_part(result)),
             }
         )
+        if result.status == "ok":
+            reason = restart_signal(result.output)
+            if reason is not None:
+                self.restart_requested = reason
         return result
 
     async def _core_tool_call(self, state: ToolCallState) -> ToolCallResult:

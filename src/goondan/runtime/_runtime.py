@@ -1,32 +1,93 @@
-"""The programmatic runtime (CONTRACT §7): ``Runtime`` and the ``run`` convenience wrapper."""
+"""The programmatic runtime (CONTRACT §7): ``Runtime`` and the ``run`` convenience wrapper.
+
+``isolation="process"`` (the default; override with ``GOONDAN_ISOLATION=inline``) runs every agent
+instance in its own OS process under :class:`goondan.orchestrator.Orchestrator`; ``"inline"`` runs
+the same instances in this process. Both build instances through :class:`SwarmContext` and route
+inter-agent calls through :class:`AgentsHub`, so a turn behaves the same in either.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
-import shutil
-import tempfile
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from .._ids import new_id, now_iso
+from .._modules import forget_path
 from ..errors import GoondanError
+from ..messages import Message
 from ..results import TurnResult
-from ._agents import AgentsHub
-from ._info import SwarmInfo
+from ._agents import AgentsHub, SpawnRegistry, delivery_failed, request_failed
 from ._instance import AgentInstance, RuntimeEventListener
+from ._swarm import SwarmContext
 
 ISOLATIONS = ("inline", "process")
 BASE_PACKAGE = "@goondan/base"
+ISOLATION_ENV = "GOONDAN_ISOLATION"
+
+
+def default_isolation() -> str:
+    value = os.environ.get(ISOLATION_ENV, "").strip().lower()
+    return value if value in ISOLATIONS else "process"
+
+
+def turn_result_from_dict(data: dict[str, Any]) -> TurnResult:
+    record = data.get("responseMessage")
+    return TurnResult(
+        turn_id=str(data.get("turnId") or ""),
+        response_message=Message.from_record(record) if isinstance(record, dict) else None,
+        finish_reason=data.get("finishReason") or "error",
+        error=data.get("error"),
+        text=data.get("text"),
+    )
+
+
+class InlineBackend:
+    """Inter-agent routing when every instance lives in this process."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._rt = runtime
+        self.registry = SpawnRegistry()
+
+    async def _instance(self, target: str, key: str) -> AgentInstance:
+        try:
+            return await self._rt.get_instance(target, key)
+        except GoondanError as exc:
+            raise delivery_failed(target, exc) from exc
+
+    async def run_request(self, target: str, key: str, event: dict[str, Any]) -> str:
+        instance = await self._instance(target, key)
+        result = await asyncio.shield(self._rt._run_inline(instance, event))
+        if result.finish_reason == "error":
+            raise request_failed(target, str((result.error or {}).get("message", "unknown error")))
+        return result.text or ""
+
+    async def run_send(self, target: str, key: str, event: dict[str, Any]) -> None:
+        instance = await self._instance(target, key)
+        await self._rt._run_inline(instance, event)
+
+    async def spawn(self, owner: tuple[str, str], target: str, key: str, cwd: str | None) -> dict[str, Any]:
+        await self._instance(target, key)
+        fresh = self.registry.record(owner, target, key, cwd)
+        return {"target": target, "instanceKey": key, "spawned": fresh, "cwd": cwd}
+
+    async def list(self, owner: tuple[str, str], include_all: bool) -> dict[str, Any]:
+        return self.registry.list(owner, include_all)
 
 
 class Runtime:
     """Runs one swarm of a bundle. Use as ``async with goondan.Runtime(path) as rt: ...``.
 
-    ``isolation="inline"`` runs every agent instance inside this process. ``persist=False`` keeps
-    conversations in memory only (nothing is written under the state root).
+    ``isolation``: ``"process"`` (default) or ``"inline"``. ``persist=False`` keeps conversations in
+    memory only (nothing is written under the state root; process mode then never evicts).
+    ``watch=True`` restarts the agents a changed bundle file affects. ``clock``,
+    ``reconcile_interval_ms``, ``crash_threshold``, ``backoff_initial_ms``/``backoff_max_ms`` and
+    ``grace_period_ms`` tune the process supervisor (tests inject a ``ManualClock``).
     """
 
     def __init__(
@@ -35,20 +96,23 @@ class Runtime:
         *,
         state_root: str | os.PathLike[str] | None = None,
         swarm: str | None = None,
-        isolation: str = "inline",
+        isolation: str | None = None,
         persist: bool = True,
         env: Mapping[str, str] | None = None,
+        watch: bool = False,
+        clock: Any = None,
+        reconcile_interval_ms: float = 5000,
+        crash_threshold: int = 5,
+        backoff_initial_ms: int = 1000,
+        backoff_max_ms: int = 300000,
+        grace_period_ms: int | None = None,
+        watch_interval_ms: float = 300,
     ) -> None:
+        isolation = isolation or default_isolation()
         if isolation not in ISOLATIONS:
             raise GoondanError(
                 "E_RUNTIME_OPTION",
                 f"isolation must be 'inline' or 'process', got {isolation!r}",
-            )
-        if isolation == "process":
-            raise GoondanError(
-                "E_ISOLATION_UNAVAILABLE",
-                "process isolation (one OS process per agent instance) is not available in this version",
-                suggestion="Use isolation='inline' (the same semantics inside one process).",
             )
         self._bundle_arg = bundle
         self._state_root_arg = state_root
@@ -56,15 +120,27 @@ class Runtime:
         self.isolation = isolation
         self.persist = persist
         self._env = env
+        self.watch = watch
+        self._clock = clock
+        self._reconcile_interval_ms = reconcile_interval_ms
+        self._crash_threshold = crash_threshold
+        self._backoff = (backoff_initial_ms, backoff_max_ms)
+        self._grace_arg = grace_period_ms
+        self._watch_interval_ms = watch_interval_ms
         self.log = logging.getLogger("goondan.runtime")
         self._instances: dict[tuple[str, str], AgentInstance] = {}
         self._starting: dict[tuple[str, str], asyncio.Future[AgentInstance]] = {}
         self._listeners: list[RuntimeEventListener] = []
         self._delta_listeners: list[RuntimeEventListener] = []
-        self._hub = AgentsHub(self)
+        self._hub = AgentsHub(self, InlineBackend(self))
+        self._orch: Any = None
+        self._ctx: SwarmContext | None = None
+        self._old_contexts: list[SwarmContext] = []
+        self._watch_task: asyncio.Task[None] | None = None
+        self._fingerprints: dict[str, str] = {}
+        self._restart_lock: asyncio.Lock | None = None
         self._started = False
         self._closed = False
-        self._tmpdir: str | None = None
         self.bundle: Any = None
         self.swarm: Any = None
         self.swarm_name = ""
@@ -73,7 +149,6 @@ class Runtime:
         self.swarm_instance_key = ""
         self.workspace: Any = None
         self.state_root: Path | None = None
-        self._plans: dict[str, Any] = {}
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -84,40 +159,119 @@ class Runtime:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    def _load(self) -> Any:
+        from ..bundle import Bundle, load_bundle
+
+        bundle = self._bundle_arg
+        if isinstance(bundle, Bundle):
+            if self._started:  # a reload: read the same directory again
+                return load_bundle(bundle.root, env=bundle.env, state_root=self.state_root)
+            return bundle
+        return load_bundle(bundle, env=self._env, state_root=self.state_root)
+
+    def _adopt(self, bundle: Any) -> None:
+        assert self.state_root is not None
+        old = self._ctx
+        self._ctx = SwarmContext(bundle, swarm=self._swarm_arg, state_root=self.state_root, persist=self.persist)
+        if old is not None:
+            # inline instances that were not restarted still write through the old context's stores
+            self._old_contexts.append(old)
+        ctx = self._ctx
+        self.bundle = bundle
+        self.swarm = ctx.swarm
+        self.swarm_name = ctx.swarm_name
+        self.entry_agent = ctx.entry_agent
+        self.agent_names = ctx.agent_names
+        self.swarm_instance_key = ctx.swarm_instance_key
+        self.workspace = ctx.workspace
+
     async def start(self) -> None:
         if self._started:
             return
-        from ..bundle import Bundle, load_bundle
-        from ..storage import WorkspaceStore, resolve_state_root, workspace_id
+        from ..storage import resolve_state_root
 
-        bundle = self._bundle_arg
-        if not isinstance(bundle, Bundle):
-            bundle = load_bundle(bundle, env=self._env)
-        self.bundle = bundle
-        self.swarm = bundle.select_swarm(self._swarm_arg)
-        spec = self.swarm.spec
-        self.swarm_name = self.swarm.name
-        self.entry_agent = bundle.resolve_ref(spec.entry_agent, self.swarm, "Agent").name
-        self.agent_names = frozenset(bundle.resolve_ref(a, self.swarm, "Agent").name for a in spec.agents)
-        self.swarm_instance_key = spec.instance_key or self.swarm_name
-        self.state_root = resolve_state_root(self._state_root_arg, self._env)
-        if self.persist:
-            self.workspace = WorkspaceStore(self.state_root, workspace_id(self.swarm_instance_key))
+        self.state_root = Path(resolve_state_root(self._state_root_arg, self._env))
+        self._adopt(self._load())
+        self._restart_lock = asyncio.Lock()
+        if self.isolation == "process":
+            await self._start_orchestrator()
         self._started = True
+        if self.watch:
+            from ..orchestrator._watch import agent_fingerprints
+
+            self._fingerprints = agent_fingerprints(self.bundle, self._swarm_arg)
+            self._watch_task = asyncio.get_running_loop().create_task(self._watch_loop())
+
+    async def _start_orchestrator(self) -> None:
+        from ..orchestrator import Orchestrator
+        from ..orchestrator._spawner import ForkServer
+
+        assert self._ctx is not None
+        ctx = self._ctx
+
+        def factory(on_exit: Callable[[int, int], None]) -> ForkServer:
+            init = {
+                "bundle": str(self.bundle.root),
+                "env": dict(self.bundle.env),
+                "stateRoot": str(self.state_root),
+                "swarm": self._swarm_arg,
+                "persist": self.persist,
+                "sysPath": list(sys.path),
+            }
+            return ForkServer(init, on_exit)
+
+        ttl = ctx.ttl_seconds
+        self._orch = Orchestrator(
+            spawner_factory=factory,
+            swarm_name=ctx.swarm_name,
+            agent_names=ctx.agent_names,
+            clock=self._clock,
+            crash_threshold=self._crash_threshold,
+            backoff_initial_ms=self._backoff[0],
+            backoff_max_ms=self._backoff[1],
+            grace_period_ms=self._grace_arg if self._grace_arg is not None else ctx.grace_period_ms,
+            ttl_ms=ttl * 1000.0 if ttl is not None and self.persist else None,
+            reconcile_interval_ms=self._reconcile_interval_ms,
+            listeners=self._listeners,
+            delta_listeners=self._delta_listeners,
+            on_restart_request=self._self_restart,
+            on_process_gone=self._process_gone,
+        )
+        await self._orch.start()
+
+    @property
+    def orchestrator(self) -> Any:
+        """The process supervisor (``isolation="process"``), else ``None``."""
+        return self._orch
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        await self._hub.drain()
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._watch_task
+        if self._orch is not None:
+            # queued sends and inter-agent work finish first, but a stuck turn must not hang close():
+            # after the grace period the processes are stopped (and SIGKILLed if they do not ack)
+            try:
+                await asyncio.wait_for(self._orch.wait_idle(), self._orch.grace_period_ms / 1000)
+            except TimeoutError:
+                self.log.warning("closing with work still running: stopping the agent processes")
+            finally:
+                await self._orch.close()
+        else:
+            await self._hub.drain()
         for instance in list(self._instances.values()):
             try:
                 await instance.close()
             except Exception:
                 self.log.exception("closing %s@%s failed", instance.agent_name, instance.instance_key)
         self._instances.clear()
-        if self._tmpdir:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
+        for ctx in [*self._old_contexts, self._ctx]:
+            if ctx is not None:
+                ctx.close()
 
     def _require_started(self) -> None:
         if not self._started:
@@ -129,44 +283,13 @@ class Runtime:
         if self._closed:
             raise GoondanError("E_RUNTIME_CLOSED", "the runtime is closed")
 
-    # --- instances --------------------------------------------------------------------------
-
-    def _plan(self, agent: str) -> Any:
-        plan = self._plans.get(agent)
-        if plan is None:
-            plan = self.bundle.agent_plan(agent, self.swarm)
-            self._plans[agent] = plan
-        return plan
-
-    def _implicit_context_message(self, plan: Any) -> tuple[str, Path, dict[str, Any]] | None:
-        if not plan.prompt_system:
-            return None
-        if any(b.resource.name == "context-message" for b in plan.extensions):
-            return None
-        builtin = self.bundle.get("Extension", "context-message", package=BASE_PACKAGE)
-        if builtin is None:
-            return None
-        config = getattr(builtin.spec, "config", None) or {}
-        return ("context-message", builtin.entry_path(), dict(config))
-
-    def _workdir_factory(self, agent: str, key: str, store: Any) -> Callable[[], Path]:
-        def make() -> Path:
-            if self.persist:
-                path = Path(store.path) / "workdir"
-            else:
-                if self._tmpdir is None:
-                    self._tmpdir = tempfile.mkdtemp(prefix="goondan-")
-                from ..storage import instance_dir_name
-
-                path = Path(self._tmpdir) / instance_dir_name(agent, key)
-            path.mkdir(parents=True, exist_ok=True)
-            return path
-
-        return make
+    # --- inline instances -------------------------------------------------------------------
 
     async def get_instance(self, agent: str, instance_key: str) -> AgentInstance:
-        """The running instance for (agent, key), started on first use."""
+        """The running instance for (agent, key), started on first use (``isolation="inline"``)."""
         self._require_started()
+        if self.isolation != "inline":
+            raise GoondanError("E_RUNTIME_OPTION", "get_instance() exists only with isolation='inline'")
         key = (agent, instance_key)
         instance = self._instances.get(key)
         if instance is not None:
@@ -174,45 +297,18 @@ class Runtime:
         pending = self._starting.get(key)
         if pending is not None:
             return await asyncio.shield(pending)
-        if agent not in self.agent_names:
-            raise GoondanError(
-                "E_AGENT_NOT_FOUND",
-                f"agent '{agent}' is not part of swarm '{self.swarm_name}'",
-                suggestion=f"Use one of: {', '.join(sorted(self.agent_names))}.",
-            )
+        assert self._ctx is not None
+        self._ctx.check_agent(agent)
         future: asyncio.Future[AgentInstance] = asyncio.get_running_loop().create_future()
         self._starting[key] = future
         try:
-            plan = self._plan(agent)
-            if self.persist:
-                store = self.workspace.instance(agent, instance_key)
-            else:
-                from ..storage import MemoryInstanceStore
-
-                store = MemoryInstanceStore()
-            instance = AgentInstance(
-                plan=plan,
-                instance_key=instance_key,
-                store=store,
-                swarm_info=SwarmInfo(
-                    swarm_name=self.swarm_name,
-                    entry_agent=self.entry_agent,
-                    self_agent=agent,
-                    available_agents=tuple(sorted(self.agent_names)),
-                    callable_agents=tuple(sorted(a for a in self.agent_names if a != agent)),
-                ),
-                hub=self._hub,
-                bundle_root=Path(self.bundle.root),
-                workdir=self._workdir_factory(agent, instance_key, store),
-                listeners=self._listeners,
-                implicit_context_message=self._implicit_context_message(plan),
-                env=self.bundle.env,
-                delta_listeners=self._delta_listeners,
+            instance = self._ctx.build_instance(
+                agent, instance_key, hub=self._hub, listeners=self._listeners, delta_listeners=self._delta_listeners
             )
             try:
                 await instance.start()
             except BaseException:
-                store.close()
+                instance.store.close()
                 raise
             self._instances[key] = instance
             future.set_result(instance)
@@ -223,6 +319,27 @@ class Runtime:
             raise
         finally:
             self._starting.pop(key, None)
+
+    async def _run_inline(self, instance: AgentInstance, event: dict[str, Any]) -> TurnResult:
+        result = await instance.run_turn(event)
+        reason = instance.restart_requested
+        if reason is not None:
+            instance.restart_requested = None
+            self.log.info("%s@%s requested a restart (%s)", instance.agent_name, instance.instance_key, reason)
+            assert self._restart_lock is not None
+            async with self._restart_lock:
+                await self._reload_for_self_restart()
+                await self._drop_inline(instance)
+        return result
+
+    async def _drop_inline(self, instance: AgentInstance) -> None:
+        key = (instance.agent_name, instance.instance_key)
+        if self._instances.get(key) is instance:
+            del self._instances[key]
+        await instance.close()
+        assert self._ctx is not None
+        for path in self._ctx.entry_paths(instance.agent_name):
+            forget_path(path)
 
     def on_runtime_event(self, listener: RuntimeEventListener) -> Callable[[], None]:
         """Subscribe to every runtime event record of every instance (CLI, logs, tests)."""
@@ -235,7 +352,8 @@ class Runtime:
         return off
 
     def on_text_delta(self, listener: RuntimeEventListener) -> Callable[[], None]:
-        """Subscribe to streamed model text (``{"type": "text.delta", "delta", "agentName", ...}``)."""
+        """Subscribe to streamed model text (``{"type": "text.delta", "delta", "agentName", ...}``).
+        In process mode, register before the first request: running processes keep their setting."""
         self._delta_listeners.append(listener)
 
         def off() -> None:
@@ -310,8 +428,10 @@ class Runtime:
             source=source,
             auth=auth,
         )
+        if self._orch is not None:
+            return turn_result_from_dict(await self._orch.submit(name, key, event))
         instance = await self.get_instance(name, key)
-        return await instance.run_turn(event)
+        return await self._run_inline(instance, event)
 
     async def send(
         self,
@@ -331,35 +451,55 @@ class Runtime:
             source=None,
             auth=None,
         )
+        if self._orch is not None:
+            future = self._orch.submit(name, key, event)
+            future.add_done_callback(lambda f: f.exception())
+            return True
         instance = await self.get_instance(name, key)
 
         async def run() -> None:
             try:
-                await instance.run_turn(event)
+                await self._run_inline(instance, event)
             except Exception:
                 self.log.exception("send to %s@%s failed", name, key)
 
-        task = asyncio.get_running_loop().create_task(run())
-        self._hub._tasks.add(task)
-        task.add_done_callback(self._hub._tasks.discard)
+        self._hub.track(asyncio.get_running_loop().create_task(run()))
         return True
 
     async def wait_idle(self) -> None:
         """Wait until every queued send and inter-agent call has finished."""
-        await self._hub.drain()
+        if self._orch is not None:
+            await self._orch.wait_idle()
+        else:
+            await self._hub.drain()
+
+    # --- instances ------------------------------------------------------------------------------
 
     async def instances(self) -> list[Any]:
         """Instances of this swarm's workspace (from disk when persisting, else in memory)."""
         self._require_started()
         if self.persist:
             return list(self.workspace.list_instances())
+        from .._ids import parse_iso, utc_now
         from ..storage import InstanceInfo
 
         out = []
+        if self._orch is not None:
+            for (agent, key), handle in sorted(self._orch.handles.items()):
+                now = utc_now()
+                out.append(
+                    InstanceInfo(
+                        agent_name=agent,
+                        instance_key=key,
+                        status=handle.status,
+                        created_at=now,
+                        updated_at=now,
+                        path=Path(),
+                    )
+                )
+            return out
         for (agent, key), inst in sorted(self._instances.items()):
             meta = inst.store.read_metadata() or {}
-            from .._ids import parse_iso, utc_now
-
             created = meta.get("createdAt")
             updated = meta.get("updatedAt")
             out.append(
@@ -374,16 +514,163 @@ class Runtime:
             )
         return out
 
+    def process_status(self, agent: str, instance_key: str) -> str | None:
+        """The supervisor status of one instance (``spawning``, ``idle``, ``processing``,
+        ``draining``, ``terminated``, ``crashed``, ``crashLoopBackOff``), or None if never started."""
+        if self._orch is not None:
+            status: str | None = self._orch.status(agent, instance_key)
+            return status
+        instance = self._instances.get((agent, instance_key))
+        return instance.status if instance is not None else None
+
     async def delete_instance(self, agent: str, instance_key: str) -> bool:
-        """Remove one instance's history and extension state (the instance must be idle)."""
+        """Remove one instance's history and extension state; a running instance is stopped first
+        (its current turn finishes)."""
         self._require_started()
         key = (agent, instance_key)
+        existed = False
+        if self._orch is not None:
+            handle = self._orch.handles.get(key)
+            if handle is not None:
+                existed = True
+                await self._orch.stop(handle, "restart")
+                self._orch.handles.pop(key, None)
         instance = self._instances.pop(key, None)
         if instance is not None:
+            existed = True
             await instance.close()
         if self.persist:
             return bool(self.workspace.delete_instance(agent, instance_key))
-        return instance is not None
+        return existed
+
+    def _process_gone(self, handle: Any) -> None:
+        """A process died without finishing its turn: metadata.json must not say ``processing``."""
+        if not self.persist or handle.status not in ("crashed", "crashLoopBackOff", "terminated"):
+            return
+        from ..storage import InstanceStore
+
+        path = self.workspace.instance_path(handle.agent, handle.key)
+        store = InstanceStore(path, agent_name=handle.agent, instance_key=handle.key)
+        meta = store.read_metadata()
+        if meta is not None and meta.get("status") != "idle":
+            with contextlib.suppress(Exception):
+                store.write_metadata(agent_name=handle.agent, instance_key=handle.key, status="idle")
+        store.close()
+
+    # --- restart / watch ------------------------------------------------------------------------------
+
+    async def restart(self, agent: str | None = None, *, fresh: bool = False) -> list[str]:
+        """Restart one agent's instances (or all): the bundle is reloaded (a broken bundle raises
+        :class:`ConfigError` and nothing restarts), running instances finish their turn and stop, and
+        come back on the new configuration. ``fresh=True`` also clears their conversation history
+        (extension state is kept). Returns the restarted ``agent:instanceKey`` names."""
+        self._require_started()
+        if agent is not None:
+            assert self._ctx is not None
+            self._ctx.check_agent(agent)
+        assert self._restart_lock is not None
+        async with self._restart_lock:
+            return await self._restart_locked([agent] if agent else None, fresh=fresh, reload=True)
+
+    async def _restart_locked(self, agents: list[str] | None, *, fresh: bool, reload: bool) -> list[str]:
+        if reload:
+            bundle = self._load()
+            self._adopt(bundle)
+            if self._orch is not None:
+                self._orch.agent_names = self.agent_names
+                await self._orch.replace_spawner()
+        wanted = set(agents) if agents is not None else None
+        restarted: list[str] = []
+        if self._orch is not None:
+            handles = [
+                h for h in list(self._orch.handles.values()) if (wanted is None or h.agent in wanted) and h.alive
+            ]
+            await asyncio.gather(*(self._orch.stop(h, "restart") for h in handles))
+            for h in list(self._orch.handles.values()):
+                if (wanted is None or h.agent in wanted) and h.status in ("crashed", "crashLoopBackOff"):
+                    # a restart forgives earlier crashes: the next event starts it at once
+                    h.status, h.consecutive_crashes, h.next_spawn_allowed_at = "terminated", 0, 0.0
+            if fresh:
+                self._clear_histories(wanted)
+            for h in handles:
+                h.consecutive_crashes = 0
+                restarted.append(h.name)
+                with contextlib.suppress(GoondanError):
+                    await self._orch.ensure_started(h.agent, h.key)
+        else:
+            instances = [i for i in list(self._instances.values()) if wanted is None or i.agent_name in wanted]
+            for instance in instances:
+                async with instance.lock:
+                    pass
+                await self._drop_inline(instance)
+                restarted.append(f"{instance.agent_name}:{instance.instance_key}")
+            if fresh:
+                self._clear_histories(wanted)
+        return restarted
+
+    def _clear_histories(self, agents: set[str] | None) -> None:
+        if not self.persist:
+            return
+        from ..storage import InstanceStore
+
+        for info in self.workspace.list_instances():
+            if agents is None or info.agent_name in agents:
+                store = InstanceStore(info.path, agent_name=info.agent_name, instance_key=info.instance_key)
+                try:
+                    store.clear_history()
+                finally:
+                    store.close()
+
+    async def _reload_for_self_restart(self) -> None:
+        """A self-restarting agent may have edited its own bundle files: load them again (a broken
+        bundle is logged and the instance restarts on the configuration it had)."""
+        try:
+            bundle = self._load()
+        except GoondanError as exc:
+            self.log.error("self-restart: the bundle no longer loads, keeping the old configuration: %s", exc)
+            return
+        self._adopt(bundle)
+        if self._orch is not None:
+            self._orch.agent_names = self.agent_names
+            await self._orch.replace_spawner()
+
+    async def _self_restart(self, handle: Any, reason: str) -> None:
+        self.log.info("%s requested a restart (%s)", handle.name, reason)
+        assert self._orch is not None and self._restart_lock is not None
+        async with self._restart_lock:
+            await self._reload_for_self_restart()
+            await self._orch.stop(handle, "restart")
+            with contextlib.suppress(GoondanError):
+                await self._orch.ensure_started(handle.agent, handle.key)
+
+    async def _watch_loop(self) -> None:
+        from ..orchestrator._watch import agent_fingerprints, changed_agents, scan
+
+        root = Path(self.bundle.root)
+        files = scan(root)
+        while True:
+            await asyncio.sleep(self._watch_interval_ms / 1000)
+            now = scan(root)
+            if now == files:
+                continue
+            files = now
+            try:
+                bundle = self._load()
+                after = agent_fingerprints(bundle, self._swarm_arg)
+            except GoondanError as exc:
+                self.log.error("bundle change not applied: %s", exc)
+                continue
+            changed = changed_agents(self._fingerprints, after)
+            self._fingerprints = after
+            if not changed:
+                continue
+            self.log.info("bundle changed: restarting %s", ", ".join(changed))
+            assert self._restart_lock is not None
+            try:
+                async with self._restart_lock:
+                    await self._restart_locked(changed, fresh=False, reload=True)
+            except GoondanError as exc:
+                self.log.error("restart after a bundle change failed: %s", exc)
 
 
 def run(
@@ -395,7 +682,7 @@ def run(
     agent: str | None = None,
     instance_key: str | None = None,
     metadata: Mapping[str, Any] | None = None,
-    isolation: str = "inline",
+    isolation: str | None = None,
     persist: bool = True,
     env: Mapping[str, str] | None = None,
 ) -> TurnResult:

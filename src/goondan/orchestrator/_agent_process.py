@@ -1,0 +1,198 @@
+"""One agent process (``isolation="process"``): one agent instance, forked from the fork server.
+
+It builds its :class:`AgentInstance` (loading its own model, tools and extensions), reports
+``agent_ready`` (or ``start_error``), and then serves ``turn`` events one at a time in arrival order.
+Inter-agent calls leave through :class:`ProcessBackend` to the orchestrator; the hub's rules (call
+stack, timeouts, async inbox) are the same code as inline. On ``shutdown`` it stops taking turns,
+finishes the current one (which folds and persists it), saves extension state, answers
+``shutdown_ack`` and exits 0. When the orchestrator's end of the socket closes it exits at once:
+everything a turn made durable is already on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from typing import Any
+
+from .._ids import new_id
+from ..errors import AgentRequestError, GoondanError
+from ..runtime._agents import AgentsHub
+from ._ipc import ORCHESTRATOR, Connection, message
+
+
+class ProcessBackend:
+    """Inter-agent routing through the orchestrator (see ``HubBackend``)."""
+
+    def __init__(self, conn: Connection, agent: str) -> None:
+        self._conn = conn
+        self._agent = agent
+        self._pending: dict[str, tuple[str, asyncio.Future[str]]] = {}
+        self._rpcs: dict[str, asyncio.Future[Any]] = {}
+
+    def _event(self, kind: str, **fields: Any) -> None:
+        if not self._conn.send(message("event", self._agent, ORCHESTRATOR, {"kind": kind, **fields})):
+            raise AgentRequestError("IPC_DELIVERY_FAILED", "the orchestrator connection is closed")
+
+    async def run_request(self, target: str, key: str, event: dict[str, Any]) -> str:
+        corr = str(event["replyTo"]["correlationId"])
+        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._pending[corr] = (target, fut)
+        try:
+            self._event("request", event=event, target=target, instanceKey=key)
+            return await fut
+        finally:
+            self._pending.pop(corr, None)
+
+    async def run_send(self, target: str, key: str, event: dict[str, Any]) -> None:
+        self._event("send", event=event, target=target, instanceKey=key)
+
+    async def _rpc(self, op: str, **args: Any) -> Any:
+        rpc_id = new_id("rpc")
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._rpcs[rpc_id] = fut
+        try:
+            self._event("rpc", rpcId=rpc_id, op=op, args=args)
+            return await fut
+        finally:
+            self._rpcs.pop(rpc_id, None)
+
+    async def spawn(self, owner: tuple[str, str], target: str, key: str, cwd: str | None) -> dict[str, Any]:
+        value: dict[str, Any] = await self._rpc("spawn", owner=list(owner), target=target, instanceKey=key, cwd=cwd)
+        return value
+
+    async def list(self, owner: tuple[str, str], include_all: bool) -> dict[str, Any]:
+        value: dict[str, Any] = await self._rpc("list", owner=list(owner), includeAll=include_all)
+        return value
+
+    def on_response(self, payload: dict[str, Any]) -> None:
+        if payload.get("kind") == "response":
+            event = payload.get("event") or {}
+            corr = (event.get("metadata") or {}).get("inReplyTo")
+            entry = self._pending.get(str(corr))
+            if entry and not entry[1].done():
+                text = event.get("input")
+                entry[1].set_result(text if isinstance(text, str) else "")
+            return
+        meta = payload.get("metadata") or {}
+        entry = self._pending.get(str(meta.get("inReplyTo")))
+        if entry and not entry[1].done():
+            entry[1].set_exception(
+                AgentRequestError(
+                    str(meta.get("errorCode") or "IPC_DELIVERY_FAILED"),
+                    str(meta.get("errorMessage") or "the request failed"),
+                    target=entry[0],
+                )
+            )
+
+    def on_rpc_result(self, payload: dict[str, Any]) -> None:
+        fut = self._rpcs.get(str(payload.get("rpcId")))
+        if fut is None or fut.done():
+            return
+        if payload.get("ok"):
+            fut.set_result(payload.get("value"))
+        else:
+            err = payload.get("error") or {}
+            fut.set_exception(
+                AgentRequestError(
+                    str(err.get("code") or "IPC_DELIVERY_FAILED"),
+                    str(err.get("message") or "failed"),
+                    target=err.get("target"),
+                )
+            )
+
+
+def error_dict(exc: BaseException) -> dict[str, Any]:
+    out = exc.to_dict() if isinstance(exc, GoondanError) else {"code": "E_AGENT_START", "message": f"{exc}"}
+    out["class"] = type(exc).__name__
+    return out
+
+
+async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
+    reader, writer = await asyncio.open_unix_connection(sock=sock)
+    conn = Connection(reader, writer)
+    agent: str = spec["agent"]
+    key: str = spec["instanceKey"]
+
+    def send(kind: str, **fields: Any) -> None:
+        conn.send(message("event", agent, ORCHESTRATOR, {"kind": kind, **fields}))
+
+    backend = ProcessBackend(conn, agent)
+    hub = AgentsHub(ctx, backend)
+    listeners = [lambda record: send("runtime_event", record=record)]
+    deltas = [lambda payload: send("text_delta", delta=payload)] if spec.get("deltas") else []
+    instance = ctx.build_instance(agent, key, hub=hub, listeners=listeners, delta_listeners=deltas)
+    try:
+        await instance.start()
+    except BaseException as exc:
+        send("start_error", error=error_dict(exc))
+        with contextlib.suppress(Exception):
+            await writer.drain()
+        return 3
+    send("agent_ready", pid=os.getpid())
+    current: asyncio.Task[None] | None = None
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def turns() -> None:
+        while True:
+            payload = await queue.get()
+            try:
+                result = (await instance.run_turn(payload["event"])).to_dict()
+            except Exception as exc:
+                err = error_dict(exc)
+                result = {"turnId": "", "finishReason": "error", "text": None, "responseMessage": None, "error": err}
+            send("turn_done", ticket=payload["ticket"], result=result)
+            reason = instance.restart_requested
+            if reason is not None:
+                instance.restart_requested = None
+                send("restart_request", reason=reason)
+
+    async def sync(sync_id: Any) -> None:
+        while hub.busy or not queue.empty() or instance.lock.locked():
+            await asyncio.sleep(0.002)
+        send("sync_ack", id=sync_id)
+
+    loop = asyncio.get_running_loop()
+    current = loop.create_task(turns())
+    background: set[asyncio.Task[Any]] = set()
+    while True:
+        msg = await conn.recv()
+        if msg is None:
+            os._exit(0)
+        mtype = msg["type"]
+        payload = msg.get("payload") or {}
+        if mtype == "shutdown":
+            grace = payload.get("gracePeriodMs")
+            deadline = loop.time() + (grace / 1000 if isinstance(grace, int | float) else 30.0)
+            while not queue.empty() or instance.lock.locked() or (hub.busy and loop.time() < deadline):
+                await asyncio.sleep(0.002)
+            current.cancel()
+            await instance.close()
+            conn.send(message("shutdown_ack", agent, ORCHESTRATOR, {"instanceKey": key}))
+            with contextlib.suppress(Exception):
+                await writer.drain()
+            return 0
+        if mtype != "event":
+            continue
+        kind = payload.get("kind")
+        if kind == "turn":
+            queue.put_nowait(payload)
+        elif kind in ("response", "error_response"):
+            backend.on_response(payload)
+        elif kind == "rpc_result":
+            backend.on_rpc_result(payload)
+        elif kind == "sync":
+            task = asyncio.get_running_loop().create_task(sync(payload.get("id")))
+            background.add(task)
+            task.add_done_callback(background.discard)
+
+
+def run_agent_process(fd: int, spec: dict[str, Any], ctx: Any) -> int:
+    os.set_inheritable(fd, False)  # a subprocess a tool starts must not keep the orchestrator stream open
+    sock = socket.socket(fileno=fd)
+    return asyncio.run(_serve(sock, spec, ctx))
+
+
+__all__ = ["ProcessBackend", "run_agent_process"]

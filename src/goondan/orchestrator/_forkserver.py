@@ -1,0 +1,191 @@
+"""The pre-warmed fork server: one process per runtime, started with ``sys.executable``, that has
+already imported goondan, pydantic and the model/tool machinery and loaded the bundle, and that
+``fork()``s a new agent process on request. A new instance therefore skips the interpreter start and
+every import: its first turn starts within milliseconds.
+
+Why a separate process instead of forking the host: the host runs an asyncio loop and maybe threads
+(forking those is unsafe), holds hundreds of sockets, and may be any application embedding goondan.
+The fork server is single-threaded and has no event loop, so ``fork()`` is clean.
+
+Control channel (``SOCK_SEQPACKET``, one datagram = one IPC message, see ``_ipc``):
+host → server ``init {bundle, env, stateRoot, swarm, persist, sysPath}`` then ``spawn {id, agent,
+instanceKey, options}`` with the child's socket as SCM_RIGHTS; server → host ``ready`` /
+``init_error {error}``, ``spawned {id, pid}``, ``exited {pid, code}`` (``code`` < 0: killed by that
+signal). The server reaps its children; when the host goes away (end of stream, or the parent-death
+signal) it SIGKILLs every child and exits, and every child gets SIGKILL when the server dies, so a
+killed host never leaves agent processes writing to instance files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import os
+import select
+import signal
+import socket
+import sys
+import traceback
+from typing import Any
+
+import orjson
+
+PR_SET_PDEATHSIG = 1
+
+
+def set_parent_death_signal(sig: int = signal.SIGKILL) -> None:
+    """Linux: get ``sig`` when the parent dies. Elsewhere a no-op (end of stream still works)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    except Exception:
+        pass
+
+
+def _packet(ctl: socket.socket, kind: str, **fields: Any) -> None:
+    msg = {"type": "event", "from": "forkserver", "to": "orchestrator", "payload": {"kind": kind, **fields}}
+    with contextlib.suppress(OSError):
+        ctl.send(orjson.dumps(msg))
+
+
+def _warm(init: dict[str, Any]) -> Any:
+    """Import what every agent process needs and load the bundle once."""
+    from pathlib import Path
+
+    import goondan.extensions
+    import goondan.models
+    import goondan.runtime._instance
+    import goondan.tools  # noqa: F401
+    from goondan.bundle import load_bundle
+    from goondan.orchestrator import _agent_process  # noqa: F401
+    from goondan.runtime._swarm import SwarmContext
+
+    bundle = load_bundle(init["bundle"], env=init.get("env"), state_root=Path(init["stateRoot"]))
+    return SwarmContext(bundle, swarm=init.get("swarm"), state_root=Path(init["stateRoot"]), persist=init["persist"])
+
+
+def _child(ctl: socket.socket, wake: tuple[int, int], fd: int, spec: dict[str, Any], ctx: Any) -> None:
+    code = 70
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for w in wake:
+            os.close(w)
+        ctl.close()
+        parent = int(spec.get("forkServerPid", 0))
+        set_parent_death_signal()
+        if parent and os.getppid() != parent:
+            os._exit(0)
+        from goondan.orchestrator._agent_process import run_agent_process
+
+        code = run_agent_process(fd, spec, ctx)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+        code = 70
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def serve(ctl: socket.socket) -> int:
+    set_parent_death_signal()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raw = ctl.recv(1 << 22)
+    if not raw:
+        return 0
+    init = orjson.loads(raw)["payload"]
+    for path in reversed(init.get("sysPath") or []):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    try:
+        ctx = _warm(init)
+    except BaseException as exc:
+        from goondan.errors import GoondanError
+
+        error = exc.to_dict() if isinstance(exc, GoondanError) else {"code": "E_FORKSERVER", "message": str(exc)}
+        error["class"] = type(exc).__name__
+        _packet(ctl, "init_error", error=error)
+        return 1
+    _packet(ctl, "ready", pid=os.getpid())
+    gc.collect()
+    gc.freeze()  # children inherit these objects untouched: no copy-on-write from the collector
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    children: set[int] = set()
+    me = os.getpid()
+
+    def reap() -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            children.discard(pid)
+            _packet(ctl, "exited", pid=pid, code=os.waitstatus_to_exitcode(status))
+
+    try:
+        while True:
+            try:
+                ready, _, _ = select.select([ctl.fileno(), wake_r], [], [])
+            except InterruptedError:
+                continue
+            if wake_r in ready:
+                with contextlib.suppress(BlockingIOError):
+                    while os.read(wake_r, 512):
+                        pass
+                reap()
+            if ctl.fileno() in ready:
+                try:
+                    data, fds, _flags, _addr = socket.recv_fds(ctl, 1 << 20, 4)
+                except OSError:
+                    break
+                if not data:
+                    break
+                payload = orjson.loads(data)["payload"]
+                if payload.get("kind") != "spawn" or not fds:
+                    for fd in fds:
+                        os.close(fd)
+                    continue
+                fd = fds[0]
+                for extra in fds[1:]:
+                    os.close(extra)
+                spec = dict(payload)
+                spec["forkServerPid"] = me
+                pid = os.fork()
+                if pid == 0:
+                    _child(ctl, (wake_r, wake_w), fd, spec, ctx)
+                os.close(fd)
+                children.add(pid)
+                _packet(ctl, "spawned", id=payload["id"], pid=pid)
+    finally:
+        for pid in list(children):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in list(children):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    ctl = socket.socket(fileno=int(argv[1]))
+    try:
+        return serve(ctl)
+    finally:
+        ctl.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

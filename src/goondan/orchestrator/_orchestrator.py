@@ -1,0 +1,768 @@
+"""The orchestrator (digest §2.1–2.4): supervises one process per agent instance, routes events to
+them, brokers inter-agent calls and knows nothing about turns beyond "one at a time".
+
+- Per instance a FIFO queue lives here; an event is handed to the process only when the previous
+  turn is done, so turns never overlap within an instance, while instances run in parallel. Events
+  queued while a process restarts or drains are served by the next process: nothing is dropped.
+- Status per instance: ``spawning → idle ⇄ processing → draining → terminated``; a non-zero exit
+  outside a shutdown is ``crashed``, and after ``crash_threshold`` consecutive crashes
+  ``crashLoopBackOff`` with backoff ``min(initial·2^(crashes−threshold−1), max)`` and one structured
+  log line. A completed turn or a clean exit resets the count.
+- ``reconcile()`` (every ``reconcile_interval_ms``) evicts instances idle for the swarm's
+  ``policy.lifecycle.ttlSeconds`` (graceful shutdown, history kept; the next event respawns them) and
+  respawns crashed ones once their backoff has passed.
+- Inter-agent requests: a target on the caller's call stack (``__goondanAgentCallStack``, which
+  agent processes extend on every hop, tool or middleware) is answered at once with
+  ``CIRCULAR_CALL_DETECTED``; otherwise the target is spawned on demand and its final text comes back
+  as a ``response`` event with ``metadata.inReplyTo`` = the request's correlation id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import signal
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from .._ids import new_id, now_iso
+from ..errors import AgentRequestError, ExtensionError, GoondanError
+from ..runtime._agents import SpawnRegistry
+from ._clock import Clock, RealClock
+from ._ipc import ORCHESTRATOR, Connection, message
+
+log = logging.getLogger("goondan.orchestrator")
+
+STATUSES = ("spawning", "idle", "processing", "draining", "terminated", "crashed", "crashLoopBackOff")
+SHUTDOWN_REASONS = ("restart", "config_change", "orchestrator_shutdown", "idle_timeout")
+
+
+def backoff_ms(crashes: int, threshold: int, initial_ms: int, max_ms: int) -> int:
+    return int(min(initial_ms * 2 ** max(0, crashes - threshold - 1), max_ms))
+
+
+def error_from_dict(err: dict[str, Any]) -> GoondanError:
+    code = str(err.get("code") or "E_AGENT_START")
+    msg = str(err.get("message") or "the agent process failed to start")
+    if err.get("class") == "ExtensionError" or code.startswith("E_EXT"):
+        return ExtensionError(code, msg, extension_name=err.get("extensionName"), suggestion=err.get("suggestion"))
+    return GoondanError(code, msg, suggestion=err.get("suggestion"))
+
+
+@dataclasses.dataclass(slots=True)
+class _Work:
+    event: dict[str, Any]
+    future: asyncio.Future[dict[str, Any]]
+
+
+class InstanceHandle:
+    """One ``agent:instanceKey`` as the orchestrator tracks it."""
+
+    def __init__(self, agent: str, key: str) -> None:
+        self.agent = agent
+        self.key = key
+        self.status = "terminated"
+        self.pid: int | None = None
+        self.conn: Connection | None = None
+        self.consecutive_crashes = 0
+        self.next_spawn_allowed_at = 0.0
+        self.queue: deque[_Work] = deque()
+        self.current: _Work | None = None
+        self.last_active = 0.0
+        self.spawn_task: asyncio.Task[None] | None = None
+        self.stop_task: asyncio.Task[None] | None = None
+        self.ready: asyncio.Future[None] | None = None
+        self.exited: asyncio.Future[int] | None = None
+        self.acked: asyncio.Future[None] | None = None
+        self.outstanding = 0  # inter-agent requests this instance is waiting for
+        self.syncs: dict[str, asyncio.Future[None]] = {}
+        self.spawner: Any = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.agent}:{self.key}"
+
+    @property
+    def alive(self) -> bool:
+        return self.pid is not None or self.spawn_task is not None
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "agentName": self.agent,
+            "instanceKey": self.key,
+            "pid": self.pid,
+            "status": self.status,
+            "consecutiveCrashes": self.consecutive_crashes,
+            "nextSpawnAllowedAt": self.next_spawn_allowed_at,
+            "queued": len(self.queue) + (1 if self.current else 0),
+        }
+
+
+@dataclasses.dataclass
+class ReconcilePlan:
+    to_spawn: list[str] = dataclasses.field(default_factory=list)
+    to_terminate: list[str] = dataclasses.field(default_factory=list)
+    to_respawn: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+Listener = Callable[[dict[str, Any]], Any]
+
+
+class Orchestrator:
+    def __init__(
+        self,
+        *,
+        spawner_factory: Callable[[Callable[[int, int], None]], Any],
+        swarm_name: str,
+        agent_names: frozenset[str],
+        clock: Clock | None = None,
+        crash_threshold: int = 5,
+        backoff_initial_ms: int = 1000,
+        backoff_max_ms: int = 300000,
+        grace_period_ms: int = 30000,
+        ttl_ms: float | None = None,
+        reconcile_interval_ms: float = 5000,
+        listeners: list[Listener] | None = None,
+        delta_listeners: list[Listener] | None = None,
+        on_restart_request: Callable[[InstanceHandle, str], Any] | None = None,
+        on_process_gone: Callable[[InstanceHandle], None] | None = None,
+    ) -> None:
+        self._spawner_factory = spawner_factory
+        self.spawner: Any = None
+        self._old_spawners: list[Any] = []
+        self.swarm_name = swarm_name
+        self.agent_names = agent_names
+        self.clock: Clock = clock or RealClock()
+        self.crash_threshold = crash_threshold
+        self.backoff_initial_ms = backoff_initial_ms
+        self.backoff_max_ms = backoff_max_ms
+        self.grace_period_ms = grace_period_ms
+        self.ttl_ms = ttl_ms
+        self.reconcile_interval_ms = reconcile_interval_ms
+        self.listeners = listeners if listeners is not None else []
+        self.delta_listeners = delta_listeners if delta_listeners is not None else []
+        self._on_restart_request = on_restart_request
+        self._on_process_gone = on_process_gone
+        self.handles: dict[tuple[str, str], InstanceHandle] = {}
+        self._by_pid: dict[int, InstanceHandle] = {}
+        self._pid_by_conn: dict[int, int] = {}
+        self._exit_codes: dict[int, int] = {}
+        self._eof_pids: set[int] = set()
+        self.pending_requests: dict[str, dict[str, Any]] = {}
+        self.registry = SpawnRegistry()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._reconciler: asyncio.Task[None] | None = None
+        self.closing = False
+        self.wants_deltas = False
+        self.turns_dispatched = 0
+
+    # --- start / stop ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.spawner = self._spawner_factory(self._on_exit)
+        await self.spawner.start()
+        if self.reconcile_interval_ms > 0:
+            self._reconciler = asyncio.get_running_loop().create_task(self._reconcile_loop())
+
+    async def replace_spawner(self) -> None:
+        """Start a fresh fork server (e.g. after the bundle changed); later spawns use it."""
+        new = self._spawner_factory(self._on_exit)
+        await new.start()
+        old, self.spawner = self.spawner, new
+        if old is not None:
+            self._old_spawners.append(old)
+        await self._retire_spawners()
+
+    async def _retire_spawners(self) -> None:
+        for old in list(self._old_spawners):
+            if not old.children:
+                self._old_spawners.remove(old)
+                await old.close()
+
+    async def close(self) -> None:
+        self.closing = True
+        if self._reconciler is not None:
+            self._reconciler.cancel()
+            with contextlib.suppress(BaseException):
+                await self._reconciler
+        await asyncio.gather(
+            *(self.stop(h, "orchestrator_shutdown") for h in list(self.handles.values()) if h.alive),
+            return_exceptions=True,
+        )
+        err = GoondanError("E_RUNTIME_CLOSED", "the runtime is closing")
+        for h in self.handles.values():
+            self._fail_queue(h, err)
+        for sp in [*self._old_spawners, self.spawner]:
+            if sp is not None:
+                await sp.close()
+        for task in list(self._tasks):
+            task.cancel()
+
+    def _track(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # --- handles ---------------------------------------------------------------------------------
+
+    def handle(self, agent: str, key: str) -> InstanceHandle:
+        h = self.handles.get((agent, key))
+        if h is None:
+            h = InstanceHandle(agent, key)
+            self.handles[(agent, key)] = h
+        return h
+
+    def status(self, agent: str, key: str) -> str | None:
+        h = self.handles.get((agent, key))
+        return h.status if h else None
+
+    def _spawn(self, h: InstanceHandle) -> None:
+        if h.alive or self.closing:
+            return
+        h.status = "spawning"
+        h.ready = asyncio.get_running_loop().create_future()
+        h.spawn_task = self._track(self._do_spawn(h, h.ready))
+
+    async def _do_spawn(self, h: InstanceHandle, ready: asyncio.Future[None]) -> None:
+        spawner = self.spawner
+        try:
+            pid, conn = await spawner.spawn(
+                {"agent": h.agent, "instanceKey": h.key, "deltas": bool(self.delta_listeners)}
+            )
+        except BaseException as exc:
+            h.spawn_task = None
+            h.status = "crashed"
+            h.consecutive_crashes += 1
+            err = exc if isinstance(exc, GoondanError) else GoondanError("E_SPAWN_FAILED", str(exc))
+            if not ready.done():
+                ready.set_exception(err)
+                ready.exception()
+            self._fail_queue(h, err)
+            return
+        h.pid = pid
+        h.conn = conn
+        self._pid_by_conn[id(conn)] = pid
+        h.spawner = spawner
+        h.exited = asyncio.get_running_loop().create_future()
+        h.acked = None
+        self._by_pid[pid] = h
+        h.spawn_task = None
+        self._track(self._read_loop(h, conn, ready))
+
+    # --- messages from agent processes ---------------------------------------------------------------
+
+    async def _read_loop(self, h: InstanceHandle, conn: Connection, ready: asyncio.Future[None]) -> None:
+        while True:
+            msg = await conn.recv()
+            if msg is None:
+                break
+            try:
+                self._on_message(h, conn, ready, msg)
+            except Exception:
+                log.exception("handling a message from %s failed", h.name)
+        conn.close()
+        # The exit code comes from the fork server on another channel and may arrive before this
+        # stream's last messages (turn_done, shutdown_ack) were read: an exit is handled only once
+        # both the code is known and this stream is drained.
+        pid = self._pid_by_conn.pop(id(conn), None)
+        if pid is not None:
+            code = self._exit_codes.pop(pid, None)
+            if code is None:
+                self._eof_pids.add(pid)
+            else:
+                self._finish_exit(h, pid, code)
+
+    def _on_message(
+        self, h: InstanceHandle, conn: Connection, ready: asyncio.Future[None], msg: dict[str, Any]
+    ) -> None:
+        mtype = msg["type"]
+        payload = msg.get("payload") or {}
+        if mtype == "shutdown_ack":
+            if payload.get("instanceKey") in (None, h.key) and h.acked is not None and not h.acked.done():
+                h.acked.set_result(None)
+            return
+        if mtype != "event":
+            return
+        kind = payload.get("kind")
+        if kind == "runtime_event":
+            self._emit(self.listeners, payload.get("record"))
+        elif kind == "turn_done":
+            work, h.current = h.current, None
+            if work is not None and not work.future.done():
+                work.future.set_result(payload.get("result") or {})
+            result = payload.get("result") or {}
+            if result.get("finishReason") != "error":
+                h.consecutive_crashes = 0
+            h.last_active = self.clock.now_ms()
+            if h.status == "processing":
+                h.status = "idle"
+            self._pump(h)
+        elif kind == "agent_ready":
+            if h.status == "spawning":
+                h.status = "idle"
+            h.last_active = self.clock.now_ms()
+            if not ready.done():
+                ready.set_result(None)
+            self._pump(h)
+        elif kind == "start_error":
+            err = error_from_dict(payload.get("error") or {})
+            if not ready.done():
+                ready.set_exception(err)
+                ready.exception()
+            self._fail_queue(h, err)
+        elif kind == "request":
+            self._route_request(h, payload)
+        elif kind == "send":
+            self._route_send(payload)
+        elif kind == "rpc":
+            self._track(self._rpc(h, conn, payload))
+        elif kind == "text_delta":
+            self._emit(self.delta_listeners, payload.get("delta"))
+        elif kind == "restart_request":
+            if self._on_restart_request is not None:
+                self._track(self._on_restart_request(h, str(payload.get("reason") or "self-restart")))
+        elif kind == "sync_ack":
+            fut = h.syncs.pop(str(payload.get("id")), None)
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+
+    def _emit(self, listeners: list[Listener], record: Any) -> None:
+        for listener in listeners:
+            try:
+                listener(record)
+            except Exception:
+                log.exception("runtime event listener failed")
+
+    # --- exits -----------------------------------------------------------------------------------
+
+    def _on_exit(self, pid: int, code: int) -> None:
+        h = self._by_pid.get(pid)
+        if h is None or h.pid != pid:
+            self._by_pid.pop(pid, None)
+            return
+        if pid in self._eof_pids:
+            self._eof_pids.discard(pid)
+            self._finish_exit(h, pid, code)
+            return
+        self._exit_codes[pid] = code
+        conn = h.conn
+
+        def unblock() -> None:  # a stream a leftover grandchild keeps open must not hold the exit
+            if pid in self._exit_codes and conn is not None:
+                conn.close()
+
+        asyncio.get_running_loop().call_later(2.0, unblock)
+
+    def _finish_exit(self, h: InstanceHandle, pid: int, code: int) -> None:
+        self._by_pid.pop(pid, None)
+        if h.pid != pid:
+            return
+        h.pid = None
+        if h.conn is not None:
+            h.conn.close()
+            h.conn = None
+        if h.current is not None:
+            work, h.current = h.current, None
+            self._fail(work, GoondanError("E_AGENT_PROCESS_EXITED", f"the process of {h.name} exited mid-turn"))
+        for fut in h.syncs.values():
+            if not fut.done():
+                fut.set_result(None)
+        h.syncs.clear()
+        if h.ready is not None and not h.ready.done():
+            # died while starting: queued events would only crash it again, so they fail now
+            err = GoondanError(
+                "E_AGENT_START_FAILED",
+                f"the process of {h.name} exited with code {code} before it was ready",
+                suggestion="See the agent's log: an import, tool or extension failed while starting.",
+            )
+            h.ready.set_exception(err)
+            h.ready.exception()
+            self._fail_queue(h, err)
+        stopping = h.stop_task is not None or h.status in ("draining", "terminated")
+        if stopping or code == 0:
+            h.status = "terminated"
+            h.consecutive_crashes = 0
+        else:
+            h.consecutive_crashes += 1
+            now = self.clock.now_ms()
+            if h.consecutive_crashes > self.crash_threshold:
+                delay = backoff_ms(
+                    h.consecutive_crashes, self.crash_threshold, self.backoff_initial_ms, self.backoff_max_ms
+                )
+                h.status = "crashLoopBackOff"
+                h.next_spawn_allowed_at = now + delay
+                log.warning(
+                    "[orchestrator] crashLoopBackOff %s",
+                    json.dumps(
+                        {
+                            "event": "orchestrator.crashLoopBackOff",
+                            "swarmName": self.swarm_name,
+                            "agentName": h.agent,
+                            "instanceKey": h.key,
+                            "status": h.status,
+                            "consecutiveCrashes": h.consecutive_crashes,
+                            "crashThreshold": self.crash_threshold,
+                            "backoffMs": delay,
+                            "nextSpawnAllowedAt": h.next_spawn_allowed_at,
+                            "exitCode": code,
+                        }
+                    ),
+                )
+                self._fail_queue(
+                    h,
+                    GoondanError(
+                        "E_AGENT_CRASH_LOOP",
+                        f"{h.name} keeps crashing ({h.consecutive_crashes} times); next start in {delay} ms",
+                    ),
+                )
+            else:
+                h.status = "crashed"
+                h.next_spawn_allowed_at = now
+                log.warning("agent process %s (pid %d) crashed with exit code %d", h.name, pid, code)
+        if h.exited is not None and not h.exited.done():
+            h.exited.set_result(code)
+        if self._on_process_gone is not None:
+            self._on_process_gone(h)
+        if h.queue and h.stop_task is None and h.status != "crashLoopBackOff" and not self.closing:
+            self._spawn(h)
+        if self._old_spawners:
+            self._track(self._retire_spawners())
+
+    # --- dispatch --------------------------------------------------------------------------------
+
+    def submit(self, agent: str, key: str, event: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
+        """Queue a turn; the future resolves with the TurnResult dict (or the start error)."""
+        if self.closing:
+            raise GoondanError("E_RUNTIME_CLOSED", "the runtime is closing")
+        h = self.handle(agent, key)
+        now = self.clock.now_ms()
+        if h.status == "crashLoopBackOff" and now < h.next_spawn_allowed_at:
+            raise GoondanError(
+                "E_AGENT_CRASH_LOOP",
+                f"{h.name} is in crashLoopBackOff for another {int(h.next_spawn_allowed_at - now)} ms",
+                suggestion="Fix the crash (see the agent's log), then retry or restart the agent.",
+            )
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        h.queue.append(_Work(event, fut))
+        if not h.alive and h.stop_task is None:
+            self._spawn(h)
+        self._pump(h)
+        return fut
+
+    def _pump(self, h: InstanceHandle) -> None:
+        while h.status == "idle" and h.current is None and h.queue and h.conn is not None and h.stop_task is None:
+            work = h.queue.popleft()
+            self.turns_dispatched += 1
+            payload = {"kind": "turn", "ticket": str(self.turns_dispatched), "event": work.event}
+            try:
+                frame = message("event", ORCHESTRATOR, h.agent, payload)
+                sent = h.conn.send(frame)
+            except TypeError as exc:  # not JSON: refuse this event, keep serving the queue
+                self._fail(work, GoondanError("E_IPC_NOT_JSON", f"the event cannot cross the process boundary: {exc}"))
+                continue
+            if not sent:
+                self._fail(work, GoondanError("E_AGENT_PROCESS_EXITED", f"the process of {h.name} is gone"))
+                return
+            h.current = work
+            h.status = "processing"
+
+    def _fail(self, work: _Work, exc: BaseException) -> None:
+        if not work.future.done():
+            work.future.set_exception(exc)
+            work.future.exception()
+
+    def _fail_queue(self, h: InstanceHandle, exc: BaseException) -> None:
+        while h.queue:
+            self._fail(h.queue.popleft(), exc)
+
+    async def ensure_started(self, agent: str, key: str) -> InstanceHandle:
+        """Spawn the instance if needed and wait until it is ready (start errors raise)."""
+        h = self.handle(agent, key)
+        now = self.clock.now_ms()
+        if h.status == "crashLoopBackOff" and now < h.next_spawn_allowed_at and not h.alive:
+            raise GoondanError(
+                "E_AGENT_CRASH_LOOP",
+                f"{h.name} is in crashLoopBackOff for another {int(h.next_spawn_allowed_at - now)} ms",
+            )
+        if h.stop_task is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(h.stop_task)
+        if not h.alive:
+            self._spawn(h)
+        if h.ready is not None:
+            await asyncio.shield(h.ready)
+        return h
+
+    # --- inter-agent routing ----------------------------------------------------------------------------
+
+    def _reply(self, caller: InstanceHandle, payload: dict[str, Any]) -> None:
+        if caller.conn is None or not caller.conn.send(message("event", ORCHESTRATOR, caller.agent, payload)):
+            log.warning("response for %s dropped: its process is gone", caller.name)
+
+    def _error_response(self, caller: InstanceHandle, corr: Any, target: str, code: str, text: str) -> None:
+        self._reply(
+            caller,
+            {
+                "kind": "error_response",
+                "type": "error_response",
+                "source": {"kind": "agent", "name": target},
+                "metadata": {"inReplyTo": corr, "errorCode": code, "errorMessage": text},
+            },
+        )
+
+    def _route_request(self, caller: InstanceHandle, payload: dict[str, Any]) -> None:
+        event = payload.get("event") or {}
+        target = str(payload.get("target"))
+        key = str(payload.get("instanceKey") or caller.key)
+        corr = (event.get("replyTo") or {}).get("correlationId")
+        stack = (event.get("metadata") or {}).get("__goondanAgentCallStack") or []
+        chain = [str(s) for s in stack] if isinstance(stack, list) else []
+        caller_node = f"{caller.agent}@{caller.key}"
+        if caller_node not in chain:
+            chain.append(caller_node)
+        node = f"{target}@{key}"
+        if node in chain:
+            self._error_response(
+                caller, corr, target, "CIRCULAR_CALL_DETECTED", f"Circular call detected: {' -> '.join([*chain, node])}"
+            )
+            return
+        if target not in self.agent_names:
+            self._error_response(
+                caller, corr, target, "AGENT_NOT_FOUND", f"agent '{target}' is not part of swarm '{self.swarm_name}'"
+            )
+            return
+        try:
+            fut = self.submit(target, key, event)
+        except GoondanError as exc:
+            self._error_response(caller, corr, target, "IPC_DELIVERY_FAILED", f"[{exc.code}] {exc.message}")
+            return
+        self.pending_requests[str(corr)] = {"from": caller.name, "correlationId": corr, "callChain": chain}
+        caller.outstanding += 1
+
+        def done(f: asyncio.Future[dict[str, Any]]) -> None:
+            self.pending_requests.pop(str(corr), None)
+            caller.outstanding -= 1
+            caller.last_active = self.clock.now_ms()
+            exc = f.exception()
+            if exc is not None:
+                detail = f"[{exc.code}] {exc.message}" if isinstance(exc, GoondanError) else str(exc)
+                self._error_response(
+                    caller,
+                    corr,
+                    target,
+                    "IPC_DELIVERY_FAILED",
+                    f"agent '{target}' could not take the request: {detail}",
+                )
+                return
+            result = f.result()
+            if result.get("finishReason") == "error":
+                err = result.get("error") or {}
+                self._error_response(
+                    caller,
+                    corr,
+                    target,
+                    "AGENT_REQUEST_FAILED",
+                    f"agent '{target}' failed to handle the request: {err.get('message', 'unknown error')}",
+                )
+                return
+            self._reply(
+                caller,
+                {
+                    "kind": "response",
+                    "event": {
+                        "id": new_id("evt"),
+                        "type": "response",
+                        "createdAt": now_iso(),
+                        "traceId": event.get("traceId"),
+                        "input": result.get("text") or "",
+                        "instanceKey": key,
+                        "source": {"kind": "agent", "name": target},
+                        "metadata": {"inReplyTo": corr},
+                    },
+                },
+            )
+
+        fut.add_done_callback(done)
+
+    def _route_send(self, payload: dict[str, Any]) -> None:
+        target = str(payload.get("target"))
+        key = str(payload.get("instanceKey"))
+        if target not in self.agent_names:
+            return
+        try:
+            fut = self.submit(target, key, payload.get("event") or {})
+        except GoondanError as exc:
+            log.warning("send to %s@%s failed: %s", target, key, exc)
+            return
+        fut.add_done_callback(lambda f: f.exception())
+
+    async def _rpc(self, h: InstanceHandle, conn: Connection, payload: dict[str, Any]) -> None:
+        rpc_id = payload.get("rpcId")
+        args = payload.get("args") or {}
+        owner_raw = args.get("owner") or [h.agent, h.key]
+        owner = (str(owner_raw[0]), str(owner_raw[1]))
+        reply: dict[str, Any] = {"kind": "rpc_result", "rpcId": rpc_id, "ok": True}
+        try:
+            if payload.get("op") == "spawn":
+                target, key = str(args["target"]), str(args["instanceKey"])
+                try:
+                    await self.ensure_started(target, key)
+                except GoondanError as exc:
+                    raise AgentRequestError(
+                        "IPC_DELIVERY_FAILED",
+                        f"agent '{target}' could not start: [{exc.code}] {exc.message}",
+                        target=target,
+                    ) from exc
+                cwd = args.get("cwd")
+                fresh = self.registry.record(owner, target, key, cwd)
+                reply["value"] = {"target": target, "instanceKey": key, "spawned": fresh, "cwd": cwd}
+            elif payload.get("op") == "list":
+                reply["value"] = self.registry.list(owner, bool(args.get("includeAll")))
+            else:
+                raise GoondanError("E_RPC", f"unknown rpc {payload.get('op')!r}")
+        except GoondanError as exc:
+            reply = {
+                "kind": "rpc_result",
+                "rpcId": rpc_id,
+                "ok": False,
+                "error": {**exc.to_dict(), "target": getattr(exc, "target", None)},
+            }
+        conn.send(message("event", ORCHESTRATOR, h.agent, reply))
+
+    # --- graceful shutdown ----------------------------------------------------------------------------
+
+    async def stop(self, h: InstanceHandle, reason: str, grace_ms: float | None = None) -> None:
+        """Graceful shutdown of one instance process; concurrent calls share one stop."""
+        if h.stop_task is None:
+            h.stop_task = asyncio.get_running_loop().create_task(self._stop(h, reason, grace_ms))
+        task = h.stop_task
+        await asyncio.shield(task)
+
+    async def _stop(self, h: InstanceHandle, reason: str, grace_ms: float | None) -> None:
+        try:
+            if h.spawn_task is not None:
+                with contextlib.suppress(BaseException):
+                    await asyncio.shield(h.spawn_task)
+            if h.pid is None or h.conn is None:
+                if h.status not in ("crashed", "crashLoopBackOff"):
+                    h.status = "terminated"
+                return
+            grace = self.grace_period_ms if grace_ms is None else grace_ms
+            h.status = "draining"
+            loop = asyncio.get_running_loop()
+            h.acked = loop.create_future()
+            exited = h.exited
+            assert exited is not None
+            h.conn.send(
+                message(
+                    "shutdown",
+                    ORCHESTRATOR,
+                    h.agent,
+                    {"gracePeriodMs": int(grace), "reason": reason, "instanceKey": h.key},
+                )
+            )
+            timer = loop.create_task(self.clock.sleep_ms(grace))
+            waiters: set[asyncio.Future[Any]] = {h.acked, exited, timer}
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            timer.cancel()
+            pid = h.pid
+            if not exited.done() and pid is not None:
+                if h.acked.done():
+                    h.spawner.kill(pid, signal.SIGTERM)
+                    try:
+                        await asyncio.wait_for(asyncio.shield(exited), 5)
+                    except TimeoutError:
+                        h.spawner.kill(pid, signal.SIGKILL)
+                else:
+                    log.warning("%s did not acknowledge shutdown within %d ms: SIGKILL", h.name, int(grace))
+                    h.spawner.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(exited), 10)
+            h.status = "terminated"
+            h.consecutive_crashes = 0
+        finally:
+            h.stop_task = None
+            if h.queue and not self.closing:
+                self._spawn(h)
+
+    # --- reconcile -----------------------------------------------------------------------------------
+
+    def plan(self) -> ReconcilePlan:
+        plan = ReconcilePlan()
+        now = self.clock.now_ms()
+        for h in self.handles.values():
+            if (
+                self.ttl_ms is not None
+                and h.status == "idle"
+                and h.pid is not None
+                and h.current is None
+                and not h.queue
+                and h.outstanding == 0
+                and h.stop_task is None
+                and now - h.last_active >= self.ttl_ms
+            ):
+                plan.to_terminate.append(h.name)
+            if h.status in ("crashed", "crashLoopBackOff") and not h.alive and h.stop_task is None:
+                plan.to_respawn.append({"name": h.name, "backoffMs": max(0, int(h.next_spawn_allowed_at - now))})
+        return plan
+
+    async def reconcile(self) -> ReconcilePlan:
+        plan = self.plan()
+        by_name = {h.name: h for h in self.handles.values()}
+        for name in plan.to_terminate:
+            h = by_name[name]
+            self._track(self._evict(h))
+        for item in plan.to_respawn:
+            if item["backoffMs"] == 0:
+                self._spawn(by_name[item["name"]])
+        return plan
+
+    async def _evict(self, h: InstanceHandle) -> None:
+        await self.stop(h, "idle_timeout")
+        if not h.alive and not h.queue and h.status == "terminated" and h.outstanding == 0:
+            self.handles.pop((h.agent, h.key), None)
+
+    async def _reconcile_loop(self) -> None:
+        while not self.closing:
+            await self.clock.sleep_ms(self.reconcile_interval_ms)
+            try:
+                await self.reconcile()
+            except Exception:
+                log.exception("reconcile failed")
+
+    # --- quiescence ------------------------------------------------------------------------------------
+
+    def busy(self) -> bool:
+        return any(h.current is not None or h.queue or h.spawn_task is not None for h in self.handles.values()) or bool(
+            self.pending_requests
+        )
+
+    async def wait_idle(self) -> None:
+        """Until no turn runs or waits anywhere and every agent process has finished its background
+        work (async inter-agent requests, deliveries)."""
+        while True:
+            while self.busy():
+                await asyncio.sleep(0.003)
+            before = self.turns_dispatched
+            syncs = []
+            for h in self.handles.values():
+                if h.conn is not None and h.status in ("idle", "processing"):
+                    sync_id = new_id("sync")
+                    fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                    h.syncs[sync_id] = fut
+                    if h.conn.send(message("event", ORCHESTRATOR, h.agent, {"kind": "sync", "id": sync_id})):
+                        syncs.append(fut)
+                    else:
+                        h.syncs.pop(sync_id, None)
+            if syncs:
+                await asyncio.gather(*syncs, return_exceptions=True)
+            if not self.busy() and self.turns_dispatched == before:
+                return
+
+
+__all__ = ["STATUSES", "InstanceHandle", "Orchestrator", "ReconcilePlan", "backoff_ms"]

@@ -1,0 +1,174 @@
+"""What every agent instance of one swarm shares: the loaded bundle, the selected swarm, the
+workspace, and how to build an :class:`AgentInstance`. The inline runtime and each agent process
+(``isolation="process"``) build their instances through this one class, so both modes run the same
+code for everything inside a turn."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import GoondanError
+from ._info import SwarmInfo
+from ._instance import AgentInstance, RuntimeEventListener
+
+if TYPE_CHECKING:
+    from ._agents import AgentsHub
+
+BASE_PACKAGE = "@goondan/base"
+DEFAULT_GRACE_MS = 30000
+
+
+class SwarmContext:
+    def __init__(
+        self,
+        bundle: Any,
+        *,
+        swarm: str | None,
+        state_root: Path,
+        persist: bool,
+    ) -> None:
+        from ..storage import WorkspaceStore, workspace_id
+
+        self.bundle = bundle
+        self.swarm = bundle.select_swarm(swarm)
+        spec = self.swarm.spec
+        self.swarm_name: str = self.swarm.name
+        self.entry_agent: str = bundle.resolve_ref(spec.entry_agent, self.swarm, "Agent").name
+        self.agent_names: frozenset[str] = frozenset(
+            bundle.resolve_ref(a, self.swarm, "Agent").name for a in spec.agents
+        )
+        self.swarm_instance_key: str = spec.instance_key or self.swarm_name
+        self.state_root = state_root
+        self.persist = persist
+        self.workspace: Any = WorkspaceStore(state_root, workspace_id(self.swarm_instance_key)) if persist else None
+        self._plans: dict[str, Any] = {}
+        self._tmpdir: str | None = None
+
+    # --- policy -------------------------------------------------------------------------------
+
+    @property
+    def ttl_seconds(self) -> int | None:
+        policy = self.swarm.spec.policy
+        if policy is None or policy.lifecycle is None:
+            return None
+        ttl: int | None = policy.lifecycle.ttl_seconds
+        return ttl
+
+    @property
+    def grace_period_ms(self) -> int:
+        policy = self.swarm.spec.policy
+        if policy is None or policy.shutdown is None or policy.shutdown.grace_period_seconds is None:
+            return DEFAULT_GRACE_MS
+        return int(policy.shutdown.grace_period_seconds) * 1000
+
+    # --- instances ------------------------------------------------------------------------------
+
+    def check_agent(self, agent: str) -> None:
+        if agent not in self.agent_names:
+            raise GoondanError(
+                "E_AGENT_NOT_FOUND",
+                f"agent '{agent}' is not part of swarm '{self.swarm_name}'",
+                suggestion=f"Use one of: {', '.join(sorted(self.agent_names))}.",
+            )
+
+    def plan(self, agent: str) -> Any:
+        plan = self._plans.get(agent)
+        if plan is None:
+            plan = self.bundle.agent_plan(agent, self.swarm)
+            self._plans[agent] = plan
+        return plan
+
+    def swarm_info(self, agent: str) -> SwarmInfo:
+        return SwarmInfo(
+            swarm_name=self.swarm_name,
+            entry_agent=self.entry_agent,
+            self_agent=agent,
+            available_agents=tuple(sorted(self.agent_names)),
+            callable_agents=tuple(sorted(a for a in self.agent_names if a != agent)),
+        )
+
+    def _implicit_context_message(self, plan: Any) -> tuple[str, Path, dict[str, Any]] | None:
+        if not plan.prompt_system:
+            return None
+        if any(b.resource.name == "context-message" for b in plan.extensions):
+            return None
+        builtin = self.bundle.get("Extension", "context-message", package=BASE_PACKAGE)
+        if builtin is None:
+            return None
+        config = getattr(builtin.spec, "config", None) or {}
+        return ("context-message", builtin.entry_path(), dict(config))
+
+    def store(self, agent: str, key: str) -> Any:
+        if self.persist:
+            return self.workspace.instance(agent, key)
+        from ..storage import MemoryInstanceStore
+
+        return MemoryInstanceStore()
+
+    def _workdir_factory(self, agent: str, key: str, store: Any) -> Callable[[], Path]:
+        def make() -> Path:
+            if self.persist:
+                path = Path(store.path) / "workdir"
+            else:
+                if self._tmpdir is None:
+                    self._tmpdir = tempfile.mkdtemp(prefix="goondan-")
+                from ..storage import instance_dir_name
+
+                path = Path(self._tmpdir) / instance_dir_name(agent, key)
+            path.mkdir(parents=True, exist_ok=True)
+            return path
+
+        return make
+
+    def build_instance(
+        self,
+        agent: str,
+        key: str,
+        *,
+        hub: AgentsHub,
+        listeners: list[RuntimeEventListener],
+        delta_listeners: list[RuntimeEventListener],
+    ) -> AgentInstance:
+        plan = self.plan(agent)
+        store = self.store(agent, key)
+        return AgentInstance(
+            plan=plan,
+            instance_key=key,
+            store=store,
+            swarm_info=self.swarm_info(agent),
+            hub=hub,
+            bundle_root=Path(self.bundle.root),
+            workdir=self._workdir_factory(agent, key, store),
+            listeners=listeners,
+            implicit_context_message=self._implicit_context_message(plan),
+            env=self.bundle.env,
+            delta_listeners=delta_listeners,
+        )
+
+    def entry_paths(self, agent: str) -> list[Path]:
+        """Python files an agent's instances import (model, tools, extensions)."""
+        plan = self.plan(agent)
+        paths = [r.entry_path() for r in plan.tools]
+        paths += [b.resource.entry_path() for b in plan.extensions]
+        entry = (getattr(plan.model.spec, "options", None) or {}).get("entry")
+        if isinstance(entry, str):
+            paths.append(Path(plan.model.root) / entry)
+        return paths
+
+    def close(self) -> None:
+        if self.workspace is not None:
+            self.workspace.close()
+        if self._tmpdir:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+
+
+def swarm_env(bundle: Any) -> Mapping[str, str]:
+    return dict(bundle.env)
+
+
+__all__ = ["DEFAULT_GRACE_MS", "SwarmContext"]
