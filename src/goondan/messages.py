@@ -70,9 +70,7 @@ class Message:
         try:
             created_at = parse_iso(created) if isinstance(created, str) else utc_now()
         except ValueError as exc:
-            raise GoondanError(
-                "E_MESSAGE_INVALID", f"message createdAt is not ISO-8601: {created!r}"
-            ) from exc
+            raise GoondanError("E_MESSAGE_INVALID", f"message createdAt is not ISO-8601: {created!r}") from exc
         return cls(
             record["id"],
             record["data"],
@@ -122,9 +120,7 @@ def content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(
-            str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text"
-        )
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
     return ""
 
 
@@ -183,14 +179,15 @@ def assistant_message(
         elif isinstance(content, list):
             parts.extend(content)
         for call in tool_calls:
-            parts.append(
-                {
-                    "type": "tool-call",
-                    "toolCallId": call["id"],
-                    "toolName": call["name"],
-                    "input": call.get("args", {}),
-                }
-            )
+            part = {
+                "type": "tool-call",
+                "toolCallId": call["id"],
+                "toolName": call["name"],
+                "input": call.get("args", {}),
+            }
+            if call.get("providerMetadata"):
+                part["providerMetadata"] = call["providerMetadata"]
+            parts.append(part)
         body: str | list[dict[str, Any]] = parts
     else:
         body = content if content is not None else ""
@@ -256,9 +253,7 @@ def check_message_event(event: Any, *, copy: bool = True, trusted: bool = False)
     etype = event.get("type")
     keys = _EVENT_KEYS.get(etype) if isinstance(etype, str) else None
     if keys is None:
-        raise _bad_event(
-            f"unknown message event type {etype!r}; expected append, replace, remove or truncate"
-        )
+        raise _bad_event(f"unknown message event type {etype!r}; expected append, replace, remove or truncate")
     extra = set(event) - keys
     missing = keys - set(event)
     if missing:

@@ -132,6 +132,12 @@ def test_sigkill_mid_turn_keeps_emitted_messages_for_the_next_turn(
     assert {"type": "text", "text": "waiting now"} in seen[1]["content"]
     tool_calls = [p for m in seen for p in k.parts(m, "tool-call")]
     assert [p["toolCallId"] for p in tool_calls] == ["call-block"]
+    # the interrupted call got an error result on restart, so the provider request stays valid
+    results = [p for m in seen for p in k.parts(m, "tool-result")]
+    assert [(p["toolCallId"], p["output"]["type"], p["output"]["value"]["code"]) for p in results] == [
+        ("call-block", "error-json", "E_TOOL_INTERRUPTED")
+    ]
+    assert seen[2]["role"] == "tool"
     assert [m for m in seen if m == {"role": "user", "content": "first"}] == [seen[0]]
     assert seen[-1] == {"role": "user", "content": "second"}
 

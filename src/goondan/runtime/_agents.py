@@ -314,6 +314,12 @@ class AgentsHub:
             "traceId": event.get("traceId"),
             "requestEventType": event.get("type"),
         }
+        _internal = ("callerAgent", "callerInstanceKey", "callerTurnId", "callSource")
+        request_meta = {
+            k: v for k, v in (event.get("metadata") or {}).items() if not k.startswith("__") and k not in _internal
+        }
+        if request_meta:
+            marker["requestMetadata"] = request_meta
         if "error" in payload:
             marker["errorCode"] = payload["error"]["code"]
             marker["errorMessage"] = payload["error"]["message"]

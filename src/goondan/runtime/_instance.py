@@ -223,13 +223,50 @@ class AgentInstance:
         self.conversation = ConversationState(loaded.base, loaded.events, sink=self.store.append_event)
         if loaded.events:
             self.logger.info("replayed %d residual message event(s) of an interrupted turn", len(loaded.events))
+        repaired = self._repair_interrupted_tool_calls()
         self._load_model()
         self._load_tools()
         await self._load_extensions()
         self.store.write_metadata(agent_name=self.agent_name, instance_key=self.instance_key, status="idle")
-        if loaded.events:
+        if loaded.events or repaired:
             await self._commit()
         self.started = True
+
+    def _repair_interrupted_tool_calls(self) -> int:
+        """Give every tool call of the last assistant message that has no result (the process died
+        while it ran) an error result, so the next provider request is valid. Returns how many."""
+        conversation = self.conversation
+        assert conversation is not None
+        messages = conversation.next_messages
+        answered: set[str] = set()
+        for i in range(len(messages) - 1, -1, -1):
+            msg = messages[i]
+            content = msg.data.get("content")
+            parts = content if isinstance(content, list) else []
+            if msg.role == "tool":
+                answered.update(p.get("toolCallId") for p in parts if p.get("type") == "tool-result")
+                continue
+            if msg.role != "assistant":
+                return 0
+            missing = [p for p in parts if p.get("type") == "tool-call" and p.get("toolCallId") not in answered]
+            for part in missing:
+                output = {
+                    "type": "error-json",
+                    "value": {
+                        "code": "E_TOOL_INTERRUPTED",
+                        "message": "The runtime stopped before this tool call finished; it may or may not "
+                        "have taken effect.",
+                        "suggestion": "Check the tool's effect before calling it again.",
+                    },
+                }
+                self._emit(
+                    {"type": "append", "message": tool_message(part["toolCallId"], part["toolName"], output)},
+                    trusted=True,
+                )
+            if missing:
+                self.logger.warning("answered %d interrupted tool call(s) with E_TOOL_INTERRUPTED", len(missing))
+            return len(missing)
+        return 0
 
     def _load_model(self) -> None:
         from ..bundle import resolve_value_source
@@ -285,12 +322,21 @@ class AgentInstance:
         bindings: list[tuple[str, Path, dict[str, Any]]] = [
             (b.resource.name, b.resource.entry_path(), dict(b.config)) for b in self.plan.extensions
         ]
-        if self._implicit_context_message is not None:
-            bindings.append(self._implicit_context_message)
+        required = list(getattr(self.plan, "required_tools", None) or [])
+        for i, (name, entry, config) in enumerate(bindings):
+            if name == "required-tools-guard" and required and not config.get("requiredTools"):
+                bindings[i] = (name, entry, {**config, "requiredTools": required})
+        implicit = self._implicit_context_message
+        extra = [implicit] if isinstance(implicit, tuple) else list(implicit or [])
+        for binding in extra:
+            bindings.append(binding)
             self.logger.info(
-                "agent %s has spec.prompt but does not list context-message: attaching "
-                "@goondan/base context-message implicitly so the prompt reaches the model",
+                "agent %s: attaching @goondan/base %s implicitly (%s)",
                 self.agent_name,
+                binding[0],
+                "spec.prompt must reach the model"
+                if binding[0] == "context-message"
+                else "spec.requiredTools must be enforced",
             )
         seen: set[str] = set()
         for name, entry, config in bindings:
@@ -668,15 +714,21 @@ class AgentInstance:
         # a well-formed response: record it, then run its tool calls in order
         ids_seen: set[str] = set()
         tool_calls: list[ToolCall] = []
+        provider_meta: dict[str, Any] = {}
         for raw_call in calls:
             cid = raw_call.id if raw_call.id not in ids_seen else new_id("call")
+            if getattr(raw_call, "metadata", None):
+                provider_meta[cid] = raw_call.metadata
             ids_seen.add(cid)
             tool_calls.append(ToolCall(cid, raw_call.name, raw_call.args))
         assistant: Message | None = None
         if text is not None or tool_calls:
             assistant = assistant_message(
                 text,
-                tool_calls=[{"id": c.id, "name": c.name, "args": c.args} for c in tool_calls],
+                tool_calls=[
+                    {"id": c.id, "name": c.name, "args": c.args, "providerMetadata": provider_meta.get(c.id)}
+                    for c in tool_calls
+                ],
                 source={"type": "assistant", "stepId": step_id},
             )
             self._emit({"type": "append", "message": assistant}, trusted=True)
@@ -814,6 +866,10 @@ class AgentInstance:
 
     async def close(self) -> None:
         async with self.lock:
+            # extensions holding resources (MCP sessions, sockets) release them here
+            await self.bus.deliver(
+                "extension.cleanup", {"agentName": self.agent_name, "instanceKey": self.instance_key}
+            )
             for state in self.states.values():
                 try:
                     state.save_if_changed()

@@ -91,16 +91,23 @@ class SwarmContext:
             callable_agents=tuple(sorted(a for a in self.agent_names if a != agent)),
         )
 
-    def _implicit_context_message(self, plan: Any) -> tuple[str, Path, dict[str, Any]] | None:
-        if not plan.prompt_system:
-            return None
-        if any(b.resource.name == "context-message" for b in plan.extensions):
-            return None
-        builtin = self.bundle.get("Extension", "context-message", package=BASE_PACKAGE)
-        if builtin is None:
-            return None
-        config = getattr(builtin.spec, "config", None) or {}
-        return ("context-message", builtin.entry_path(), dict(config))
+    def _implicit_context_message(self, plan: Any) -> list[tuple[str, Path, dict[str, Any]]]:
+        """Built-in extensions an agent gets without listing them: ``context-message`` when it has a
+        prompt (so the prompt reaches the model) and ``required-tools-guard`` when it declares
+        ``spec.requiredTools`` (so the declaration is enforced)."""
+        listed = {b.resource.name for b in plan.extensions}
+        out: list[tuple[str, Path, dict[str, Any]]] = []
+        if plan.required_tools and "required-tools-guard" not in listed:
+            guard = self.bundle.get("Extension", "required-tools-guard", package=BASE_PACKAGE)
+            if guard is not None:
+                config = dict(getattr(guard.spec, "config", None) or {})
+                config["requiredTools"] = list(plan.required_tools)
+                out.append(("required-tools-guard", guard.entry_path(), config))
+        if plan.prompt_system and "context-message" not in listed:
+            builtin = self.bundle.get("Extension", "context-message", package=BASE_PACKAGE)
+            if builtin is not None:
+                out.append(("context-message", builtin.entry_path(), dict(getattr(builtin.spec, "config", None) or {})))
+        return out
 
     def store(self, agent: str, key: str) -> Any:
         if self.persist:
