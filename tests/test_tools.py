@@ -20,16 +20,29 @@ from goondan.tools import (
 
 SCHEMA = {
     "type": "object",
-    "properties": {"command": {"type": "string"}, "n": {"type": "integer"}, "mode": {"enum": ["a", "b"]},
-                   "items": {"type": "array", "items": {"type": "object", "properties": {"b": {"type": "string"}}}}},
+    "properties": {
+        "command": {"type": "string"},
+        "n": {"type": "integer"},
+        "mode": {"enum": ["a", "b"]},
+        "items": {"type": "array", "items": {"type": "object", "properties": {"b": {"type": "string"}}}},
+    },
     "required": ["command"],
     "additionalProperties": False,
 }
 
 
 def _ctx() -> ToolContext:
-    return ToolContext(agent_name="a", instance_key="k", turn_id="t", trace_id="x", tool_call_id="c",
-                       message=None, workdir=lambda: None, logger=logging.getLogger("t"), runtime=None)  # type: ignore[arg-type,return-value]
+    return ToolContext(
+        agent_name="a",
+        instance_key="k",
+        turn_id="t",
+        trace_id="x",
+        tool_call_id="c",
+        message=None,
+        workdir=lambda: None,
+        logger=logging.getLogger("t"),
+        runtime=None,
+    )  # type: ignore[arg-type,return-value]
 
 
 def _registry(handler=None, limit=1000) -> tuple[ToolRegistry, list]:
@@ -40,8 +53,12 @@ def _registry(handler=None, limit=1000) -> tuple[ToolRegistry, list]:
         return {"ok": True}
 
     reg = ToolRegistry()
-    reg.add_resource_tools("bash", [{"name": "exec", "description": "run", "parameters": SCHEMA}],
-                           {"exec": handler or default}, error_limit=limit)
+    reg.add_resource_tools(
+        "bash",
+        [{"name": "exec", "description": "run", "parameters": SCHEMA}],
+        {"exec": handler or default},
+        error_limit=limit,
+    )
     return reg, calls
 
 
@@ -125,8 +142,13 @@ def test_handler_exception_copies_code_suggestion_help_url():
 
     reg, _ = _registry(boom)
     err = _exec(reg, "bash__exec", {"command": "x"}).error
-    assert err == {"name": "CodedError", "message": "disk on fire", "code": "E_MY_TOOL",
-                   "suggestion": "try again later", "helpUrl": "https://example.invalid/help"}
+    assert err == {
+        "name": "CodedError",
+        "message": "disk on fire",
+        "code": "E_MY_TOOL",
+        "suggestion": "try again later",
+        "helpUrl": "https://example.invalid/help",
+    }
 
 
 def test_handler_exception_message_is_truncated_at_error_message_limit():
@@ -168,12 +190,16 @@ def test_tool_result_output_shapes():
     assert result_output_part(ToolCallResult("c", "t", "hi")) == {"type": "text", "value": "hi"}
     assert result_output_part(ToolCallResult("c", "t", {"a": 1})) == {"type": "json", "value": {"a": 1}}
     err = ToolCallResult("c", "t", None, "error", {"code": "E_X", "message": "bad", "suggestion": "fix"})
-    assert result_output_part(err) == {"type": "error-json", "value": {"code": "E_X", "message": "bad",
-                                                                       "suggestion": "fix"}}
+    assert result_output_part(err) == {
+        "type": "error-json",
+        "value": {"code": "E_X", "message": "bad", "suggestion": "fix"},
+    }
 
 
-@pytest.mark.parametrize("name,ok", [("a__b", True), ("a__b__c", False), ("__b", False), ("a__", False),
-                                     ("ab", False), ("my-ext__do_it", True)])
+@pytest.mark.parametrize(
+    "name,ok",
+    [("a__b", True), ("a__b__c", False), ("__b", False), ("a__", False), ("ab", False), ("my-ext__do_it", True)],
+)
 def test_tool_names_need_exactly_one_double_underscore(name, ok):
     assert (split_tool_name(name) is not None) is ok
 

@@ -87,9 +87,7 @@ def check_args(schema: dict[str, Any] | None, args: Any) -> list[str]:
     validator = _validator(schema)
     if not issues and validator.is_valid(args):
         return []
-    errors = sorted(
-        validator.iter_errors(args), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)))
-    )
+    errors = sorted(validator.iter_errors(args), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     for error in errors:
         for line in _describe(error):
             if line not in issues:

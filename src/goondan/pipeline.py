@@ -202,9 +202,7 @@ class StepState:
 class ToolCallState:
     __slots__ = ("args", "metadata", "step_state", "tool_call_id", "tool_name")
 
-    def __init__(
-        self, step_state: StepState, tool_name: str, tool_call_id: str, args: dict[str, Any]
-    ) -> None:
+    def __init__(self, step_state: StepState, tool_name: str, tool_call_id: str, args: dict[str, Any]) -> None:
         self.step_state = step_state
         self.tool_name = tool_name
         self.tool_call_id = tool_call_id

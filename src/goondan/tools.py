@@ -229,9 +229,7 @@ class ToolRegistry:
         return [dict(item) for item in cache[1]]
 
 
-def _error(
-    tool_call_id: str, tool_name: str, name: str, code: str, message: str, **extra: Any
-) -> ToolCallResult:
+def _error(tool_call_id: str, tool_name: str, name: str, code: str, message: str, **extra: Any) -> ToolCallResult:
     err: dict[str, Any] = {"name": name, "code": code, "message": message}
     err.update({k: v for k, v in extra.items() if v is not None})
     return ToolCallResult(tool_call_id, tool_name, None, "error", err)

@@ -172,11 +172,11 @@ def test_a_call_left_without_its_result_by_a_crash_never_reaches_the_model(tmp_p
     asyncio.run(go("q2"))
     last = k.REQUESTS[-1]
     assert violations(_as_messages(last)) == []
-    assert last == [
-        {"role": "user", "content": "q1"},
-        {"role": "assistant", "content": "first answer"},
-        {"role": "user", "content": "q2"},
-    ]
+    # the runtime answers the interrupted call with an E_TOOL_INTERRUPTED result on restart, so the
+    # pair is whole and the policy keeps it
+    assert [m["role"] for m in last] == ["user", "assistant", "assistant", "tool", "user"]
+    assert last[3]["content"][0]["output"]["value"]["code"] == "E_TOOL_INTERRUPTED"
+    assert last[-1] == {"role": "user", "content": "q2"}
 
 
 def test_an_invalid_config_fails_the_request_with_an_extension_error(tmp_path: Path) -> None:
