@@ -25,22 +25,22 @@ from pathlib import Path
 
 import goondan
 
-MODEL = '''
+MODEL = """
 def generate(request):
     last = request.messages[-1]
     if last["role"] == "tool":
         return {"text": "done"}
     return {"toolCalls": [{"name": "calc__add", "args": {"a": 1, "b": 2}}]}
-'''
+"""
 
-TOOL = '''
+TOOL = """
 def add(ctx, args):
     return args["a"] + args["b"]
 
 handlers = {"add": add}
-'''
+"""
 
-EXT = '''
+EXT = """
 def register(api, config):
     n = int(config.get("layers", 0))
     kinds = config.get("kinds", [])
@@ -51,7 +51,7 @@ def register(api, config):
     for kind in kinds:
         for _ in range(n):
             api.pipeline.register(kind, passthrough)
-'''
+"""
 
 
 def make_bundle(root: Path, layers: int, kinds: list[str]) -> Path:
@@ -155,8 +155,10 @@ def main() -> int:
     turns = 300 if args.quick else 2000
     layers = args.layers
 
-    print(f"goondan {goondan.__version__} | Python {platform.python_version()} | {platform.machine()} | "
-          f"{os.cpu_count()} CPUs | {turns} timed turns per case (median)")
+    print(
+        f"goondan {goondan.__version__} | Python {platform.python_version()} | {platform.machine()} | "
+        f"{os.cpu_count()} CPUs | {turns} timed turns per case (median)"
+    )
     print()
     base = run_case(0, [], turns)
     rows = []
@@ -181,8 +183,10 @@ def main() -> int:
     ratio = large / small
     print("(c) turn time by history length (persistence on, loading excluded)")
     print(f"    10 messages       {small:8.1f} µs")
-    print(f"    100,000 messages  {large:8.1f} µs   ratio {ratio:.2f}   target < 1.5   "
-          f"{'ok' if ratio < 1.5 else 'MISSED'}")
+    print(
+        f"    100,000 messages  {large:8.1f} µs   ratio {ratio:.2f}   target < 1.5   "
+        f"{'ok' if ratio < 1.5 else 'MISSED'}"
+    )
     return 0
 
 

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import rt_testkit as k
 from rt_testkit import agent_doc, call, export, extension_doc, scripted, text, tool_doc
 
@@ -239,9 +240,14 @@ def register(api):
     assert k.PROBE["got"] == [("custom", {"x": 1}), ("kept", "turn.completed")]
 
 
-def test_step_started_carries_the_llm_input_messages(tmp_path: Path, state_root: Path) -> None:
-    """digest §2.5 step 5 / §2.9 and the upstream pipeline-registry test: the core records the model
-    input in step metadata ``runtime.llmInputMessages`` and ``step.started`` carries it."""
+def test_step_started_carries_the_llm_input_messages_when_tracing_is_on(
+    tmp_path: Path, state_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """digest §2.5 step 5 / §2.9 and the upstream pipeline-registry test: with
+    GOONDAN_TRACE_LLM_INPUT=1 the core records the model input in step metadata
+    ``runtime.llmInputMessages`` and ``step.started`` carries it (off by default: it costs as much
+    as the rest of the step)."""
+    monkeypatch.setenv("GOONDAN_TRACE_LLM_INPUT", "1")
     root = bundle(tmp_path)
     k.MODEL = scripted(call("t__noop", {}), text("done"))
     events = collect(root, state_root, "look at this")
@@ -252,3 +258,11 @@ def test_step_started_carries_the_llm_input_messages(tmp_path: Path, state_root:
     assert first[0]["content"] == "look at this"
     second = started[1]["llmInputMessages"]
     assert [m["role"] for m in second] == ["user", "assistant", "tool"]
+
+
+def test_step_started_has_no_llm_input_messages_by_default(tmp_path: Path, state_root: Path) -> None:
+    root = bundle(tmp_path)
+    k.MODEL = scripted(text("done"))
+    events = collect(root, state_root, "hi")
+    (started,) = [e for e in events if e["type"] == "step.started"]
+    assert "llmInputMessages" not in started

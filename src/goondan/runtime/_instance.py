@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -75,7 +76,7 @@ def llm_input_summary(messages: Any) -> list[dict[str, Any]]:
     from .._json import dumps_str
 
     out: list[dict[str, Any]] = []
-    for data in list(messages)[-LLM_INPUT_MAX_MESSAGES:]:
+    for data in messages[-LLM_INPUT_MAX_MESSAGES:]:  # a snapshot view: slicing costs O(64), not O(history)
         role = str(data.get("role", ""))
         content = data.get("content")
         if isinstance(content, str):
@@ -569,17 +570,18 @@ class AgentInstance:
             step_state.metadata["runtime.spanId"] = step_span
             step_id = f"{turn_state.turn_id}-step-{step_index}"
             turn_span = run.span_id
-            llm_input = llm_input_summary(turn_state.conversation_state.to_llm_messages())
-            step_state.metadata["runtime.llmInputMessages"] = llm_input
-            await self._runtime_event(
-                {
-                    **self._base_record("step.started", turn_state.trace_id, step_span, turn_span),
-                    "stepId": step_id,
-                    "stepIndex": step_index,
-                    "turnId": turn_state.turn_id,
-                    "llmInputMessages": llm_input,
-                }
-            )
+            started = {
+                **self._base_record("step.started", turn_state.trace_id, step_span, turn_span),
+                "stepId": step_id,
+                "stepIndex": step_index,
+                "turnId": turn_state.turn_id,
+            }
+            if os.environ.get("GOONDAN_TRACE_LLM_INPUT", "") not in ("", "0"):
+                # opt-in: summarising the model input costs about as much as the rest of a step
+                llm_input = llm_input_summary(turn_state.conversation_state.to_llm_messages())
+                step_state.metadata["runtime.llmInputMessages"] = llm_input
+                started["llmInputMessages"] = llm_input
+            await self._runtime_event(started)
             t0 = time.perf_counter()
             try:
                 result = await step_chain.run(step_state)
@@ -671,7 +673,7 @@ class AgentInstance:
         model = self.model
         assert model is not None
         catalog = step_state.tool_catalog
-        messages = list(conversation.to_llm_messages())
+        messages = conversation.to_llm_messages()  # O(1) snapshot; never changes after this step
         last_input = messages[-1] if messages else None
         request = ModelRequest(
             messages=messages,
