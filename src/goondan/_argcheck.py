@@ -8,9 +8,10 @@ model reads them and must fix its call in one try. Validators are compiled once 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
-from ._json import dumps, json_type_name
+from ._json import FrozenDict, dumps, json_type_name
 
 _MAX_ISSUES = 5
 _cache: dict[bytes, Any] = {}
@@ -27,6 +28,142 @@ def _validator(schema: dict[str, Any]) -> Any:
             _cache.clear()
         _cache[key] = validator
     return validator
+
+
+# --- fast path ------------------------------------------------------------------------------------
+# Most tool schemas are flat objects of typed properties. For those we compile a plain-Python
+# predicate that answers "valid?" in about a microsecond instead of ~20 µs through jsonschema. It is
+# deliberately conservative: any keyword outside this subset makes the schema go to jsonschema only,
+# and a "no" from the predicate is always re-checked by jsonschema, which also writes the messages.
+
+Predicate = Callable[[Any], bool]
+_ANNOTATIONS = frozenset({"description", "title", "default", "examples", "$comment", "$schema", "format"})
+_TYPES: dict[str, Predicate] = {
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
+}
+_fast_cache: dict[int, tuple[Any, Predicate | None]] = {}
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_num(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _any_of(preds: list[Predicate]) -> Predicate:
+    return lambda v: any(p(v) for p in preds)
+
+
+def _all_of(preds: list[Predicate]) -> Predicate:
+    return lambda v: all(p(v) for p in preds)
+
+
+def _in_strings(allowed: frozenset[str]) -> Predicate:
+    return lambda v: isinstance(v, str) and v in allowed
+
+
+def _properties(subs: list[tuple[str, Predicate]]) -> Predicate:
+    return lambda v: not isinstance(v, dict) or all(n not in v or p(v[n]) for n, p in subs)
+
+
+def _required(names: tuple[str, ...]) -> Predicate:
+    return lambda v: not isinstance(v, dict) or all(n in v for n in names)
+
+
+def _closed(known: frozenset[str]) -> Predicate:
+    return lambda v: not isinstance(v, dict) or all(k in known for k in v)
+
+
+def _items(sub: Predicate) -> Predicate:
+    return lambda v: not isinstance(v, list) or all(sub(x) for x in v)
+
+
+def _bound(limit: float, lower: bool) -> Predicate:
+    if lower:
+        return lambda v: not _is_num(v) or v >= limit
+    return lambda v: not _is_num(v) or v <= limit
+
+
+def _size(limit: int, kind: type[str] | type[list[Any]], lower: bool) -> Predicate:
+    if lower:
+        return lambda v: not isinstance(v, kind) or len(v) >= limit
+    return lambda v: not isinstance(v, kind) or len(v) <= limit
+
+
+def _compile(schema: Any) -> Predicate | None:
+    """A predicate equivalent to ``schema`` under jsonschema, or None outside the supported subset."""
+    if not isinstance(schema, dict):
+        return None
+    checks: list[Predicate] = []
+    for key, value in schema.items():
+        if key in _ANNOTATIONS or (key == "additionalProperties" and value is True):
+            continue
+        if key == "type":
+            names = value if isinstance(value, list) else [value]
+            if not names or not all(isinstance(n, str) and n in _TYPES for n in names):
+                return None
+            preds = [_TYPES[n] for n in names]
+            checks.append(preds[0] if len(preds) == 1 else _any_of(preds))
+        elif key == "enum":
+            if not isinstance(value, list) or not value or not all(isinstance(e, str) for e in value):
+                return None
+            checks.append(_in_strings(frozenset(value)))
+        elif key == "properties":
+            if not isinstance(value, dict):
+                return None
+            subs: list[tuple[str, Predicate]] = []
+            for name, sub in value.items():
+                compiled = _compile(sub)
+                if compiled is None:
+                    return None
+                subs.append((name, compiled))
+            checks.append(_properties(subs))
+        elif key == "required":
+            if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+                return None
+            checks.append(_required(tuple(value)))
+        elif key == "additionalProperties":
+            if value is not False or "patternProperties" in schema:
+                return None
+            checks.append(_closed(frozenset(schema.get("properties") or {})))
+        elif key == "items":
+            item = _compile(value)
+            if item is None:
+                return None
+            checks.append(_items(item))
+        elif key in ("minimum", "maximum"):
+            if not _is_num(value):
+                return None
+            checks.append(_bound(value, key == "minimum"))
+        elif key in ("minLength", "maxLength", "minItems", "maxItems"):
+            if not _is_count(value):
+                return None
+            checks.append(_size(value, str if key.endswith("Length") else list, key.startswith("min")))
+        else:
+            return None
+    if not checks:
+        return lambda v: True
+    return checks[0] if len(checks) == 1 else _all_of(checks)
+
+
+def _fast_predicate(schema: dict[str, Any]) -> Predicate | None:
+    if not isinstance(schema, FrozenDict):  # only immutable schemas may be cached by identity
+        return _compile(schema)
+    entry = _fast_cache.get(id(schema))
+    if entry is None or entry[0] is not schema:
+        entry = (schema, _compile(schema))
+        if len(_fast_cache) > 4096:
+            _fast_cache.clear()
+        _fast_cache[id(schema)] = entry
+    return entry[1]
 
 
 def _path(parts: Any) -> str:
@@ -84,6 +221,10 @@ def check_args(schema: dict[str, Any] | None, args: Any) -> list[str]:
     issues = _non_finite(args, [])
     if not schema:
         return issues
+    if not issues:
+        fast = _fast_predicate(schema)
+        if fast is not None and fast(args):
+            return []
     validator = _validator(schema)
     if not issues and validator.is_valid(args):
         return []

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._ids import is_span_id, new_id, new_span_id, new_trace_id, now_iso
-from .._json import copy_json, json_problem
+from .._json import copy_json, json_problem, to_json_value
 from .._modules import import_path
 from ..conversation import ConversationState
 from ..errors import ExtensionError, GoondanError, ModelError
@@ -521,11 +521,13 @@ class AgentInstance:
         if event.get("instanceKey"):
             inbound["instanceKey"] = event["instanceKey"]
         text = event.get("input")
+        inbound = to_json_value(inbound)  # built here from plain values: safe to skip the deep JSON scan
         self._emit(
             {
                 "type": "append",
                 "message": user_message(text if isinstance(text, str) else "", {"__goondanInbound": inbound}),
-            }
+            },
+            trusted=True,
         )
 
     def _emit(self, event: Any, *, trusted: bool = False) -> None:
@@ -625,7 +627,7 @@ class AgentInstance:
             final = text.strip() if text and text.strip() else MAX_STEPS_TEXT.format(n=self._max_steps)
             if last is None or last.role != "assistant" or last.text.strip() != final:
                 response = assistant_message(final, source={"type": "assistant", "stepId": "max-steps"})
-                self._emit({"type": "append", "message": response})
+                self._emit({"type": "append", "message": response}, trusted=True)
             text = final
         return TurnResult(turn_state.turn_id, response, finish, None, text)  # type: ignore[arg-type]
 
@@ -757,12 +759,12 @@ class AgentInstance:
         step_state.metadata["runtime.modelRetryKind"] = kind
         if text is not None:
             msg = assistant_message(text, source={"type": "assistant", "stepId": step_id})
-            self._emit({"type": "append", "message": msg})
+            self._emit({"type": "append", "message": msg}, trusted=True)
             run.last_text = text
             run.last_text_message = msg
         if count > MAX_CONSECUTIVE_RETRIES:
             give_up = assistant_message(RETRY_GIVE_UP_TEXT, source={"type": "assistant", "stepId": step_id})
-            self._emit({"type": "append", "message": give_up})
+            self._emit({"type": "append", "message": give_up}, trusted=True)
             if run.last_text is None:
                 run.last_text = RETRY_GIVE_UP_TEXT
                 run.last_text_message = give_up
