@@ -321,6 +321,8 @@ def result_output_part(result: ToolCallResult) -> dict[str, Any]:
             value["suggestion"] = err["suggestion"]
         return {"type": "error-json", "value": value}
     out = result.output
+    if type(out) is not str:  # middleware may have replaced the executor's (already JSON) output
+        out = to_json_value(out)
     if isinstance(out, dict) and out.get("type") in ("text", "json") and set(out) == {"type", "value"}:
         return out
     if isinstance(out, str):

@@ -832,11 +832,10 @@ class AgentInstance:
                     "duration": int((time.perf_counter() - t0) * 1000),
                 }
             )
+        # the part's output went through to_json_value, so the deep JSON scan can be skipped
         self._emit(
-            {
-                "type": "append",
-                "message": tool_message(call.id, call.name, result_output_part(result)),
-            }
+            {"type": "append", "message": tool_message(call.id, call.name, result_output_part(result))},
+            trusted=True,
         )
         if result.status == "ok":
             reason = restart_signal(result.output)
