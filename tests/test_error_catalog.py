@@ -6,7 +6,9 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CODE = re.compile(r"""["']((?:E_[A-Z0-9_]+)|(?:[A-Z]+_[A-Z_]*(?:DETECTED|NOT_FOUND|TIMEOUT|FAILED|ERROR|REJECTED)))["']""")
+CODE = re.compile(
+    r"""["']((?:E_[A-Z0-9_]+)|(?:[A-Z]+_[A-Z_]*(?:DETECTED|NOT_FOUND|TIMEOUT|FAILED|ERROR|REJECTED)))["']"""
+)
 
 
 def test_every_error_code_in_src_is_documented():

@@ -65,7 +65,8 @@ def now_iso() -> str:
     global _last_ms, _last_iso
     ms = time.time_ns() // 1_000_000
     if ms != _last_ms:
-        _last_iso = datetime.fromtimestamp(ms // 1000, UTC).replace(microsecond=(ms % 1000) * 1000).isoformat(timespec="milliseconds")[:-6] + "Z"
+        moment = datetime.fromtimestamp(ms // 1000, UTC).replace(microsecond=(ms % 1000) * 1000)
+        _last_iso = moment.isoformat(timespec="milliseconds")[:-6] + "Z"
         _last_ms = ms
     return _last_iso
 
