@@ -404,71 +404,23 @@ class AgentsHub:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
 
-class MiddlewareAgents:
-    """``ctx.agents`` in turn and step middleware. Failures raise :class:`AgentRequestError`."""
+class _AgentsCaller:
+    """request/send for one turn, tagged with where the call comes from and the span it hangs under;
+    middleware and tools use the same routing path and differ only in those two."""
 
-    __slots__ = ("_hub", "_instance", "_turn_state")
+    __slots__ = ("_hub", "_instance", "_source", "_span", "_turn_state")
 
-    def __init__(self, hub: AgentsHub, instance: AgentInstance, turn_state: TurnState) -> None:
-        self._hub = hub
-        self._instance = instance
-        self._turn_state = turn_state
-
-    async def request(
-        self,
-        target: str,
-        input: str | None = None,
-        *,
-        instance_key: str | None = None,
-        timeout_ms: int | None = None,
-        async_: bool = False,
-        metadata: dict[str, Any] | None = None,
-    ) -> AgentRequestResult:
-        internal = self._turn_state.internal
-        return await self._hub.request(
-            self._instance,
-            self._turn_state,
-            target,
-            input,
-            instance_key=instance_key,
-            timeout_ms=timeout_ms,
-            async_=async_,
-            metadata=metadata,
-            call_source="extension-middleware",
-            parent_span=getattr(internal, "span_id", None),
-        )
-
-    async def send(
-        self,
-        target: str,
-        input: str | None = None,
-        *,
-        instance_key: str | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> AgentSendResult:
-        internal = self._turn_state.internal
-        return await self._hub.send(
-            self._instance,
-            self._turn_state,
-            target,
-            input,
-            instance_key=instance_key,
-            metadata=metadata,
-            call_source="extension-middleware",
-            parent_span=getattr(internal, "span_id", None),
-        )
-
-
-class ToolRuntime:
-    """``ctx.runtime`` of tool handlers: request/send/spawn/list/catalog over the same routing path."""
-
-    __slots__ = ("_hub", "_instance", "_span", "_turn_state")
-
-    def __init__(self, hub: AgentsHub, instance: AgentInstance, turn_state: TurnState, span: str | None) -> None:
+    def __init__(
+        self, hub: AgentsHub, instance: AgentInstance, turn_state: TurnState, span: str | None, source: str
+    ) -> None:
         self._hub = hub
         self._instance = instance
         self._turn_state = turn_state
         self._span = span
+        self._source = source
+
+    def _parent_span(self) -> str | None:
+        return self._span
 
     async def request(
         self,
@@ -489,8 +441,8 @@ class ToolRuntime:
             timeout_ms=timeout_ms,
             async_=async_,
             metadata=metadata,
-            call_source="tool",
-            parent_span=self._span,
+            call_source=self._source,
+            parent_span=self._parent_span(),
         )
 
     async def send(
@@ -508,9 +460,31 @@ class ToolRuntime:
             input,
             instance_key=instance_key,
             metadata=metadata,
-            call_source="tool",
-            parent_span=self._span,
+            call_source=self._source,
+            parent_span=self._parent_span(),
         )
+
+
+class MiddlewareAgents(_AgentsCaller):
+    """``ctx.agents`` in turn and step middleware. Failures raise :class:`AgentRequestError`."""
+
+    __slots__ = ()
+
+    def __init__(self, hub: AgentsHub, instance: AgentInstance, turn_state: TurnState) -> None:
+        super().__init__(hub, instance, turn_state, None, "extension-middleware")
+
+    def _parent_span(self) -> str | None:
+        # the turn span is known only once the turn has started
+        return getattr(self._turn_state.internal, "span_id", None)
+
+
+class ToolRuntime(_AgentsCaller):
+    """``ctx.runtime`` of tool handlers: request/send/spawn/list/catalog over the same routing path."""
+
+    __slots__ = ()
+
+    def __init__(self, hub: AgentsHub, instance: AgentInstance, turn_state: TurnState, span: str | None) -> None:
+        super().__init__(hub, instance, turn_state, span, "tool")
 
     async def spawn(self, target: str, *, instance_key: str | None = None, cwd: str | None = None) -> dict[str, Any]:
         return await self._hub.spawn(self._instance, target, instance_key, cwd)
