@@ -232,8 +232,7 @@ def test_shipped_goondan_base_package_is_valid(sample: Path, monkeypatch: pytest
     from goondan.bundle import _loader
 
     real = real_base_root()
-    if not (real / "extensions" / "context_message.py").is_file():
-        pytest.skip("the built-in extension module is not written yet")
+    assert (real / "extensions" / "context_message.py").is_file()
     monkeypatch.setattr(_loader, "base_package_root", lambda: real)
     bundle = load_bundle(sample, env={})
     builtin = bundle.get("Extension", "context-message", package="@goondan/base")
