@@ -7,11 +7,37 @@ import os
 import time
 from datetime import UTC, datetime
 
+_POOL_SIZE = 4096
+_pool = b""
+_pos = 0
+
+
+def _reset_pool() -> None:
+    global _pool, _pos
+    _pool, _pos = b"", 0
+
+
+# A forked child must never hand out the ids its parent's buffer still holds (agent processes are forked).
+os.register_at_fork(after_in_child=_reset_pool)
+
+
+def _random_hex(nbytes: int) -> str:
+    """``nbytes`` random bytes from the OS as hex. A turn needs about a dozen ids, so the bytes come
+    from a 4 KiB buffer refilled with one ``os.urandom`` call instead of a syscall per id."""
+    global _pool, _pos
+    start = _pos
+    end = start + nbytes
+    if end > len(_pool):
+        _pool = os.urandom(_POOL_SIZE)
+        start, end = 0, nbytes
+    _pos = end
+    return _pool[start:end].hex()
+
 
 def new_trace_id() -> str:
     """32 lowercase hex characters, never all zeros."""
     while True:
-        value = os.urandom(16).hex()
+        value = _random_hex(16)
         if value != "0" * 32:
             return value
 
@@ -19,13 +45,13 @@ def new_trace_id() -> str:
 def new_span_id() -> str:
     """16 lowercase hex characters, never all zeros."""
     while True:
-        value = os.urandom(8).hex()
+        value = _random_hex(8)
         if value != "0" * 16:
             return value
 
 
 def new_id(prefix: str) -> str:
-    return f"{prefix}_{os.urandom(12).hex()}"
+    return f"{prefix}_{_random_hex(12)}"
 
 
 def is_trace_id(value: object) -> bool:
@@ -44,8 +70,19 @@ def _is_hex(value: str) -> bool:
     return value == value.lower()
 
 
+_last_dt_ms = -1
+_last_dt = datetime.fromtimestamp(0, UTC)
+
+
 def utc_now() -> datetime:
-    return datetime.now(UTC)
+    """The current UTC time at millisecond precision (what every record stores). Every message gets
+    one, so the datetime object is reused while the millisecond does not change (it is immutable)."""
+    global _last_dt_ms, _last_dt
+    ms = time.time_ns() // 1_000_000
+    if ms != _last_dt_ms:
+        _last_dt = datetime.fromtimestamp(ms // 1000, UTC).replace(microsecond=(ms % 1000) * 1000)
+        _last_dt_ms = ms
+    return _last_dt
 
 
 def iso(dt: datetime) -> str:

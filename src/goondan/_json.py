@@ -92,13 +92,44 @@ class FrozenList(list[Any]):
         return (list, (copy_json(self),))
 
 
+_LEAF_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
 def freeze_json(value: Any) -> Any:
-    """A frozen deep copy of a JSON tree (the input is never aliased)."""
-    if isinstance(value, dict):
-        return FrozenDict({k: freeze_json(v) if isinstance(v, dict | list) else v for k, v in value.items()})
-    if isinstance(value, list):
-        return FrozenList([freeze_json(v) if isinstance(v, dict | list) else v for v in value])
+    """A frozen deep copy of a JSON tree (the input is never aliased).
+
+    Frozen containers are returned as they are: they are only ever built here (deeply frozen), so
+    re-emitting a stored message, or a message built from stored parts, copies nothing. Leaves are
+    tested by exact type first because this runs for every message a turn appends."""
+    t = type(value)
+    if t is FrozenDict or t is FrozenList:
+        return value
+    if t is dict or isinstance(value, dict):
+        leaf = _LEAF_TYPES
+        return FrozenDict({k: v if type(v) in leaf else freeze_json(v) for k, v in value.items()})
+    if t is list or isinstance(value, list):
+        leaf = _LEAF_TYPES
+        return FrozenList([v if type(v) in leaf else freeze_json(v) for v in value])
     return value
+
+
+def to_frozen_json(value: Any) -> Any:
+    """:func:`to_json_value` and :func:`freeze_json` in one pass: a frozen JSON copy of a tool or
+    handler result, for storing it in a message without copying it twice."""
+    t = type(value)
+    if value is None or t is bool or t is int or t is str or t is FrozenDict or t is FrozenList:
+        return value
+    if t is float:
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return FrozenDict({str(k): to_frozen_json(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return FrozenList([to_frozen_json(v) for v in value])
+    if isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    return str(value)
 
 
 def json_type_name(value: Any) -> str:

@@ -31,6 +31,14 @@ def freeze_message(message: Message) -> Message:
     )
 
 
+def _duplicate_id(message_id: str) -> GoondanError:
+    return GoondanError(
+        "E_MESSAGE_DUPLICATE_ID",
+        f"a message with id {message_id!r} is already in the conversation",
+        suggestion="Build new messages with goondan.messages helpers, which assign fresh ids.",
+    )
+
+
 def _handle(message: Message) -> Message:
     """What readers get: a fresh Message object over the frozen contents (so rebinding its
     attributes cannot touch the state) — far cheaper than a deep copy."""
@@ -268,14 +276,25 @@ class ConversationState:
             checked["message"] = msg = freeze_message(msg)
             replaced = checked.get("targetId")
             if msg.id in self._ids and msg.id != replaced:
-                raise GoondanError(
-                    "E_MESSAGE_DUPLICATE_ID",
-                    f"a message with id {msg.id!r} is already in the conversation",
-                    suggestion="Build new messages with goondan.messages helpers, which assign fresh ids.",
-                )
+                raise _duplicate_id(msg.id)
         if self._sink is not None:
             self._sink(checked)
         self._apply(checked)
+
+    def append_trusted(self, message: Message) -> None:
+        """Append a message the runtime built itself (well-formed, fresh id, contents from
+        :mod:`goondan.runtime._messages`): the same as emitting an ``append`` event, minus the
+        shape checks, and free of copies when its contents are already frozen."""
+        msg = freeze_message(message)
+        if msg.id in self._ids:
+            raise _duplicate_id(msg.id)
+        event = {"type": "append", "message": msg}
+        if self._sink is not None:
+            self._sink(event)
+        self._next.append(msg)
+        self._ids[msg.id] = self._ids.get(msg.id, 0) + 1
+        self._appended.append(msg)
+        self._events.append(event)
 
     def _apply(self, event: dict[str, Any]) -> None:
         index = len(self._events)

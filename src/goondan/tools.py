@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _argcheck
-from ._json import freeze_json, json_problem, to_json_value
+from ._json import FrozenDict, freeze_json, json_problem, to_frozen_json, to_json_value
 from .errors import GoondanError
 from .messages import Message
 from .results import ToolCallResult
@@ -313,21 +313,22 @@ async def execute_tool(
 
 
 def result_output_part(result: ToolCallResult) -> dict[str, Any]:
-    """The ``output`` of the tool-result part recorded in the conversation (CONTRACT §4)."""
+    """The ``output`` of the tool-result part recorded in the conversation (CONTRACT §4), frozen:
+    ``error-json`` for errors, ``text`` for strings, ``json`` for anything else (an output already
+    shaped ``{type: text|json, value}`` is kept). Middleware may have replaced the executor's output
+    with any value, so it is coerced to JSON here, in the same pass that freezes it."""
     if result.status == "error":
         err = result.error or {}
         value: dict[str, Any] = {"code": err.get("code") or "E_TOOL_ERROR", "message": err.get("message", "")}
         if err.get("suggestion"):
             value["suggestion"] = err["suggestion"]
-        return {"type": "error-json", "value": value}
-    out = result.output
-    if type(out) is not str:  # middleware may have replaced the executor's (already JSON) output
-        out = to_json_value(out)
-    if isinstance(out, dict) and out.get("type") in ("text", "json") and set(out) == {"type", "value"}:
-        return out
+        return to_frozen_json({"type": "error-json", "value": value})  # type: ignore[no-any-return]
+    out = to_frozen_json(result.output)
     if isinstance(out, str):
-        return {"type": "text", "value": out}
-    return {"type": "json", "value": out}
+        return FrozenDict({"type": "text", "value": out})
+    if isinstance(out, dict) and len(out) == 2 and "value" in out and out.get("type") in ("text", "json"):
+        return out
+    return FrozenDict({"type": "json", "value": out})
 
 
 __all__ = [

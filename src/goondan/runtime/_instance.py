@@ -12,12 +12,12 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._ids import is_span_id, new_id, new_span_id, new_trace_id, now_iso
-from .._json import copy_json, json_problem, to_json_value
+from .._json import copy_json, json_problem
 from .._modules import import_path
 from ..conversation import ConversationState
 from ..errors import ExtensionError, GoondanError, ModelError
@@ -26,8 +26,9 @@ from ..messages import Message, assistant_message, tool_message, user_message
 from ..models import ModelAdapter, ModelRequest, ModelResponse, create_model_adapter
 from ..pipeline import Chain, PipelineRegistry, StepState, ToolCallState, Turn, TurnState
 from ..results import StepResult, ToolCall, ToolCallResult, TurnResult
-from ..tools import DEFAULT_ERROR_MESSAGE_LIMIT, ToolContext, ToolRegistry, execute_tool, result_output_part
+from ..tools import DEFAULT_ERROR_MESSAGE_LIMIT, ToolContext, ToolRegistry, execute_tool
 from ._info import AgentInfo, PromptInfo, RuntimeInfo, SwarmInfo, call_info, inbound_info
+from ._messages import inbound_message, model_message, tool_result_message
 
 if TYPE_CHECKING:
     from ..bundle import AgentPlan
@@ -205,6 +206,8 @@ class AgentInstance:
         self._params: dict[str, Any] = {}
         self._model_name = ""
         self._max_steps = plan.max_steps_per_turn
+        # read once per instance: an environment lookup per step is measurable on the hot path
+        self._trace_llm_input = os.environ.get("GOONDAN_TRACE_LLM_INPUT", "") not in ("", "0")
         self._agent_info = AgentInfo(
             name=self.agent_name,
             bundle_root=str(bundle_root),
@@ -358,10 +361,26 @@ class AgentInstance:
     # --- runtime events -------------------------------------------------------------------
 
     async def _runtime_event(self, record: dict[str, Any]) -> None:
+        pending = self._record_event(record)
+        if pending is not None:
+            await pending
+
+    def _record_event(self, record: dict[str, Any]) -> Coroutine[Any, Any, None] | None:
+        """Store a runtime event and notify listeners. Returns a coroutine to await only when an
+        extension subscribed to this event type: the hot path (nobody subscribed) stays synchronous,
+        which saves a coroutine per event (8 per turn)."""
         self.store.append_runtime_event(record)
-        etype = record["type"]
-        if self.bus.has_handlers(etype):
-            await self.bus.deliver(etype, copy_json(record))
+        if self.bus.has_handlers(record["type"]):
+            return self._deliver_event(record)
+        if self._listeners:
+            self._notify_listeners(record)
+        return None
+
+    async def _deliver_event(self, record: dict[str, Any]) -> None:
+        await self.bus.deliver(record["type"], copy_json(record))
+        self._notify_listeners(record)
+
+    def _notify_listeners(self, record: dict[str, Any]) -> None:
         for listener in self._listeners:
             try:
                 listener(record)
@@ -455,9 +474,11 @@ class AgentInstance:
         turn_state.agents = self.hub.middleware_api(self, turn_state)
         run = _TurnRun(span_id)
         turn_state.internal = run
-        await self._runtime_event(
+        pending = self._record_event(
             {**self._base_record("turn.started", trace_id, span_id, parent_span), "turnId": turn_id}
         )
+        if pending is not None:
+            await pending
         result: TurnResult
         failure: BaseException | None = None
         try:
@@ -499,7 +520,9 @@ class AgentInstance:
             usage = run.usage
             if usage["totalTokens"]:
                 record["tokenUsage"] = dict(usage)
-            await self._runtime_event(record)
+            pending = self._record_event(record)
+            if pending is not None:
+                await pending
         else:
             await self._runtime_event(
                 {
@@ -521,14 +544,7 @@ class AgentInstance:
         if event.get("instanceKey"):
             inbound["instanceKey"] = event["instanceKey"]
         text = event.get("input")
-        inbound = to_json_value(inbound)  # built here from plain values: safe to skip the deep JSON scan
-        self._emit(
-            {
-                "type": "append",
-                "message": user_message(text if isinstance(text, str) else "", {"__goondanInbound": inbound}),
-            },
-            trusted=True,
-        )
+        conversation.append_trusted(inbound_message(text if isinstance(text, str) else "", inbound))
 
     def _emit(self, event: Any, *, trusted: bool = False) -> None:
         conversation = self.conversation
@@ -561,6 +577,8 @@ class AgentInstance:
         _, step_chain, _ = self._get_chains()
         step_index = 0
         finish: str = "text_response"
+        agent_name, instance_key = self.agent_name, self.instance_key
+        turn_id, trace_id, turn_span = turn_state.turn_id, turn_state.trace_id, run.span_id
         while True:
             self._flush_inbox(turn_state)
             if step_index >= self._max_steps:
@@ -570,30 +588,37 @@ class AgentInstance:
             step_state = StepState(turn_state, step_index, catalog)
             step_span = new_span_id()
             step_state.metadata["runtime.spanId"] = step_span
-            step_id = f"{turn_state.turn_id}-step-{step_index}"
-            turn_span = run.span_id
+            step_id = f"{turn_id}-step-{step_index}"
             started = {
-                **self._base_record("step.started", turn_state.trace_id, step_span, turn_span),
+                "type": "step.started",
+                "timestamp": now_iso(),
+                "agentName": agent_name,
+                "instanceKey": instance_key,
+                "traceId": trace_id,
+                "spanId": step_span,
+                "parentSpanId": turn_span,
                 "stepId": step_id,
                 "stepIndex": step_index,
-                "turnId": turn_state.turn_id,
+                "turnId": turn_id,
             }
-            if os.environ.get("GOONDAN_TRACE_LLM_INPUT", "") not in ("", "0"):
+            if self._trace_llm_input:
                 # opt-in: summarising the model input costs about as much as the rest of a step
                 llm_input = llm_input_summary(turn_state.conversation_state.to_llm_messages())
                 step_state.metadata["runtime.llmInputMessages"] = llm_input
                 started["llmInputMessages"] = llm_input
-            await self._runtime_event(started)
+            pending = self._record_event(started)
+            if pending is not None:
+                await pending
             t0 = time.perf_counter()
             try:
                 result = await step_chain.run(step_state)
             except Exception as exc:
                 await self._runtime_event(
                     {
-                        **self._base_record("step.failed", turn_state.trace_id, step_span, turn_span),
+                        **self._base_record("step.failed", trace_id, step_span, turn_span),
                         "stepId": step_id,
                         "stepIndex": step_index,
-                        "turnId": turn_state.turn_id,
+                        "turnId": turn_id,
                         "duration": int((time.perf_counter() - t0) * 1000),
                         "errorMessage": str(exc),
                     }
@@ -602,10 +627,16 @@ class AgentInstance:
             turn.steps.append(result)
             usage = result.metadata.get("runtime.tokenUsage")
             record = {
-                **self._base_record("step.completed", turn_state.trace_id, step_span, turn_span),
+                "type": "step.completed",
+                "timestamp": now_iso(),
+                "agentName": agent_name,
+                "instanceKey": instance_key,
+                "traceId": trace_id,
+                "spanId": step_span,
+                "parentSpanId": turn_span,
                 "stepId": step_id,
                 "stepIndex": step_index,
-                "turnId": turn_state.turn_id,
+                "turnId": turn_id,
                 "toolCallCount": len(result.tool_calls),
                 "duration": int((time.perf_counter() - t0) * 1000),
             }
@@ -616,7 +647,9 @@ class AgentInstance:
                     value = usage.get(key)
                     if isinstance(value, int):
                         total[key] += value
-            await self._runtime_event(record)
+            pending = self._record_event(record)
+            if pending is not None:
+                await pending
             step_index += 1
             if not result.should_continue:
                 break
@@ -727,15 +760,8 @@ class AgentInstance:
             tool_calls.append(ToolCall(cid, raw_call.name, raw_call.args))
         assistant: Message | None = None
         if text is not None or tool_calls:
-            assistant = assistant_message(
-                text,
-                tool_calls=[
-                    {"id": c.id, "name": c.name, "args": c.args, "providerMetadata": provider_meta.get(c.id)}
-                    for c in tool_calls
-                ],
-                source={"type": "assistant", "stepId": step_id},
-            )
-            self._emit({"type": "append", "message": assistant}, trusted=True)
+            assistant = model_message(text, tool_calls, provider_meta, step_id)
+            conversation.append_trusted(assistant)
             run.last_assistant = assistant
             if text is not None:
                 run.last_text = text
@@ -795,15 +821,26 @@ class AgentInstance:
     ) -> ToolCallResult:
         turn_state = step_state.turn_state
         span = new_span_id()
-        base_fields = {
+        base_fields: dict[str, Any] = {
             "toolCallId": call.id,
             "toolName": call.name,
             "stepId": step_id,
             "turnId": turn_state.turn_id,
         }
-        await self._runtime_event(
-            {**self._base_record("tool.called", turn_state.trace_id, span, step_span), **base_fields}
+        pending = self._record_event(
+            {
+                "type": "tool.called",
+                "timestamp": now_iso(),
+                "agentName": self.agent_name,
+                "instanceKey": self.instance_key,
+                "traceId": turn_state.trace_id,
+                "spanId": span,
+                "parentSpanId": step_span,
+                **base_fields,
+            }
         )
+        if pending is not None:
+            await pending
         state = ToolCallState(step_state, call.name, call.id, call.args)
         state.metadata["runtime.spanId"] = span
         t0 = time.perf_counter()
@@ -824,19 +861,23 @@ class AgentInstance:
 
             result = error_from_exception(exc, call.id, call.name, DEFAULT_ERROR_MESSAGE_LIMIT)
         else:
-            await self._runtime_event(
+            base_fields["status"] = result.status
+            base_fields["duration"] = int((time.perf_counter() - t0) * 1000)
+            pending = self._record_event(
                 {
-                    **self._base_record("tool.completed", turn_state.trace_id, span, step_span),
+                    "type": "tool.completed",
+                    "timestamp": now_iso(),
+                    "agentName": self.agent_name,
+                    "instanceKey": self.instance_key,
+                    "traceId": turn_state.trace_id,
+                    "spanId": span,
+                    "parentSpanId": step_span,
                     **base_fields,
-                    "status": result.status,
-                    "duration": int((time.perf_counter() - t0) * 1000),
                 }
             )
-        # the part's output went through to_json_value, so the deep JSON scan can be skipped
-        self._emit(
-            {"type": "append", "message": tool_message(call.id, call.name, result_output_part(result))},
-            trusted=True,
-        )
+            if pending is not None:
+                await pending
+        turn_state.conversation_state.append_trusted(tool_result_message(call, result))
         if result.status == "ok":
             reason = restart_signal(result.output)
             if reason is not None:

@@ -1,0 +1,73 @@
+"""The messages the turn loop itself appends (inbound user message, the model's assistant message,
+tool results), built frozen from the start.
+
+The conversation state stores frozen copies of whatever is emitted; building the runtime's own
+messages out of :class:`FrozenDict`/:class:`FrozenList` lets it store them without a second copy.
+Only values that come from outside (model tool-call arguments, tool outputs) are copied, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .._ids import new_id, utc_now
+from .._json import FrozenDict, FrozenList, freeze_json, to_frozen_json
+from ..messages import Message
+from ..results import ToolCall, ToolCallResult
+from ..tools import result_output_part
+
+_USER_SOURCE = FrozenDict({"type": "user"})
+
+
+def inbound_message(text: str, inbound: Mapping[str, Any]) -> Message:
+    """The user message of an inbound event; ``inbound`` becomes ``metadata.__goondanInbound``."""
+    return Message(
+        new_id("msg"),
+        FrozenDict({"role": "user", "content": text}),
+        FrozenDict({"__goondanInbound": to_frozen_json(inbound)}),
+        utc_now(),
+        _USER_SOURCE,
+    )
+
+
+def model_message(
+    text: str | None, calls: Sequence[ToolCall], provider_meta: Mapping[str, Any], step_id: str
+) -> Message:
+    """The assistant message of one model response: its text, then one ``tool-call`` part per call
+    (the same shape :func:`goondan.messages.assistant_message` builds)."""
+    content: Any
+    if calls:
+        parts: list[Any] = []
+        if text:
+            parts.append(FrozenDict({"type": "text", "text": text}))
+        for call in calls:
+            part = {"type": "tool-call", "toolCallId": call.id, "toolName": call.name, "input": freeze_json(call.args)}
+            meta = provider_meta.get(call.id)
+            if meta:
+                part["providerMetadata"] = freeze_json(meta)
+            parts.append(FrozenDict(part))
+        content = FrozenList(parts)
+    else:
+        content = text if text is not None else ""
+    return Message(
+        new_id("msg"),
+        FrozenDict({"role": "assistant", "content": content}),
+        FrozenDict(),
+        utc_now(),
+        FrozenDict({"type": "assistant", "stepId": step_id}),
+    )
+
+
+def tool_result_message(call: ToolCall, result: ToolCallResult) -> Message:
+    """One ``role: tool`` message with the result of one tool call (CONTRACT §4)."""
+    part = FrozenDict(
+        {"type": "tool-result", "toolCallId": call.id, "toolName": call.name, "output": result_output_part(result)}
+    )
+    return Message(
+        new_id("msg"),
+        FrozenDict({"role": "tool", "content": FrozenList((part,))}),
+        FrozenDict(),
+        utc_now(),
+        FrozenDict({"type": "tool", "toolCallId": call.id, "toolName": call.name}),
+    )
