@@ -68,3 +68,21 @@ def test_unsupported_keywords_fall_back_to_jsonschema():
     schema = freeze_json({"type": "object", "properties": {"s": {"type": "string", "pattern": "^a"}}})
     assert check_args(schema, {"s": "abc"}) == []
     assert check_args(schema, {"s": "xyz"}) == ["args.s: 'xyz' does not match '^a'"]
+
+
+finite_or_not = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.floats() | st.text(max_size=2),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.sampled_from("abc"), children, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.sampled_from("abc"), finite_or_not, max_size=3), st.booleans())
+def test_non_finite_numbers_are_found_at_any_depth(args, frozen):
+    """The quick all-finite scan and the path-naming scan agree, for plain and frozen trees."""
+    from goondan._argcheck import _all_finite, _non_finite
+
+    value = freeze_json(args) if frozen else args
+    assert _all_finite(value) == (not _non_finite(value, []))
+    assert bool(check_args({}, value)) == (not _all_finite(value))

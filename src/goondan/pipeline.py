@@ -129,15 +129,16 @@ class TurnState:
     """Everything one turn's contexts share."""
 
     __slots__ = (
+        "_agents",
+        "_resolve",
+        "_runtime",
         "agent_name",
-        "agents",
         "conversation_state",
         "emit_message_event",
         "input_event",
         "instance_key",
         "internal",
         "metadata",
-        "runtime",
         "trace_id",
         "turn",
         "turn_id",
@@ -153,9 +154,10 @@ class TurnState:
         input_event: dict[str, Any],
         conversation_state: ConversationState,
         emit_message_event: Callable[[Any], None],
-        agents: Any,
-        runtime: Any,
+        agents: Any = None,
+        runtime: Any = None,
         turn: Turn,
+        resolve: Callable[[TurnState, str], Any] | None = None,
     ) -> None:
         self.agent_name = agent_name
         self.instance_key = instance_key
@@ -164,11 +166,37 @@ class TurnState:
         self.input_event = input_event
         self.conversation_state = conversation_state
         self.emit_message_event = emit_message_event
-        self.agents = agents
-        self.runtime = runtime
+        self._agents = agents
+        self._runtime = runtime
+        self._resolve = resolve
         self.metadata: dict[str, Any] = {}
         self.turn = turn
         self.internal: Any = None  # the runtime's private per-turn bookkeeping
+
+    # ``runtime`` (ctx.runtime) and ``agents`` (ctx.agents) are built on first use by ``resolve``:
+    # most turns run no middleware that reads them, and building them costs more than a layer.
+
+    @property
+    def runtime(self) -> Any:
+        value = self._runtime
+        if value is None and self._resolve is not None:
+            value = self._runtime = self._resolve(self, "runtime")
+        return value
+
+    @runtime.setter
+    def runtime(self, value: Any) -> None:
+        self._runtime = value
+
+    @property
+    def agents(self) -> Any:
+        value = self._agents
+        if value is None and self._resolve is not None:
+            value = self._agents = self._resolve(self, "agents")
+        return value
+
+    @agents.setter
+    def agents(self, value: Any) -> None:
+        self._agents = value
 
 
 class Turn:

@@ -69,12 +69,13 @@ class ToolContext:
     """What a tool handler receives as ``ctx`` (CONTRACT §5)."""
 
     __slots__ = (
+        "_make_runtime",
+        "_runtime",
         "_workdir",
         "agent_name",
         "instance_key",
         "logger",
         "message",
-        "runtime",
         "tool_call_id",
         "trace_id",
         "turn_id",
@@ -91,7 +92,8 @@ class ToolContext:
         message: Message | None,
         workdir: Path | Callable[[], Path],
         logger: logging.Logger,
-        runtime: Any,
+        runtime: Any = None,
+        runtime_factory: Callable[[], Any] | None = None,
     ) -> None:
         self.agent_name = agent_name
         self.instance_key = instance_key
@@ -101,7 +103,21 @@ class ToolContext:
         self.message = message
         self._workdir = workdir
         self.logger = logger
-        self.runtime = runtime
+        self._runtime = runtime
+        self._make_runtime = runtime_factory
+
+    @property
+    def runtime(self) -> Any:
+        """Inter-agent calls (request/send/spawn/list/catalog). Built on first use: most tool
+        calls never touch it."""
+        value = self._runtime
+        if value is None and self._make_runtime is not None:
+            value = self._runtime = self._make_runtime()
+        return value
+
+    @runtime.setter
+    def runtime(self, value: Any) -> None:
+        self._runtime = value
 
     @property
     def workdir(self) -> Path:

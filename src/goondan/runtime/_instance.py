@@ -462,16 +462,9 @@ class AgentInstance:
             input_event=event,
             conversation_state=conversation,
             emit_message_event=self._emit,
-            agents=None,
-            runtime=RuntimeInfo(
-                agent=self._agent_info,
-                swarm=self._swarm_info,
-                inbound=inbound_info(event),
-                call=call_info(event),
-            ),
             turn=turn,
+            resolve=self._resolve_turn_part,
         )
-        turn_state.agents = self.hub.middleware_api(self, turn_state)
         run = _TurnRun(span_id)
         turn_state.internal = run
         pending = self._record_event(
@@ -533,6 +526,15 @@ class AgentInstance:
                 }
             )
         return result
+
+    def _resolve_turn_part(self, turn_state: TurnState, name: str) -> Any:
+        """Build ``ctx.runtime`` or ``ctx.agents`` of a turn the first time a middleware reads it."""
+        if name == "agents":
+            return self.hub.middleware_api(self, turn_state)
+        event = turn_state.input_event
+        return RuntimeInfo(
+            agent=self._agent_info, swarm=self._swarm_info, inbound=inbound_info(event), call=call_info(event)
+        )
 
     def _append_inbound(self, event: dict[str, Any], conversation: ConversationState) -> None:
         source = event.get("source") or {}
@@ -888,6 +890,7 @@ class AgentInstance:
         step_state = state.step_state
         turn_state = step_state.turn_state
         assistant = turn_state.internal.last_assistant
+        span = state.metadata.get("runtime.spanId")
 
         def make_context() -> ToolContext:
             return ToolContext(
@@ -899,7 +902,7 @@ class AgentInstance:
                 message=assistant,
                 workdir=self._workdir,
                 logger=self.logger,
-                runtime=self.hub.tool_runtime(self, turn_state, state.metadata.get("runtime.spanId")),
+                runtime_factory=lambda: self.hub.tool_runtime(self, turn_state, span),
             )
 
         return await execute_tool(
