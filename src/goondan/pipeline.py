@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import inspect
 from collections.abc import Awaitable, Callable
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
 
 from .errors import ExtensionError, GoondanError
@@ -78,7 +79,7 @@ class Chain(Generic[S, R]):
             return await self._core(state)
         entry = self._entries[pos]
         result: Any = entry.fn(self._ctx_cls(state, self, pos + 1))
-        if inspect.isawaitable(result):
+        if type(result) is CoroutineType or inspect.isawaitable(result):  # exact type first: async def layers
             result = await result
         if type(result) is not self._result_type and not isinstance(result, self._result_type):
             raise GoondanError(
