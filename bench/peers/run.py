@@ -318,7 +318,50 @@ def report(rows: list[dict[str, Any]], meta: dict[str, Any], basis: str) -> str:
                 f"target: {level:<5} layer >= 10x cheaper than the cheapest peer mechanism ({b:.2f} µs vs "
                 f"{g:.2f} µs): {shown}  {'ok' if ok else 'MISSED'}"
             )
+        floor = meta.get("coroutine_floor_us")
+        cheapest = [best[f"layer_{lv}"] for lv in LEVELS if best.get(f"layer_{lv}")]
+        if isinstance(floor, int | float) and cheapest:
+            need = min(cheapest) / 10
+            lines.append(
+                f"interpreter floor: one `async def` pass-through level costs {floor:.3f} µs on this machine "
+                f"(Python {meta.get('python', '?')}, no framework code at all); 10x under the cheapest peer "
+                f"needs <= {need:.3f} µs per layer{', below that floor' if floor >= need else ''}"
+            )
     return "\n".join(lines)
+
+
+# --- the interpreter's floor for one layer ---------------------------------------------------------
+
+
+def coroutine_floor_us(n: int = 400_000, repeats: int = 5) -> float:
+    """µs one ``async def layer(): return await inner()`` level adds to awaiting ``inner()`` directly on
+    this interpreter: what any async pass-through layer costs at the very least (its own coroutine),
+    before the framework does anything. It bounds how much cheaper than a peer a layer can be."""
+    import asyncio
+
+    async def inner() -> int:
+        return 1
+
+    async def layer() -> int:
+        return await inner()
+
+    async def direct(k: int) -> None:
+        for _ in range(k):
+            await inner()
+
+    async def wrapped(k: int) -> None:
+        for _ in range(k):
+            await layer()
+
+    def best(fn: Any) -> float:
+        times = []
+        for _ in range(repeats):
+            t0 = time.process_time()
+            asyncio.run(fn(n))
+            times.append(time.process_time() - t0)
+        return min(times)
+
+    return (best(wrapped) - best(direct)) / n * 1e6
 
 
 # --- main ----------------------------------------------------------------------------------------
@@ -417,6 +460,7 @@ def main() -> int:
         "seconds": round(time.time() - started),
         "argv": sys.argv[1:],
         "loadavg_1m_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+        "coroutine_floor_us": round(coroutine_floor_us(), 4),
     }
     for r in rows:
         if r["kind"] == "peer":

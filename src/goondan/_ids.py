@@ -8,13 +8,13 @@ import time
 from datetime import UTC, datetime
 
 _POOL_SIZE = 4096
-_pool = b""
+_pool = ""
 _pos = 0
 
 
 def _reset_pool() -> None:
     global _pool, _pos
-    _pool, _pos = b"", 0
+    _pool, _pos = "", 0
 
 
 # A forked child must never hand out the ids its parent's buffer still holds (agent processes are forked).
@@ -26,12 +26,12 @@ def _random_hex(nbytes: int) -> str:
     from a 4 KiB buffer refilled with one ``os.urandom`` call instead of a syscall per id."""
     global _pool, _pos
     start = _pos
-    end = start + nbytes
+    end = start + 2 * nbytes
     if end > len(_pool):
-        _pool = os.urandom(_POOL_SIZE)
-        start, end = 0, nbytes
+        _pool = os.urandom(_POOL_SIZE).hex()
+        start, end = 0, 2 * nbytes
     _pos = end
-    return _pool[start:end].hex()
+    return _pool[start:end]
 
 
 def new_trace_id() -> str:

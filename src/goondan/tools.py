@@ -13,6 +13,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import CoroutineType
 from typing import Any
 
 from . import _argcheck
@@ -273,6 +274,10 @@ def error_from_exception(exc: BaseException, tool_call_id: str, tool_name: str, 
     )
 
 
+# results of sync handlers that are certainly not awaitable (``inspect.isawaitable`` is slow for them)
+_PLAIN_RESULTS = frozenset({dict, list, str, int, float, bool, type(None)})
+
+
 async def execute_tool(
     registry: ToolRegistry,
     catalog: list[dict[str, Any]],
@@ -321,7 +326,7 @@ async def execute_tool(
         )
     try:
         output = entry.handler(make_context(), args)
-        if inspect.isawaitable(output):
+        if type(output) is CoroutineType or (type(output) not in _PLAIN_RESULTS and inspect.isawaitable(output)):
             output = await output
     except Exception as exc:  # a tool failure never aborts the turn
         return error_from_exception(exc, tool_call_id, tool_name, limit)

@@ -47,7 +47,7 @@ class PythonModel:
         fn = self._load()
         try:
             out = fn(request)
-            if inspect.isawaitable(out):
+            if type(out) is not dict and inspect.isawaitable(out):  # a sync generate() returns a dict
                 out = await out
         except ModelError:
             raise

@@ -673,7 +673,11 @@ class MemoryInstanceStore:
         pass
 
     def append_runtime_event(self, record: Mapping[str, Any]) -> None:
-        self._runtime_events.append(_encode_json(record, "runtime event"))
+        try:  # encoded now: a snapshot nobody can change afterwards (8 per turn, so no wrapper calls)
+            data = orjson.dumps(record)
+        except TypeError:
+            data = _encode_json(record, "runtime event")  # raises the storage error with its hint
+        self._runtime_events.append(data)
 
     def read_runtime_events(self) -> list[dict[str, Any]]:
         return [orjson.loads(line) for line in self._runtime_events]
@@ -690,14 +694,20 @@ class MemoryInstanceStore:
 
     def write_metadata(self, *, agent_name: str, instance_key: str, status: str) -> None:
         now = now_iso()
-        created = self._metadata.get("createdAt") if self._metadata else None
-        self._metadata = {
-            "agentName": agent_name,
-            "instanceKey": instance_key,
-            "status": status,
-            "createdAt": created or now,
-            "updatedAt": now,
-        }
+        metadata = self._metadata
+        if metadata is None:
+            self._metadata = {
+                "agentName": agent_name,
+                "instanceKey": instance_key,
+                "status": status,
+                "createdAt": now,
+                "updatedAt": now,
+            }
+        else:  # twice per turn: update in place (read_metadata hands out copies)
+            metadata["agentName"] = agent_name
+            metadata["instanceKey"] = instance_key
+            metadata["status"] = status
+            metadata["updatedAt"] = now
 
     def clear_history(self) -> None:
         self._runtime_events.clear()
