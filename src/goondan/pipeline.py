@@ -44,6 +44,8 @@ class _Entry:
         return (self.priority, self.seq)
 
 
+_new_object = object.__new__
+
 _RESULT_TYPES: dict[str, type] = {"turn": TurnResult, "step": StepResult, "toolCall": ToolCallResult}
 
 
@@ -53,13 +55,13 @@ class Chain(Generic[S, R]):
     __slots__ = ("_core", "_ctx_cls", "_entries", "_n", "_result_type", "_type")
 
     _core: Callable[[S], Awaitable[R]]
-    _ctx_cls: Callable[[S, Chain[S, R], int], Any]
+    _ctx_cls: type[_LayerContext[Any, Any]]
 
     def __init__(
         self,
         mtype: MiddlewareType,
         entries: list[_Entry],
-        ctx_cls: Callable[[S, Chain[S, R], int], Any],
+        ctx_cls: type[_LayerContext[Any, Any]],
         core: Callable[[S], Awaitable[R]],
     ) -> None:
         self._type = mtype
@@ -72,23 +74,20 @@ class Chain(Generic[S, R]):
     def run(self, state: S) -> Awaitable[R]:
         if self._n == 0:
             return self._core(state)
-        return self._invoke(0, state)
+        root: _LayerContext[S, R] = _new_object(self._ctx_cls)  # a context "outside" the outermost layer
+        root._s = state
+        root._chain = self
+        root._pos = 0
+        root._used = False
+        return root.next()
 
-    async def _invoke(self, pos: int, state: S) -> R:
-        if pos == self._n:
-            return await self._core(state)
-        entry = self._entries[pos]
-        result: Any = entry.fn(self._ctx_cls(state, self, pos + 1))
-        if type(result) is CoroutineType or inspect.isawaitable(result):  # exact type first: async def layers
-            result = await result
-        if type(result) is not self._result_type and not isinstance(result, self._result_type):
-            raise GoondanError(
-                "E_PIPELINE_BAD_RESULT",
-                f"{self._type} middleware {_describe(entry)} returned {type(result).__name__}, "
-                f"expected {self._result_type.__name__}",
-                suggestion="Return the value of `await ctx.next()` (or a dataclasses.replace of it).",
-            )
-        return cast(R, result)
+    def bad_result(self, entry: _Entry, result: Any) -> GoondanError:
+        return GoondanError(
+            "E_PIPELINE_BAD_RESULT",
+            f"{self._type} middleware {_describe(entry)} returned {type(result).__name__}, "
+            f"expected {self._result_type.__name__}",
+            suggestion="Return the value of `await ctx.next()` (or a dataclasses.replace of it).",
+        )
 
 
 def _describe(entry: _Entry) -> str:
@@ -111,8 +110,11 @@ class _LayerContext(Generic[S, R]):
         self._pos = pos
         self._used = False
 
-    def next(self) -> Awaitable[R]:
-        """Run the inner layers (and finally the core) and return their result. At most once."""
+    async def next(self) -> R:
+        """Run the inner layers (and finally the core) and return their result. At most once.
+
+        This coroutine is also what calls the next layer and checks its result, so a layer costs
+        two coroutines (this one and the middleware's own) and one context object, nothing more."""
         if self._used:
             raise GoondanError(
                 "E_PIPELINE_NEXT_TWICE",
@@ -120,7 +122,23 @@ class _LayerContext(Generic[S, R]):
                 suggestion="Call next() once; express retries by returning a changed result or raising.",
             )
         self._used = True
-        return self._chain._invoke(self._pos, self._s)
+        chain = self._chain
+        pos = self._pos
+        if pos == chain._n:
+            return await chain._core(self._s)
+        entry = chain._entries[pos]
+        ctx: _LayerContext[S, R] = _new_object(chain._ctx_cls)  # no Python-level __init__ on this path
+        ctx._s = self._s
+        ctx._chain = chain
+        ctx._pos = pos + 1
+        ctx._used = False
+        result: Any = entry.fn(ctx)
+        if type(result) is CoroutineType or inspect.isawaitable(result):  # exact type first: async def layers
+            result = await result
+        expected = chain._result_type
+        if type(result) is not expected and not isinstance(result, expected):
+            raise chain.bad_result(entry, result)
+        return cast(R, result)
 
 
 # --- shared state records ------------------------------------------------------------------
