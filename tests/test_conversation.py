@@ -216,3 +216,35 @@ def test_view_indexing_and_slicing_behave_like_a_sequence():
     with pytest.raises(IndexError):
         llm[5]
     assert list(llm) == [m.data for m in state.next_messages]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=3) | st.tuples(st.integers()),
+        lambda children: st.lists(children, max_size=3)
+        | st.dictionaries(st.text(max_size=2) | st.integers(0, 3), children, max_size=3),
+        max_leaves=10,
+    )
+)
+def test_quick_json_check_never_accepts_what_the_full_check_rejects(value):
+    """is_plain_json is a shortcut for json_problem: when it says yes, json_problem must find nothing."""
+    from goondan._json import is_plain_json, json_problem
+
+    if is_plain_json(value):
+        assert json_problem(value) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=3),
+        lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=2), children, max_size=3),
+        max_leaves=10,
+    )
+)
+def test_quick_json_check_accepts_every_plain_json_tree(value):
+    from goondan._json import freeze_json, is_plain_json
+
+    assert is_plain_json(value)
+    assert is_plain_json(freeze_json(value))

@@ -151,6 +151,34 @@ def json_type_name(value: Any) -> str:
     return type(value).__name__
 
 
+def is_plain_json(value: Any, _depth: int = 0) -> bool:
+    """A quick yes for the common case: a tree of exact dicts/lists (no deeper than 32) whose leaves
+    are str, int, bool, None or finite floats. False means "look closer" with :func:`json_problem`
+    (which also names the problem); it is never a verdict on its own."""
+    if _depth > 32:
+        return False
+    t = type(value)
+    if t is dict or t is FrozenDict:
+        items = value.values()
+        for k in value:
+            if type(k) is not str:
+                return False
+    elif t is list or t is FrozenList:
+        items = value
+    else:
+        return value is None or t is str or t is int or t is bool or (t is float and math.isfinite(value))
+    for item in items:
+        it = type(item)
+        if it is str or it is int or it is bool or item is None:
+            continue
+        if it is float:
+            if not math.isfinite(item):
+                return False
+        elif not is_plain_json(item, _depth + 1):
+            return False
+    return True
+
+
 def json_problem(value: Any, path: str = "$") -> str | None:
     """Return a description of the first non-JSON part of ``value``, or None if it is pure JSON."""
     stack: list[tuple[Any, str]] = [(value, path)]

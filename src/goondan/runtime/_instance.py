@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._ids import is_span_id, new_id, new_span_id, new_trace_id, now_iso
-from .._json import copy_json, json_problem
+from .._json import copy_json, is_plain_json, json_problem
 from .._modules import import_path
 from ..conversation import ConversationState
 from ..errors import ExtensionError, GoondanError, ModelError
@@ -582,7 +582,8 @@ class AgentInstance:
         agent_name, instance_key = self.agent_name, self.instance_key
         turn_id, trace_id, turn_span = turn_state.turn_id, turn_state.trace_id, run.span_id
         while True:
-            self._flush_inbox(turn_state)
+            if self.inbox:
+                self._flush_inbox(turn_state)
             if step_index >= self._max_steps:
                 finish = "max_steps"
                 break
@@ -734,7 +735,7 @@ class AgentInstance:
         for call in calls:
             if not isinstance(call.args, dict):
                 problems.append(f"- {call.name}({call.id}): args must be a JSON object input={_preview(call.args)}")
-            else:
+            elif not is_plain_json(call.args):
                 issue = json_problem(call.args, "args")
                 if issue:
                     problems.append(f"- {call.name}({call.id}): {issue}")

@@ -18,6 +18,7 @@ from ..results import ToolCall, ToolCallResult
 from ..tools import result_output_part
 
 _USER_SOURCE = FrozenDict({"type": "user"})
+_NO_METADATA = FrozenDict()  # immutable, so every message without metadata can share it
 
 
 def inbound_message(text: str, inbound: Mapping[str, Any]) -> Message:
@@ -53,7 +54,7 @@ def model_message(
     return Message(
         new_id("msg"),
         FrozenDict({"role": "assistant", "content": content}),
-        FrozenDict(),
+        _NO_METADATA,
         utc_now(),
         FrozenDict({"type": "assistant", "stepId": step_id}),
     )
@@ -67,7 +68,7 @@ def tool_result_message(call: ToolCall, result: ToolCallResult) -> Message:
     return Message(
         new_id("msg"),
         FrozenDict({"role": "tool", "content": FrozenList((part,))}),
-        FrozenDict(),
+        _NO_METADATA,
         utc_now(),
         FrozenDict({"type": "tool", "toolCallId": call.id, "toolName": call.name}),
     )
