@@ -222,8 +222,10 @@ def test_view_indexing_and_slicing_behave_like_a_sequence():
 @given(
     st.recursive(
         st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=3) | st.tuples(st.integers()),
-        lambda children: st.lists(children, max_size=3)
-        | st.dictionaries(st.text(max_size=2) | st.integers(0, 3), children, max_size=3),
+        lambda children: (
+            st.lists(children, max_size=3)
+            | st.dictionaries(st.text(max_size=2) | st.integers(0, 3), children, max_size=3)
+        ),
         max_leaves=10,
     )
 )
@@ -238,7 +240,11 @@ def test_quick_json_check_never_accepts_what_the_full_check_rejects(value):
 @settings(max_examples=300, deadline=None)
 @given(
     st.recursive(
-        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=3),
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(max_size=3),
         lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=2), children, max_size=3),
         max_leaves=10,
     )
