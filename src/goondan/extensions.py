@@ -73,6 +73,12 @@ class EventBus:
 
         return unsubscribe
 
+    @property
+    def handlers_by_event(self) -> Mapping[str, list[tuple[str | None, Callable[..., Any]]]]:
+        """The live subscription table (event name -> handlers), read-only by convention; the
+        runtime looks events up in it directly on its hot path."""
+        return self._handlers
+
     def has_handlers(self, event: str) -> bool:
         return bool(self._handlers.get(event))
 

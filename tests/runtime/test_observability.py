@@ -266,3 +266,33 @@ def test_step_started_has_no_llm_input_messages_by_default(tmp_path: Path, state
     events = collect(root, state_root, "hi")
     (started,) = [e for e in events if e["type"] == "step.started"]
     assert "llmInputMessages" not in started
+
+
+def test_in_memory_runtime_events_survive_listeners_that_edit_their_records(tmp_path: Path, state_root: Path) -> None:
+    """persist=False keeps runtime events in memory; a listener scribbling on the records it gets
+    must not change what was recorded, and without listeners the same events are recorded."""
+    k.MODEL = scripted(call("t__noop", {}), text("done"))
+    root = bundle(tmp_path)
+
+    async def scenario(vandal: bool) -> list[dict[str, Any]]:
+        async with goondan.Runtime(root, state_root=state_root, isolation="inline", persist=False) as rt:
+            if vandal:
+                rt.on_runtime_event(lambda record: record.update(type="vandalised", traceId="x"))
+            await rt.request("go")
+            instance = await rt.get_instance(rt.entry_agent, rt.swarm_instance_key)
+            return instance.store.read_runtime_events()
+
+    for vandal in (True, False):
+        k.MODEL = scripted(call("t__noop", {}), text("done"))
+        recorded = k.run(scenario(vandal))
+        assert [e["type"] for e in recorded] == [
+            "turn.started",
+            "step.started",
+            "tool.called",
+            "tool.completed",
+            "step.completed",
+            "step.started",
+            "step.completed",
+            "turn.completed",
+        ]
+        assert all(HEX32.match(e["traceId"]) for e in recorded)

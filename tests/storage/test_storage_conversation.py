@@ -570,3 +570,17 @@ def test_rewrite_commit_orders_tmp_marker_rename_clear_unmark(tmp_path: Path, mo
     ]
     assert not store.marker_path.exists()
     store.close()
+
+
+def test_memory_store_runtime_events_are_snapshots_unless_handed_over() -> None:
+    """A record someone still holds is encoded at once, so changing it later changes nothing;
+    a handed-over (owned) record is kept as is; readers always get copies."""
+    store = MemoryInstanceStore()
+    shared = {"type": "shared", "data": {"n": 1}}
+    store.append_runtime_event(shared)
+    shared["data"]["n"] = 2
+    store.append_runtime_event({"type": "owned", "data": {"n": 3}}, owned=True)
+    first = store.read_runtime_events()
+    assert first == [{"type": "shared", "data": {"n": 1}}, {"type": "owned", "data": {"n": 3}}]
+    first[1]["data"]["n"] = 99
+    assert store.read_runtime_events()[1] == {"type": "owned", "data": {"n": 3}}

@@ -196,6 +196,7 @@ class AgentInstance:
         self.pipeline = PipelineRegistry()
         self.tools = ToolRegistry()
         self.bus = EventBus()
+        self._bus_handlers = self.bus.handlers_by_event  # read per runtime event: no method call
         self.states: dict[str, ExtensionState] = {}
         self.model: ModelAdapter | None = None
         self.conversation: ConversationState | None = None
@@ -369,10 +370,12 @@ class AgentInstance:
         """Store a runtime event and notify listeners. Returns a coroutine to await only when an
         extension subscribed to this event type: the hot path (nobody subscribed) stays synchronous,
         which saves a coroutine per event (8 per turn)."""
-        self.store.append_runtime_event(record)
-        if self.bus.has_handlers(record["type"]):
+        listeners = self._listeners
+        # with nobody else holding the record, the in-memory store may keep it without encoding it
+        self.store.append_runtime_event(record, owned=not listeners)
+        if self._bus_handlers.get(record["type"]):
             return self._deliver_event(record)
-        if self._listeners:
+        if listeners:
             self._notify_listeners(record)
         return None
 
@@ -608,7 +611,7 @@ class AgentInstance:
                 # opt-in: summarising the model input costs about as much as the rest of a step
                 llm_input = llm_input_summary(turn_state.conversation_state.to_llm_messages())
                 step_state.metadata["runtime.llmInputMessages"] = llm_input
-                started["llmInputMessages"] = llm_input
+                started["llmInputMessages"] = copy_json(llm_input)  # middleware may edit the metadata one
             pending = self._record_event(started)
             if pending is not None:
                 await pending

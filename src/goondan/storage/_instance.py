@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from .._ids import now_iso
-from .._json import dumps_line, dumps_pretty
+from .._json import copy_json, dumps_line, dumps_pretty
 from ..errors import GoondanError, StorageError
 from ..messages import Message, event_from_record, event_to_record
 from . import _atomic
@@ -479,8 +479,9 @@ class InstanceStore:
 
     # ------------------------------------------------------------------ runtime events
 
-    def append_runtime_event(self, record: Mapping[str, Any]) -> None:
-        """Append one runtime event (observability, not conversation state): one line, no fsync."""
+    def append_runtime_event(self, record: Mapping[str, Any], *, owned: bool = False) -> None:
+        """Append one runtime event (observability, not conversation state): one line, no fsync.
+        (``owned`` only matters to the in-memory store.)"""
         data = _encode_json(record, "runtime event")
         fd = self._runtime_fd
         if fd is None:
@@ -649,7 +650,7 @@ class MemoryInstanceStore:
         self.instance_key = instance_key
         self._extension_state: dict[str, bytes] = {}
         self._metadata: dict[str, Any] | None = None
-        self._runtime_events: deque[bytes] = deque(maxlen=self.MAX_RUNTIME_EVENTS)
+        self._runtime_events: deque[bytes | dict[str, Any]] = deque(maxlen=self.MAX_RUNTIME_EVENTS)
         self._closed = False
 
     @property
@@ -672,15 +673,21 @@ class MemoryInstanceStore:
     def commit(self, next_messages: Sequence[Message], appended: Sequence[Message] | None) -> None:
         pass
 
-    def append_runtime_event(self, record: Mapping[str, Any]) -> None:
-        try:  # encoded now: a snapshot nobody can change afterwards (8 per turn, so no wrapper calls)
+    def append_runtime_event(self, record: Mapping[str, Any], *, owned: bool = False) -> None:
+        """Keep one runtime event. ``owned=True`` means the caller hands the record over (a fresh
+        dict of JSON values nobody else references), so it is kept as it is; any other record is
+        encoded at once, a snapshot its holders cannot change afterwards. A turn records eight."""
+        if owned and type(record) is dict:
+            self._runtime_events.append(record)
+            return
+        try:
             data = orjson.dumps(record)
         except TypeError:
             data = _encode_json(record, "runtime event")  # raises the storage error with its hint
         self._runtime_events.append(data)
 
     def read_runtime_events(self) -> list[dict[str, Any]]:
-        return [orjson.loads(line) for line in self._runtime_events]
+        return [copy_json(item) if isinstance(item, dict) else orjson.loads(item) for item in self._runtime_events]
 
     def load_extension_state(self, extension_name: str) -> Any | None:
         data = self._extension_state.get(extension_name)
