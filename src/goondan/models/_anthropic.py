@@ -4,14 +4,24 @@ Anthropic has one system slot, so every system message becomes one block of the 
 list, in conversation order. Tool results (one core ``role: tool`` message each) become
 ``tool_result`` blocks of user turns; consecutive turns of the same role are merged into one message
 because the API expects the results of one assistant turn together.
+
+Extended thinking (``thinking`` in ``modelConfig.params.extra``): while a tool loop runs, the API
+requires the assistant message that carried ``tool_use`` blocks to come back with its ``thinking`` /
+``redacted_thinking`` blocks unchanged and first, or it answers 400. The core message format has no
+place for them, so a response's thinking blocks ride on its first tool call as provider metadata
+(``{"anthropic": {"thinkingBlocks": [...]}}``, stored by the runtime as the part's
+``providerMetadata`` and persisted with the conversation) and are put back, verbatim and ahead of
+everything else, when that message is sent again. Thinking is never reported as assistant text.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from .._ids import new_id
+from .._json import copy_json
 from ..errors import ModelError
 from ._base import ModelRequest, ModelResponse, ModelToolCall, TextDeltaCallback
 from ._convert import normalize_finish, parse_arguments, parts_of, text_of, tool_output_text, unsupported, usage
@@ -34,6 +44,10 @@ FINISH = {
     "refusal": "content-filter",
     "pause_turn": "other",
 }
+
+METADATA_KEY = "anthropic"  # ModelToolCall.metadata / tool-call part providerMetadata namespace
+BLOCKS_KEY = "thinkingBlocks"
+THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
 
 
 def check_options(options: dict[str, Any]) -> NetworkOptions:
@@ -136,7 +150,9 @@ def _dump(obj: Any) -> dict[str, Any]:
     dump = getattr(obj, "model_dump", None)
     if dump is None:
         raise _bad(f"got {type(obj).__name__} instead of a message")
-    out: dict[str, Any] = dump(mode="json", warnings=False)
+    # exclude_unset: exactly the fields the server sent, so thinking blocks replay as received
+    # instead of gaining defaults (e.g. ``null`` for fields a newer SDK declares)
+    out: dict[str, Any] = dump(mode="json", exclude_unset=True, warnings=False)
     return out
 
 
@@ -153,13 +169,19 @@ def to_anthropic_messages(messages: Any) -> tuple[list[dict[str, Any]], list[dic
     system: list[dict[str, Any]] = []
     out: list[dict[str, Any]] = []
 
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
-        if not blocks:
+    def add(role: str, blocks: list[dict[str, Any]], thinking: list[dict[str, Any]]) -> None:
+        if not blocks and not thinking:
             return
         if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(blocks)
+            # a merged assistant message still has to open with its thinking blocks
+            content = out[-1]["content"]
+            at = 0
+            while at < len(content) and content[at].get("type") in THINKING_TYPES:
+                at += 1
+            content[at:at] = thinking
+            content.extend(blocks)
         else:
-            out.append({"role": role, "content": blocks})
+            out.append({"role": role, "content": [*thinking, *blocks]})
 
     for message in messages:
         role = message.get("role")
@@ -169,12 +191,14 @@ def to_anthropic_messages(messages: Any) -> tuple[list[dict[str, Any]], list[dic
                 system.append({"type": "text", "text": text})
             continue
         blocks: list[dict[str, Any]] = []
+        thinking: list[dict[str, Any]] = []
         for part in parts_of(message):
             kind = part.get("type")
             if kind == "text":
                 if part.get("text"):  # the API rejects empty text blocks
                     blocks.append({"type": "text", "text": str(part["text"])})
             elif kind == "tool-call" and role == "assistant":
+                thinking.extend(_stored_thinking(part))
                 args = part.get("input", {})
                 blocks.append(
                     {
@@ -193,12 +217,36 @@ def to_anthropic_messages(messages: Any) -> tuple[list[dict[str, Any]], list[dic
             else:
                 raise unsupported(message, f"a {kind!r} part")
         if role == "assistant":
-            add("assistant", blocks)
+            add("assistant", blocks, thinking)
         elif role in ("user", "tool"):
-            add("user", blocks)
+            add("user", blocks, [])
         else:
             raise unsupported(message, "an unknown role")
     return system, out
+
+
+def _stored_thinking(part: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The thinking blocks a tool-call part carries (see the module docstring), as plain dicts."""
+    meta = part.get("providerMetadata")
+    ours = meta.get(METADATA_KEY) if isinstance(meta, Mapping) else None
+    if not isinstance(ours, Mapping) or ours.get(BLOCKS_KEY) is None:
+        return []
+    stored = ours[BLOCKS_KEY]
+    if not isinstance(stored, list) or not all(
+        isinstance(b, Mapping) and b.get("type") in THINKING_TYPES for b in stored
+    ):
+        raise ModelError(
+            "E_MODEL_UNSUPPORTED_CONTENT",
+            f"tool call {part.get('toolCallId')!r}: providerMetadata.{METADATA_KEY}.{BLOCKS_KEY} must be the list "
+            "of thinking / redacted_thinking blocks Anthropic returned with that call",
+            suggestion=(
+                f"Restore the message as the runtime stored it, or remove providerMetadata.{METADATA_KEY} from the "
+                "part (the API then rejects the request only while the tool loop of that message is still running "
+                "with thinking enabled)."
+            ),
+        )
+    blocks: list[dict[str, Any]] = copy_json(stored)
+    return blocks
 
 
 def parse_message(data: dict[str, Any]) -> ModelResponse:
@@ -207,15 +255,21 @@ def parse_message(data: dict[str, Any]) -> ModelResponse:
         raise _bad("no content list")
     text: list[str] = []
     calls: list[ModelToolCall] = []
+    thinking: list[dict[str, Any]] = []
     for block in content:
         if not isinstance(block, dict):
             raise _bad("a content block is not an object")
         if block.get("type") == "text":
             text.append(str(block.get("text", "")))
+        elif block.get("type") in THINKING_TYPES:
+            thinking.append(block)
         elif block.get("type") == "tool_use":
             if not isinstance(block.get("name"), str):
                 raise _bad("a tool_use block without a name")
             calls.append(ModelToolCall(block.get("id") or new_id("call"), block["name"], block.get("input", {})))
+    if calls and thinking:
+        # only a tool loop needs them back; a final answer's thinking is not required later
+        calls[0].metadata = {METADATA_KEY: {BLOCKS_KEY: thinking}}
     raw = data.get("stop_reason")
     return ModelResponse(
         text="".join(text) or None,
@@ -236,7 +290,9 @@ def _usage(u: dict[str, Any]) -> dict[str, int] | None:
 
 class _StreamAccumulator:
     """Rebuilds the final message from the documented event sequence (message_start,
-    content_block_start/delta/stop, message_delta, message_stop)."""
+    content_block_start/delta/stop, message_delta, message_stop). Only text deltas are emitted:
+    thinking arrives as ``thinking_delta`` pieces plus a ``signature_delta`` before the block stops,
+    and a ``redacted_thinking`` block comes whole in its ``content_block_start``."""
 
     def __init__(self) -> None:
         self.blocks: dict[int, dict[str, Any]] = {}
@@ -269,6 +325,10 @@ class _StreamAccumulator:
                 emit(piece)
             elif delta.get("type") == "input_json_delta":
                 block.setdefault("partial", []).append(str(delta.get("partial_json", "")))
+            elif delta.get("type") == "thinking_delta":
+                block["thinking"] = block.get("thinking", "") + str(delta.get("thinking", ""))
+            elif delta.get("type") == "signature_delta":
+                block["signature"] = block.get("signature", "") + str(delta.get("signature", ""))
         elif kind == "message_delta":
             delta = event.get("delta") or {}
             if delta.get("stop_reason"):

@@ -4,12 +4,15 @@ It runs its own asyncio loop in a thread (the SDK under test runs in the test's 
 request (method, path, headers, JSON body), counts TCP connections opened and closed by the client,
 and answers with scripted replies: JSON bodies, Server-Sent Events written as separate chunks (with
 optional pauses between them), arbitrary status codes and headers, or a stall that never answers.
+:class:`ThinkingMessagesAPI` plays Anthropic's Messages API with extended thinking on top of it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
+import hashlib
 import json
 import threading
 import time
@@ -175,3 +178,158 @@ class FakeServer:
 
 def _fmt(headers: dict[str, str]) -> str:
     return "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+
+
+# --- the Anthropic Messages API with extended thinking ------------------------------------------
+
+THINKING_TYPES = ("thinking", "redacted_thinking")
+
+
+def thinking_block(text: str) -> dict[str, Any]:
+    """A thinking block as the API returns it: the signature is opaque to clients, here a digest the
+    fake can check (the API rejects any block whose text or signature was changed)."""
+    return {"type": "thinking", "thinking": text, "signature": _sign(text)}
+
+
+def redacted_thinking_block(data: str) -> dict[str, Any]:
+    return {"type": "redacted_thinking", "data": data}
+
+
+def _sign(text: str) -> str:
+    return base64.b64encode(hashlib.sha256(b"fake-anthropic:" + text.encode()).digest() * 4).decode()
+
+
+def anthropic_message(content: list[dict[str, Any]], *, msg_id: str = "msg_1") -> dict[str, Any]:
+    calls = any(block["type"] == "tool_use" for block in content)
+    return {
+        "id": msg_id,
+        "type": "message",
+        "role": "assistant",
+        "model": "test-model",
+        "content": content,
+        "stop_reason": "tool_use" if calls else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 20, "output_tokens": 9},
+    }
+
+
+def anthropic_stream(message: dict[str, Any]) -> list[str]:
+    """The SSE events the API sends for ``message``: text, thinking and tool input arrive in pieces,
+    a thinking block's signature in one ``signature_delta`` just before its ``content_block_stop``,
+    a redacted_thinking block whole in its ``content_block_start``."""
+
+    def halves(text: str) -> list[str]:
+        cut = len(text) // 2
+        return [piece for piece in (text[:cut], text[cut:]) if piece]
+
+    start = {**message, "content": [], "stop_reason": None, "usage": {**message["usage"], "output_tokens": 1}}
+    events = [
+        sse_event({"type": "message_start", "message": start}, "message_start"),
+        sse_event({"type": "ping"}, "ping"),
+    ]
+    for index, block in enumerate(message["content"]):
+        deltas: list[dict[str, Any]] = []
+        opening: dict[str, Any]
+        if block["type"] == "text":
+            opening = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": piece} for piece in halves(block["text"])]
+        elif block["type"] == "thinking":
+            opening = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [{"type": "thinking_delta", "thinking": piece} for piece in halves(block["thinking"])]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif block["type"] == "tool_use":
+            opening = {**block, "input": {}}
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in halves(json.dumps(block["input"]))]
+        else:
+            opening = block
+        events.append(
+            sse_event({"type": "content_block_start", "index": index, "content_block": opening}, "content_block_start")
+        )
+        for delta in deltas:
+            events.append(
+                sse_event({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
+            )
+        events.append(sse_event({"type": "content_block_stop", "index": index}, "content_block_stop"))
+    events.append(
+        sse_event(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": message["usage"]["output_tokens"]},
+            },
+            "message_delta",
+        )
+    )
+    events.append(sse_event({"type": "message_stop"}, "message_stop"))
+    return events
+
+
+class ThinkingMessagesAPI:
+    """A Messages API handler that answers with scripted content lists (JSON, or SSE when the request
+    streams) and checks requests the way the API does when extended thinking is on:
+
+    - ``thinking.budget_tokens`` must be at least 1024 and below ``max_tokens``;
+    - every thinking / redacted_thinking block sent must be one this server returned, unchanged;
+    - in the final assistant turn (everything after the last user message that is not only tool
+      results), if it used tools, the first assistant message must start with a thinking block.
+
+    Violations get the API's 400 ``invalid_request_error``, and the scripted reply is not consumed.
+    """
+
+    def __init__(self, replies: list[list[dict[str, Any]]]) -> None:
+        self.replies = list(replies)
+        self.issued: list[dict[str, Any]] = []
+        self.rejections: list[str] = []
+        self.answered = 0
+
+    def __call__(self, req: Req) -> Reply:
+        body = req.json
+        problem = self.problem(body)
+        if problem is None and not self.replies:
+            problem = "the fake has no scripted reply left"
+        if problem is not None:
+            self.rejections.append(problem)
+            error = {"type": "error", "error": {"type": "invalid_request_error", "message": problem}}
+            return Reply(400, error, {"request-id": f"req_fake_{len(self.rejections)}"})
+        content = self.replies.pop(0)
+        self.issued.extend(json.loads(json.dumps(b)) for b in content if b["type"] in THINKING_TYPES)
+        self.answered += 1
+        message = anthropic_message(content, msg_id=f"msg_{self.answered}")
+        return Reply(sse=anthropic_stream(message)) if body.get("stream") else Reply(body=message)
+
+    def problem(self, body: dict[str, Any]) -> str | None:
+        thinking = body.get("thinking") or {}
+        messages = body.get("messages") or []
+        for i, message in enumerate(messages):
+            for j, block in enumerate(_blocks(message)):
+                if block.get("type") in THINKING_TYPES and block not in self.issued:
+                    return f"messages.{i}.content.{j}: Invalid `signature` in `{block['type']}` block"
+        if thinking.get("type") not in ("enabled", "adaptive"):
+            return None
+        if thinking.get("type") == "enabled":
+            budget = thinking.get("budget_tokens")
+            if not isinstance(budget, int) or budget < 1024 or budget >= body.get("max_tokens", 0):
+                return "thinking.budget_tokens: must be at least 1024 and less than max_tokens"
+        start = 0
+        for i, message in enumerate(messages):
+            if message["role"] == "user" and any(b.get("type") != "tool_result" for b in _blocks(message)):
+                start = i + 1
+        turn = [(i, m) for i, m in enumerate(messages[start:], start) if m["role"] == "assistant"]
+        if not any(b.get("type") == "tool_use" for _, m in turn for b in _blocks(m)):
+            return None
+        first_index, first = turn[0]
+        found = _blocks(first)[0].get("type")
+        if found not in THINKING_TYPES:
+            return (
+                f"messages.{first_index}.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+                f"`{found}`. When `thinking` is enabled, a final `assistant` message must start with a thinking "
+                "block (preceding the lastmost set of `tool_use` and `tool_result` blocks)."
+            )
+        return None
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content or [])

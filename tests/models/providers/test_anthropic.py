@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
+import itertools
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import goondan
 from goondan.errors import ModelError
-from goondan.models import ProviderError, create_model_adapter
+from goondan.messages import assistant_message, tool_message
+from goondan.models import ModelResponse, ProviderError, create_model_adapter
+from goondan.models._anthropic import _StreamAccumulator, parse_message
 
 from .conftest import ADD_TOOL, CONVERSATION, request, run
-from .fake_http import Reply, Req, sse_event
+from .fake_http import (
+    Reply,
+    Req,
+    ThinkingMessagesAPI,
+    anthropic_message,
+    redacted_thinking_block,
+    sse_event,
+    thinking_block,
+)
 
 KEY = "sk-ant-SECRET-abcdef"
 
@@ -244,3 +260,292 @@ def test_missing_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ModelError) as info:
         run(model.generate(request([{"role": "user", "content": "a"}])))
     assert info.value.code == "E_MODEL_AUTH" and "ANTHROPIC_API_KEY" in (info.value.suggestion or "")
+
+
+# --- extended thinking in tool loops -------------------------------------------------------------
+
+THINK = thinking_block("The user wants 2 + 3; calc__add does exactly that, so call it with a=2, b=3.")
+REDACTED = redacted_thinking_block(
+    "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpPkNRj2YfWXGmKDxH4mPnZ"
+)
+TOOL_USE = {"type": "tool_use", "id": "toolu_1", "name": "calc__add", "input": {"a": 2, "b": 3}}
+THINKING_PARAMS = {"maxTokens": 2048, "extra": {"thinking": {"type": "enabled", "budget_tokens": 1024}}}
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+def follow_up(first: ModelResponse, *, keep_metadata: bool = True) -> list[dict[str, Any]]:
+    """The conversation after ``first`` as the runtime stores it: the assistant message (text, then one
+    tool-call part per call with ModelToolCall.metadata as providerMetadata), then one tool message per
+    call."""
+    calls = [
+        {"id": c.id, "name": c.name, "args": c.args}
+        | ({"providerMetadata": c.metadata} if c.metadata and keep_metadata else {})
+        for c in first.tool_calls
+    ]
+    return [
+        {"role": "user", "content": "add 2 and 3"},
+        assistant_message(first.text, tool_calls=calls).data,
+        *(tool_message(c.id, c.name, {"type": "json", "value": {"sum": 5}}).data for c in first.tool_calls),
+    ]
+
+
+def thinking_loop(
+    serve: Any, replies: list[list[dict[str, Any]]], *, streaming: bool
+) -> tuple[Any, ThinkingMessagesAPI, ModelResponse, list[str]]:
+    api = ThinkingMessagesAPI(replies)
+    server = serve(api)
+    deltas: list[str] = []
+    listener = deltas.append if streaming else None
+    first = run(
+        generate(
+            server.url,
+            request(
+                [{"role": "user", "content": "add 2 and 3"}],
+                tools=[ADD_TOOL],
+                params=THINKING_PARAMS,
+                on_text_delta=listener,
+            ),
+        )
+    )
+    return server, api, first, deltas
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_thinking_before_a_tool_call_is_sent_back_first_and_unchanged(serve: Any, streaming: bool) -> None:
+    server, api, first, deltas = thinking_loop(
+        serve, [[THINK, text("Let me add."), TOOL_USE], [text("The sum is 5.")]], streaming=streaming
+    )
+    # thinking is never the assistant's text, streamed or not
+    assert first.text == "Let me add."
+    assert "".join(deltas) == ("Let me add." if streaming else "")
+    assert first.tool_calls[0].metadata == {"anthropic": {"thinkingBlocks": [THINK]}}
+    second = run(generate(server.url, request(follow_up(first), tools=[ADD_TOOL], params=THINKING_PARAMS)))
+    assert api.rejections == [] and second.text == "The sum is 5."
+    assert server.requests[1].json["messages"][1] == {
+        "role": "assistant",
+        "content": [THINK, text("Let me add."), TOOL_USE],
+    }
+    assert server.requests[0].json["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_redacted_thinking_round_trips_in_its_original_order(serve: Any, streaming: bool) -> None:
+    server, api, first, deltas = thinking_loop(serve, [[THINK, REDACTED, TOOL_USE], [text("5.")]], streaming=streaming)
+    assert first.text is None and deltas == []
+    assert first.tool_calls[0].metadata == {"anthropic": {"thinkingBlocks": [THINK, REDACTED]}}
+    run(generate(server.url, request(follow_up(first), tools=[ADD_TOOL], params=THINKING_PARAMS)))
+    assert api.rejections == []
+    assert server.requests[1].json["messages"][1]["content"] == [THINK, REDACTED, TOOL_USE]
+
+
+def test_streamed_and_plain_thinking_responses_are_identical(serve: Any) -> None:
+    replies = [[THINK, REDACTED, text("Let me add."), TOOL_USE, {**TOOL_USE, "id": "toolu_2"}]]
+    _, _, streamed, _ = thinking_loop(serve, replies, streaming=True)
+    _, _, plain, _ = thinking_loop(serve, replies, streaming=False)
+    assert streamed == plain
+    # the blocks travel with the first call only: one message, one copy
+    assert [c.metadata for c in plain.tool_calls] == [{"anthropic": {"thinkingBlocks": [THINK, REDACTED]}}, None]
+
+
+@pytest.mark.parametrize(
+    ("tamper", "error"),
+    [
+        ("drop", "must start with a thinking block"),
+        ("edit", "Invalid `signature` in `thinking` block"),
+    ],
+)
+def test_the_fake_rejects_a_tool_loop_whose_thinking_was_lost_or_edited(serve: Any, tamper: str, error: str) -> None:
+    """The check the replay tests rely on: without the exact blocks the API answers 400."""
+    server, _, first, _ = thinking_loop(serve, [[THINK, TOOL_USE], [text("5.")]], streaming=False)
+    if tamper == "edit":
+        [block] = first.tool_calls[0].metadata["anthropic"]["thinkingBlocks"]
+        block["thinking"] += " "
+    messages = follow_up(first, keep_metadata=tamper != "drop")
+    with pytest.raises(ProviderError) as info:
+        run(generate(server.url, request(messages, tools=[ADD_TOOL], params=THINKING_PARAMS)))
+    assert (info.value.code, info.value.status) == ("E_MODEL_BAD_REQUEST", 400)
+    assert error in info.value.message
+
+
+def test_a_merged_assistant_message_still_opens_with_its_thinking(serve: Any) -> None:
+    """Consecutive assistant messages (a retried step's text, then the response) become one API
+    message; the thinking blocks must still come first in it."""
+    server, api, first, _ = thinking_loop(serve, [[THINK, TOOL_USE], [text("5.")]], streaming=False)
+    [user, assistant, result] = follow_up(first)
+    earlier = assistant_message("Checking the calculator.").data
+    run(generate(server.url, request([user, earlier, assistant, result], tools=[ADD_TOOL], params=THINKING_PARAMS)))
+    assert api.rejections == []
+    assert server.requests[1].json["messages"][1]["content"] == [THINK, text("Checking the calculator."), TOOL_USE]
+
+
+def test_without_thinking_requests_and_tool_calls_are_unchanged(serve: Any) -> None:
+    server, api, first, _ = thinking_loop(serve, [[text("Let me add."), TOOL_USE], [text("5.")]], streaming=False)
+    assert first.tool_calls[0].metadata is None
+    # another provider's metadata on a call (a conversation started with gemini) is not ours to send
+    messages = follow_up(first)
+    part = messages[1]["content"][1] | {"providerMetadata": {"google": {"thoughtSignature": "c2ln"}}}
+    messages[1] = {"role": "assistant", "content": [messages[1]["content"][0], part]}
+    run(generate(server.url, request(messages, tools=[ADD_TOOL])))
+    sent = server.requests[1].json
+    assert sent["messages"][1] == {"role": "assistant", "content": [text("Let me add."), TOOL_USE]}
+    assert "thinking" not in sent and api.rejections == []
+
+
+@pytest.mark.parametrize(
+    "stored",
+    ["not a list", [{"type": "text", "text": "hi"}], [THINK, "oops"]],
+)
+def test_tampered_stored_thinking_is_a_clear_error_before_any_request(serve: Any, stored: Any) -> None:
+    server = serve(ThinkingMessagesAPI([]))
+    call = {"id": "toolu_1", "name": "calc__add", "args": {"a": 2, "b": 3}}
+    messages = [
+        {"role": "user", "content": "add"},
+        assistant_message(
+            None, tool_calls=[call | {"providerMetadata": {"anthropic": {"thinkingBlocks": stored}}}]
+        ).data,
+    ]
+    with pytest.raises(ModelError) as info:
+        run(generate(server.url, request(messages)))
+    assert info.value.code == "E_MODEL_UNSUPPORTED_CONTENT"
+    assert "toolu_1" in info.value.message and "thinkingBlocks" in info.value.message
+    assert info.value.suggestion and server.requests == []
+
+
+def _pieces(value: str, cuts: list[int]) -> list[str]:
+    points = sorted({c % (len(value) + 1) for c in cuts} | {0, len(value)})
+    return [value[a:b] for a, b in itertools.pairwise(points) if value[a:b]]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    thought=st.text(max_size=60),
+    signature=st.text(alphabet="ABCDEFabcdef0123456789+/=", min_size=1, max_size=80),
+    said=st.text(max_size=30),
+    cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=6),
+    signature_cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=3),
+)
+def test_thinking_deltas_assemble_into_the_block_the_plain_call_returns(
+    thought: str, signature: str, said: str, cuts: list[int], signature_cuts: list[int]
+) -> None:
+    block: dict[str, Any] = {"type": "thinking", "thinking": thought, "signature": signature}
+    content = [block, text(said), TOOL_USE] if said else [block, TOOL_USE]
+    message = anthropic_message(content)
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": {**message, "content": []}}]
+    events.append(
+        {"type": "content_block_start", "index": 0, "content_block": {**block, "thinking": "", "signature": ""}}
+    )
+    events += [
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": p}}
+        for p in _pieces(thought, cuts)
+    ]
+    events += [
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": p}}
+        for p in _pieces(signature, signature_cuts)
+    ]
+    events.append({"type": "content_block_stop", "index": 0})
+    for index, other in enumerate(content[1:], 1):
+        events.append({"type": "content_block_start", "index": index, "content_block": other})
+        events.append({"type": "content_block_stop", "index": index})
+    events.append({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}})
+    events.append({"type": "message_stop"})
+    emitted: list[str] = []
+    acc = _StreamAccumulator()
+    for event in events:
+        acc.add(event, emitted.append)
+    streamed = acc.result()
+    assert streamed == parse_message(message)
+    assert streamed.tool_calls[0].metadata == {"anthropic": {"thinkingBlocks": [block]}}
+    assert "".join(emitted) == said  # no thinking in the text stream
+
+
+# --- inside real Goondan turns, across a restart ------------------------------------------------
+
+BUNDLE = """\
+apiVersion: goondan.ai/v1
+kind: Package
+metadata: {{name: thinking-e2e}}
+spec: {{version: 0.1.0}}
+---
+apiVersion: goondan.ai/v1
+kind: Model
+metadata: {{name: claude}}
+spec:
+  provider: anthropic
+  model: claude-test
+  endpoint: {endpoint}
+  apiKey: {{valueFrom: {{env: TEST_ANTHROPIC_KEY}}}}
+  options: {{retryBaseDelaySeconds: 0.01}}
+---
+apiVersion: goondan.ai/v1
+kind: Tool
+metadata: {{name: calc}}
+spec:
+  entry: ./calc.py
+  exports:
+    - name: add
+      description: Add two numbers.
+      parameters:
+        type: object
+        properties: {{a: {{type: number}}, b: {{type: number}}}}
+        required: [a, b]
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata: {{name: helper}}
+spec:
+  modelConfig:
+    modelRef: Model/claude
+    params:
+      maxTokens: 2048
+      extra: {{thinking: {{type: enabled, budget_tokens: 1024}}}}
+  tools: [{{ref: Tool/calc}}]
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata: {{name: default}}
+spec:
+  entryAgent: Agent/helper
+  agents: [{{ref: Agent/helper}}]
+"""
+
+
+def turn(bundle: Path, state: Path, text_in: str, deltas: list[str] | None) -> Any:
+    async def main() -> Any:
+        async with goondan.Runtime(bundle, state_root=state, isolation="inline", env={"TEST_ANTHROPIC_KEY": KEY}) as rt:
+            if deltas is not None:
+                rt.on_text_delta(lambda event: deltas.append(event["delta"]))
+            return await rt.request(text_in)
+
+    return run(main())
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_persisted_thinking_tool_loop_replays_its_blocks_after_a_restart(
+    serve: Any, tmp_path: Path, streaming: bool
+) -> None:
+    api = ThinkingMessagesAPI([[THINK, text("Let me add."), TOOL_USE], [text("The sum is 5.")], [text("Still 5.")]])
+    server = serve(api)
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "goondan.yaml").write_text(BUNDLE.format(endpoint=server.url), encoding="utf-8")
+    (bundle / "calc.py").write_text("handlers = {'add': lambda ctx, args: {'sum': args['a'] + args['b']}}\n")
+    deltas: list[str] | None = [] if streaming else None
+    first = turn(bundle, tmp_path / "state", "what is 2 + 3?", deltas)
+    assert first.finish_reason == "text_response" and first.text == "The sum is 5.", first.error
+    if deltas is not None:
+        assert "".join(deltas) == "Let me add.The sum is 5."
+    # a new Runtime reads the conversation back from disk
+    second = turn(bundle, tmp_path / "state", "and again?", None)
+    assert second.text == "Still 5." and api.rejections == []
+
+    def tool_turn(req: Req) -> str:
+        [message] = [m for m in req.json["messages"] if any(b["type"] == "tool_use" for b in m["content"])]
+        return json.dumps(message)
+
+    in_loop, after_restart = tool_turn(server.requests[1]), tool_turn(server.requests[2])
+    assert json.loads(in_loop)["content"] == [THINK, text("Let me add."), TOOL_USE]
+    assert after_restart == in_loop  # the same bytes on the wire: thinking and prompt-cache prefix intact
+    assert ("stream" in server.requests[0].json) is streaming
