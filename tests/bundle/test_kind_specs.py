@@ -51,6 +51,27 @@ def test_python_provider_needs_an_existing_entry(tmp_path: Path) -> None:
     assert model is not None and model.entry_path() == (tmp_path / "model.py").resolve()
 
 
+@pytest.mark.parametrize(
+    ("provider", "options", "needle"),
+    [
+        ("openai", "    maxTokensParam: tokens\n", "maxTokensParam"),
+        ("anthropic", "    timeoutMs: soon\n", "timeoutMs"),
+        ("local", "    maxToolCalls: 0\n", "maxToolCalls"),
+    ],
+)
+def test_provider_options_are_checked_at_validation_time(
+    tmp_path: Path, provider: str, options: str, needle: str
+) -> None:
+    """A bad option of a real or local provider is a validation error at spec.options (with its line),
+    not a failure on the first request."""
+    text = doc("Model", "m", f"  provider: {provider}\n  model: x\n  options:\n{options}")
+    report = check(tmp_path, {"goondan.yaml": text})
+    issue = only(report.errors, "E_MODEL_CONFIG")
+    assert issue.path == "goondan.yaml#0.spec.options"
+    assert needle in issue.message
+    assert issue.line == 8
+
+
 def test_python_provider_without_entry_is_rejected(tmp_path: Path) -> None:
     report = check(tmp_path, {"goondan.yaml": doc("Model", "m", "  provider: python\n  model: x\n")})
     issue = only(report.errors, "E_CONFIG_SCHEMA_INVALID")

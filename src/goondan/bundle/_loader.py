@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from goondan.errors import ConfigIssue
+from goondan.errors import ConfigIssue, GoondanError
 from goondan.models._providers import KNOWN_PROVIDERS
 
 from ._bundle import BASE_PACKAGE, Bundle, ScopeKey, ref_scope
@@ -578,6 +578,13 @@ class Loader:
                 self._check_path(res, options.entry, "spec.options.entry", python=True)
         elif spec.provider == "scripted":
             self._validate_model(ScriptedOptions, spec.options, "spec.options", res, res.key)
+        else:  # real and local providers check their own options (no SDK is imported for it)
+            from goondan.models import check_model_options
+
+            try:
+                check_model_options(spec.provider, dict(spec.options or {}), res.root)
+            except GoondanError as exc:
+                self.errors.append(res.issue(exc.code, f"{res.key}: {exc.message}", "spec.options", exc.suggestion))
 
     def _check_tool(self, res: Resource, spec: ToolSpec) -> None:
         if "__" in res.name:

@@ -28,10 +28,14 @@ from ..errors import ModelError
 from ._base import ModelRequest, ModelResponse, TextDeltaCallback
 from ._convert import usage
 from ._local_format import (
+    DEFAULT_MAX_TOOL_CALLS,
+    MAX_TOOL_CALLS_LIMIT,
     TOOL_CHOICES,
     AnswerStreamer,
+    answered_calls,
     effective_tool_choice,
     instructions,
+    only_repeats,
     parse_output,
     response_schema,
     to_chat_messages,
@@ -57,6 +61,7 @@ class LocalOptions:
     seed: int = 0
     tool_choice: str = "auto"
     stream: bool = True
+    max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
 
 
 def locate_bundled_gguf() -> Path:
@@ -83,7 +88,7 @@ def locate_bundled_gguf() -> Path:
 
 def parse_local_options(options: dict[str, Any], root: Path | None, *, locate: bool = True) -> LocalOptions:
     """Checked options; ``locate=False`` (bundle validation) skips finding the bundled model file."""
-    known = {"modelPath", "contextSize", "threads", "maxTokens", "seed", "toolChoice", "stream"}
+    known = {"modelPath", "contextSize", "threads", "maxTokens", "seed", "toolChoice", "stream", "maxToolCalls"}
     for key in options:
         if key not in known:
             raise ModelError(
@@ -120,6 +125,19 @@ def parse_local_options(options: dict[str, Any], root: Path | None, *, locate: b
                 "E_MODEL_CONFIG", f"local model: options.toolChoice must be one of {', '.join(TOOL_CHOICES)}"
             )
         values["tool_choice"] = options["toolChoice"]
+    max_calls = options.get("maxToolCalls")
+    if max_calls is not None:
+        if isinstance(max_calls, bool) or not isinstance(max_calls, int) or not 1 <= max_calls <= MAX_TOOL_CALLS_LIMIT:
+            raise ModelError(
+                "E_MODEL_CONFIG",
+                f"local model: options.maxToolCalls must be a whole number from 1 to {MAX_TOOL_CALLS_LIMIT}, "
+                f"got {max_calls!r}",
+                suggestion=(
+                    f"Set Model.spec.options.maxToolCalls to how many tool calls one step may make "
+                    f"(default {DEFAULT_MAX_TOOL_CALLS}; 1 allows one call per step)."
+                ),
+            )
+        values["max_tool_calls"] = max_calls
     if options.get("stream") is not None:
         if not isinstance(options["stream"], bool):
             raise ModelError("E_MODEL_CONFIG", "local model: options.stream must be true or false")
@@ -244,8 +262,11 @@ class LocalModel:
         loaded = _load(self.options)
         tool_choice = effective_tool_choice(request.messages, self.options.tool_choice)
         tools = list(request.tools)
-        schema = response_schema(tools, tool_choice)
-        messages = to_chat_messages(request.messages, instructions(tools, tool_choice))
+        max_calls = self.options.max_tool_calls
+        messages = to_chat_messages(request.messages, instructions(tools, tool_choice, max_calls))
+        # in "auto" the model may answer, so a call it already made this turn only repeats a result
+        # it has seen; tiny models do that instead of answering (see parse_output)
+        answered = answered_calls(request.messages) if tool_choice == "auto" else frozenset[str]()
         params = request.params
         kwargs: dict[str, Any] = {
             "max_tokens": params.get("maxTokens") or self.options.max_tokens,
@@ -255,34 +276,59 @@ class LocalModel:
         extra = params.get("extra")
         if isinstance(extra, dict):
             kwargs.update(extra)
+        with loaded.lock:
+            raw, finish, prompt_tokens, completion = self._sample(
+                loaded, messages, response_schema(tools, tool_choice, max_calls), kwargs, emit, cancelled
+            )
+            response = parse_output(raw, finish, usage(prompt_tokens, completion), max_calls, answered)
+            if only_repeats(response) and not cancelled.is_set():
+                raw, finish, more_prompt, more_completion = self._sample(
+                    loaded, messages, response_schema(tools, "none"), kwargs, emit, cancelled
+                )
+                total = usage((prompt_tokens or 0) + (more_prompt or 0), completion + more_completion)
+                response = parse_output(raw, finish, total, max_calls)
+        return response
+
+    def _sample(
+        self,
+        loaded: _Loaded,
+        messages: list[dict[str, str]],
+        schema: dict[str, Any],
+        kwargs: dict[str, Any],
+        emit: TextDeltaCallback | None,
+        cancelled: threading.Event,
+    ) -> tuple[str, str | None, int | None, int]:
+        """One grammar-constrained completion (the caller holds the model lock): its text, finish
+        reason, prompt tokens and completion tokens."""
         counter = _TokenCounter()
-        kwargs["logits_processor"] = [counter]
         chunks: list[str] = []
         finish: str | None = None
         streamer = AnswerStreamer(emit) if emit is not None else None
-        with loaded.lock:
-            kwargs["grammar"] = self._grammar(loaded, schema)
-            for chunk in loaded.llm.create_chat_completion(messages=messages, stream=True, **kwargs):
-                choice = (chunk.get("choices") or [{}])[0]
-                piece = (choice.get("delta") or {}).get("content")
-                if piece:
-                    chunks.append(piece)
-                    if streamer is not None:
-                        streamer.feed(piece)
-                if choice.get("finish_reason"):
-                    finish = choice["finish_reason"]
-                if cancelled.is_set():
-                    break  # closing the generator stops llama.cpp after the current token
+        call_kwargs = {**kwargs, "logits_processor": [counter], "grammar": self._grammar(loaded, schema)}
+        for chunk in loaded.llm.create_chat_completion(messages=messages, stream=True, **call_kwargs):
+            choice = (chunk.get("choices") or [{}])[0]
+            piece = (choice.get("delta") or {}).get("content")
+            if piece:
+                chunks.append(piece)
+                if streamer is not None:
+                    streamer.feed(piece)
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+            if cancelled.is_set():
+                break  # closing the generator stops llama.cpp after the current token
         if cancelled.is_set():
             finish = "cancelled"
         # every sampling step calls the processor once; the end-of-turn token it samples last is
         # not part of the completion
         completion = counter.calls - 1 if finish == "stop" and counter.calls else counter.calls
-        return parse_output("".join(chunks), finish, usage(counter.prompt_tokens, completion))
+        return "".join(chunks), finish, counter.prompt_tokens, completion
 
     @staticmethod
     def _grammar(loaded: _Loaded, schema: dict[str, Any]) -> Any:
-        text = json.dumps(schema, sort_keys=True)
+        """Compiled once per schema. Keys keep their order: llama.cpp makes the model write object
+        properties in schema order, so ``tool`` comes before ``arguments`` (the name is chosen before
+        the values that depend on it) and each tool's parameters come in their declared order."""
+        text = json.dumps(schema)
         digest = hashlib.sha256(text.encode()).hexdigest()
         grammar = loaded.grammars.get(digest)
         if grammar is None:

@@ -1,20 +1,22 @@
 """How the ``local`` provider talks to a small chat model that has no native tool calling.
 
 The model sees the conversation in its own chat template plus one system message that lists the
-tools; it must answer with one JSON object, and a JSON-Schema grammar (compiled by llama.cpp) makes
+tools; it must answer with one JSON value, and a JSON-Schema grammar (compiled by llama.cpp) makes
 every sampled token obey::
 
     {"answer": "<text for the user>"}
-    {"tool": "<exact tool name>", "arguments": {...that tool's own parameters schema...}}
+    [{"tool": "<exact tool name>", "arguments": {...that tool's own parameters schema...}}, ...]
 
-so tool calls are always well-formed JSON naming a real tool. Past tool calls are shown back to the
-model in that same JSON, and tool results as user turns, which is what a small model follows best.
+where the list holds 1 to ``maxToolCalls`` calls, so tool calls are always well-formed JSON naming a
+real tool. Past tool calls are shown back to the model in that same JSON, and tool results as user
+turns, which is what a small model follows best. A bare ``{"tool": ..., "arguments": ...}`` object
+(the one-call format of earlier versions) is still understood when parsing.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from .._ids import new_id
@@ -22,6 +24,11 @@ from ._base import ModelResponse, ModelToolCall
 from ._convert import parts_of, text_of, tool_output_text, unsupported
 
 TOOL_CHOICES = ("auto", "required", "none", "first")
+DEFAULT_MAX_TOOL_CALLS = 4
+# the grammar grows by one nested optional item per allowed call; beyond this a small model only
+# repeats itself
+MAX_TOOL_CALLS_LIMIT = 16
+_PREVIEW = 240
 
 
 def effective_tool_choice(messages: Sequence[dict[str, Any]], choice: str) -> str:
@@ -40,14 +47,43 @@ def effective_tool_choice(messages: Sequence[dict[str, Any]], choice: str) -> st
     return "auto"
 
 
-def instructions(tools: Sequence[dict[str, Any]], tool_choice: str) -> str:
-    lines = ["Reply with exactly one JSON object and nothing else."]
+def call_key(name: str, args: Any) -> str:
+    """Identity of a call: same tool and equal arguments, whatever their key order."""
+    return json.dumps([name, args], sort_keys=True)
+
+
+def answered_calls(messages: Sequence[dict[str, Any]]) -> frozenset[str]:
+    """The calls made since the last user message, whose results the model has already seen."""
+    keys: set[str] = set()
+    for message in reversed(messages):
+        role = message.get("role")
+        parts = parts_of(message)
+        if role == "user" and not any(p.get("type") == "tool-result" for p in parts):
+            break
+        if role == "assistant":
+            keys.update(
+                call_key(str(p.get("toolName")), p.get("input", {})) for p in parts if p.get("type") == "tool-call"
+            )
+    return frozenset(keys)
+
+
+def instructions(tools: Sequence[dict[str, Any]], tool_choice: str, max_calls: int = DEFAULT_MAX_TOOL_CALLS) -> str:
+    lines = ["Reply with exactly one JSON value and nothing else."]
     if tools and tool_choice != "none":
         lines.append("Tools you can call:")
         for tool in tools:
             params = json.dumps(tool.get("parameters", {}), ensure_ascii=False, separators=(",", ":"))
             lines.append(f"- {tool['name']}: {tool.get('description', '')} Arguments schema: {params}")
-        lines.append('To call a tool reply {"tool": "<tool name>", "arguments": {...}}.')
+        if max_calls == 1:
+            lines.append(
+                'To call a tool reply with a JSON list of one call: [{"tool": "<tool name>", "arguments": {...}}].'
+            )
+        else:
+            lines.append(
+                f"To call tools reply with a JSON list of 1 to {max_calls} calls: "
+                '[{"tool": "<tool name>", "arguments": {...}}, ...]. '
+                "When the user asks for several things, put one call for each in the same list."
+            )
         if tool_choice == "auto":
             lines.append('When a tool result already answers the user, reply {"answer": "<your answer>"}.')
     else:
@@ -55,7 +91,9 @@ def instructions(tools: Sequence[dict[str, Any]], tool_choice: str) -> str:
     return "\n".join(lines)
 
 
-def response_schema(tools: Sequence[dict[str, Any]], tool_choice: str) -> dict[str, Any]:
+def response_schema(
+    tools: Sequence[dict[str, Any]], tool_choice: str, max_calls: int = DEFAULT_MAX_TOOL_CALLS
+) -> dict[str, Any]:
     answer = {
         "type": "object",
         "properties": {"answer": {"type": "string"}},
@@ -73,8 +111,19 @@ def response_schema(tools: Sequence[dict[str, Any]], tool_choice: str) -> dict[s
     ]
     if tool_choice == "none" or not calls:
         return answer
-    options = calls if tool_choice == "required" else [answer, *calls]
-    return options[0] if len(options) == 1 else {"anyOf": options}
+    call_list = {
+        "type": "array",
+        "items": calls[0] if len(calls) == 1 else {"anyOf": calls},
+        "minItems": 1,
+        "maxItems": max_calls,
+    }
+    return call_list if tool_choice == "required" else {"anyOf": [answer, call_list]}
+
+
+def render_calls(calls: Sequence[tuple[str, Any]]) -> str:
+    """Tool calls in the exact form the grammar makes the model write, so the history it reads back
+    looks like what it is asked to produce."""
+    return json.dumps([{"tool": name, "arguments": args} for name, args in calls], ensure_ascii=False)
 
 
 def to_chat_messages(messages: Sequence[dict[str, Any]], system_prefix: str) -> list[dict[str, str]]:
@@ -85,14 +134,13 @@ def to_chat_messages(messages: Sequence[dict[str, Any]], system_prefix: str) -> 
             out.append({"role": "system", "content": text_of(message)})
             continue
         chunks: list[str] = []
+        calls: list[tuple[str, Any]] = []
         for part in parts_of(message):
             kind = part.get("type")
             if kind == "text":
                 chunks.append(str(part.get("text", "")))
             elif kind == "tool-call" and role == "assistant":
-                chunks.append(
-                    json.dumps({"tool": part.get("toolName"), "arguments": part.get("input", {})}, ensure_ascii=False)
-                )
+                calls.append((str(part.get("toolName")), part.get("input", {})))
             elif kind == "tool-result":
                 text, is_error = tool_output_text(part)
                 label = "error" if is_error else "result"
@@ -100,8 +148,10 @@ def to_chat_messages(messages: Sequence[dict[str, Any]], system_prefix: str) -> 
             else:
                 raise unsupported(message, f"a {kind!r} part")
         if role == "assistant":
-            calls = any(p.get("type") == "tool-call" for p in parts_of(message))
-            text = "\n".join(chunks) if calls else json.dumps({"answer": "".join(chunks)}, ensure_ascii=False)
+            if calls:
+                text = "\n".join([*chunks, render_calls(calls)])
+            else:
+                text = json.dumps({"answer": "".join(chunks)}, ensure_ascii=False)
             out.append({"role": "assistant", "content": text})
         elif role in ("user", "tool"):
             out.append({"role": "user", "content": "\n".join(chunks)})
@@ -110,27 +160,93 @@ def to_chat_messages(messages: Sequence[dict[str, Any]], system_prefix: str) -> 
     return out
 
 
-def parse_output(raw: str, finish: str | None, usage: dict[str, int] | None) -> ModelResponse:
-    """The grammar guarantees a complete object unless generation stopped at maxTokens."""
+def parse_output(
+    raw: str,
+    finish: str | None,
+    usage: dict[str, int] | None,
+    max_calls: int = DEFAULT_MAX_TOOL_CALLS,
+    answered: Collection[str] = frozenset(),
+) -> ModelResponse:
+    """The grammar guarantees a complete answer or call list unless generation stopped at maxTokens;
+    anything else (a caller's own grammar through ``params.extra``, a damaged model file) comes back
+    as issues, which make the runtime retry the step with a corrective message.
+
+    Calls whose :func:`call_key` is in ``answered`` are dropped like repeats within the reply: small
+    models copy their previous call instead of answering from its result. When nothing else is
+    left, :func:`only_repeats` is true and the caller samples an answer instead."""
     try:
         data = json.loads(raw)
     except ValueError:
+        if finish == "length":
+            issue = f"the local model's output was cut off before its JSON ended ({len(raw)} chars); raise maxTokens"
+        else:
+            issue = f"the local model's output is not JSON: {_preview(raw)}"
         return ModelResponse(
             usage=usage,
             finish_reason="length" if finish == "length" else "error",
             raw_finish_reason=finish,
-            issues=[f"the local model's output was cut off before its JSON ended ({len(raw)} chars); raise maxTokens"],
+            issues=[issue],
         )
-    if isinstance(data, dict) and isinstance(data.get("tool"), str):
-        call = ModelToolCall(new_id("call"), data["tool"], data.get("arguments", {}))
-        return ModelResponse(tool_calls=[call], usage=usage, finish_reason="tool-calls", raw_finish_reason=finish)
+    if isinstance(data, dict) and "tool" in data:
+        data = [data]  # the one-call object of earlier versions
+    if isinstance(data, list):
+        calls, issues = _parse_calls(data, max_calls, answered)
+        return ModelResponse(
+            tool_calls=calls, usage=usage, finish_reason="tool-calls", raw_finish_reason=finish, issues=issues
+        )
     answer = data.get("answer") if isinstance(data, dict) else None
+    if not isinstance(answer, str):
+        return ModelResponse(
+            usage=usage,
+            finish_reason="error",
+            raw_finish_reason=finish,
+            issues=[f"the local model's output is neither an answer nor a list of tool calls: {_preview(raw)}"],
+        )
     return ModelResponse(
-        text=answer if isinstance(answer, str) and answer else None,
+        text=answer or None,
         usage=usage,
         finish_reason="length" if finish == "length" else "stop",
         raw_finish_reason=finish,
     )
+
+
+def only_repeats(response: ModelResponse) -> bool:
+    """A well-formed call list whose every call was dropped as a repeat."""
+    return response.finish_reason == "tool-calls" and not response.tool_calls and not response.issues
+
+
+def _parse_calls(items: list[Any], max_calls: int, answered: Collection[str]) -> tuple[list[ModelToolCall], list[str]]:
+    """Every well-formed call with a fresh id, plus one issue per item that is not a call.
+
+    A call identical to an earlier one of the same reply (same tool, same arguments) is dropped:
+    calls of one step run without seeing each other's results, so a repeat can only redo the same
+    work, and small models under a list grammar tend to repeat their first call until the list is
+    full."""
+    calls: list[ModelToolCall] = []
+    issues: list[str] = []
+    seen = set(answered)
+    if not items:
+        issues.append("the local model replied with an empty list of tool calls")
+    for index, item in enumerate(items):
+        name = item.get("tool") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not name:
+            issues.append(f"tool call #{index + 1} does not name a tool: {_preview(json.dumps(item))}")
+            continue
+        args = item.get("arguments", {})
+        key = call_key(name, args)
+        if key in seen:
+            continue
+        seen.add(key)
+        calls.append(ModelToolCall(new_id("call"), name, args))
+    if len(calls) > max_calls:
+        issues.append(
+            f"the local model made {len(calls)} tool calls in one step; options.maxToolCalls allows {max_calls}"
+        )
+    return calls, issues
+
+
+def _preview(text: str) -> str:
+    return text if len(text) <= _PREVIEW else text[:_PREVIEW] + "..."
 
 
 class AnswerStreamer:
@@ -150,11 +266,15 @@ class AnswerStreamer:
             return
         self._buf += piece
         if self._pos < 0:
+            start = self._buf.lstrip()
+            if start and start[0] != "{":
+                self._done = True  # a list of tool calls: nothing to show
+                return
             key = self._buf.find('"')
             if key < 0 or len(self._buf) - key < len(self._PREFIX_KEY):
                 return
             if not self._buf.startswith(self._PREFIX_KEY, key):
-                self._done = True  # a tool call: nothing to show
+                self._done = True  # a one-call object of earlier versions: nothing to show
                 return
             quote = self._buf.find('"', key + len(self._PREFIX_KEY))
             colon = self._buf.find(":", key + len(self._PREFIX_KEY))
