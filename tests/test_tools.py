@@ -222,3 +222,25 @@ def test_catalog_items_are_fresh_per_step():
     first[0]["description"] = "mutated"
     first.clear()
     assert reg.catalog()[0]["description"] == "run"
+
+
+def test_removing_a_tool_takes_it_out_of_later_catalogs_only():
+    reg, calls = _registry()
+    reg.register_dynamic("mcp", {"name": "mcp__x", "description": "x"}, lambda c, a: "x ran")
+    before = reg.catalog()
+    version = reg.version
+    assert reg.remove("mcp__x") is True
+    assert reg.version > version  # so a cached catalog is rebuilt
+    assert [item["name"] for item in reg.catalog()] == ["bash__exec"]
+    # a catalog built after the removal refuses the call; one built before finds no handler
+    assert _exec(reg, "mcp__x", {}).error["code"] == "E_TOOL_NOT_IN_CATALOG"
+    assert _exec(reg, "mcp__x", {}, catalog=before).error["code"] == "E_TOOL_NOT_FOUND"
+    assert _exec(reg, "bash__exec", {"command": "ls"}).status == "ok" and calls == [{"command": "ls"}]
+
+
+def test_removing_an_unknown_tool_changes_nothing():
+    reg, _ = _registry()
+    version = reg.version
+    assert reg.remove("nope__x") is False
+    assert reg.version == version
+    assert [item["name"] for item in reg.catalog()] == ["bash__exec"]

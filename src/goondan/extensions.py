@@ -204,6 +204,18 @@ class ExtensionTools:
     def register(self, item: Mapping[str, Any], handler: Callable[..., Any]) -> None:
         self._registry.register_dynamic(self._name, item, handler)
 
+    def unregister(self, name: str) -> None:
+        """Remove a tool this extension registered (e.g. one an MCP server withdrew). Steps whose
+        catalog is built afterwards no longer list it; an unknown name is ignored. Tools of other
+        extensions or Tool resources cannot be removed this way."""
+        if not isinstance(name, str) or not name.startswith(f"{self._name}__"):
+            raise GoondanError(
+                "E_TOOL_NAME_INVALID",
+                f"extension '{self._name}' cannot unregister {name!r}: only its own '{self._name}__<tool>' tools",
+                suggestion="Hide other tools from a step with step middleware (ctx.tool_catalog) instead.",
+            )
+        self._registry.remove(name)
+
 
 # --- the API object -------------------------------------------------------------------------------
 

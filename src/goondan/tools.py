@@ -147,6 +147,17 @@ class ToolRegistry:
         self._entries[entry.name] = entry
         self._version += 1
 
+    def remove(self, name: str) -> bool:
+        """Drop a tool, e.g. one an MCP server withdrew; ``False`` if it was not registered.
+
+        Catalogs built from now on lack it (the version bump invalidates the cached one). A step
+        whose catalog was built before still lists it, and calling it there is ``E_TOOL_NOT_FOUND``.
+        """
+        if self._entries.pop(name, None) is None:
+            return False
+        self._version += 1
+        return True
+
     def add_resource_tools(
         self,
         resource_name: str,

@@ -235,6 +235,43 @@ def register(api):
     assert "other__status" in err.message
 
 
+ONE_SHOT = """\
+def register(api):
+    def once(ctx, args):
+        api.tools.unregister("myext__once")  # a tool that withdraws itself after its first use
+        return "used"
+
+    api.tools.register({"name": "myext__once", "parameters": {"type": "object"}}, once)
+    api.tools.register({"name": "myext__keep", "parameters": {"type": "object"}}, lambda c, a: 1)
+"""
+
+
+def test_an_extension_can_unregister_its_own_tool_and_later_steps_do_not_offer_it(
+    tmp_path: Path, state_root: Path
+) -> None:
+    root = bundle(tmp_path, {"myext": ONE_SHOT})
+    k.MODEL = scripted(call("myext__once", {}), call("myext__once", {}), text("done"))
+    [result] = requests(root, state_root, "go")
+    assert result.text == "done"
+    catalogs = [r.tool_names for r in k.REQUESTS]
+    assert "myext__once" in catalogs[0]
+    assert all("myext__once" not in c and "myext__keep" in c for c in catalogs[1:])
+    second = [m for m in k.REQUESTS[2].messages if m["role"] == "tool"][-1]
+    assert second["content"][0]["output"]["value"]["code"] == "E_TOOL_NOT_IN_CATALOG"
+
+
+def test_an_extension_cannot_unregister_tools_it_does_not_own(tmp_path: Path, state_root: Path) -> None:
+    source = """\
+def register(api):
+    api.tools.unregister("other__status")
+"""
+    root = bundle(tmp_path, {"myext": source})
+    err = load_error(root, state_root)
+    assert err.code == "E_EXT_INIT"
+    assert err.extension_name == "myext"
+    assert "[E_TOOL_NAME_INVALID]" in err.message and "other__status" in err.message
+
+
 CONFIG_SCHEMA_EXT = """\
 CONFIG_SCHEMA = {
     "type": "object",

@@ -210,8 +210,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start_http(port: int) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([sys.executable, SERVER, str(port)], stderr=subprocess.DEVNULL)
+def _start_http(port: int, script: str = SERVER, *flags: str) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, script, *flags, str(port)], stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:

@@ -12,10 +12,21 @@ Config (seed 002 §11.1)::
 - **Tools**: every server tool becomes ``<extension-name>__<tool>`` with the server's input schema
   (names made catalog-safe: ``[A-Za-z0-9_-]``, one ``__``, at most 64 characters). Text results come
   back as text, other content as JSON blocks (binary data elided); ``isError`` results are tool errors
-  (``E_MCP_TOOL_ERROR``).
+  (``E_MCP_TOOL_ERROR``). An answer that breaks the MCP schema (say, a tool whose input schema is not
+  an object) is ``E_MCP_BAD_RESPONSE`` naming the offending field.
 - **Resources / prompts** (when exposed): a step middleware keeps one system message listing them
   (deduplicated by hash, replaced in place when the listing changes), and the tools
   ``<name>__read-resource {uri}`` and ``<name>__get-prompt {name, arguments}`` fetch them.
+- **Changes while connected**: a server that says its tool (resource, prompt) list changed —
+  ``notifications/tools/list_changed`` on a handshake-era connection, an event on the
+  ``subscriptions/listen`` stream the extension opens on a 2026-07-28 connection when the server
+  advertises ``listChanged`` — is listed again before the agent's next step sees its catalog: at
+  the start of a turn and after a step whose tool calls have all finished, never under a running
+  call. New tools are registered, withdrawn ones unregistered (calling one then is
+  ``E_TOOL_NOT_IN_CATALOG``), changed descriptions and schemas replaced; the resources/prompts
+  message follows. A burst of notifications costs one listing, one arriving during a listing one
+  more; a listing that fails is a warning and the previous tools stay (tried again next turn). A
+  new session (after a restart) is listed again in full.
 - **stdio**: ``command`` (list, or a string split like a shell would) runs with ``env`` merged over
   the SDK's safe default environment (HOME, PATH, ...). ``{python}`` in the command is the
   interpreter running goondan. ``cwd`` (and a missing ``cwd``) resolves against the **bundle root**.

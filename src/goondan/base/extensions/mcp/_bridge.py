@@ -17,6 +17,10 @@ The reconnect rule (what a dead server does to tool calls):
    the request, so the use is retried once on a new session.
 3. A server that cannot be (re)started fails the use with :class:`Unavailable`
    (``E_MCP_UNAVAILABLE``, naming the command line and the server's stderr); the next use tries again.
+
+Change notifications ("the tool list changed") from any of the bridge's sessions are passed on to
+the watchers (one per agent instance using the bridge), held weakly so a dropped agent instance
+can still be collected and release the bridge.
 """
 
 from __future__ import annotations
@@ -60,6 +64,17 @@ class RequestRejected(BridgeError):
     code = "E_MCP_REQUEST_FAILED"
 
 
+class BadResponse(BridgeError):
+    code = "E_MCP_BAD_RESPONSE"
+
+
+def _schema_problems(exc: Any) -> str:
+    """A pydantic ``ValidationError`` as ``field.path: message`` lines, the first three."""
+    problems = [".".join(str(part) for part in err.get("loc", ())) + f": {err.get('msg', '')}" for err in exc.errors()]
+    more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
+    return "; ".join(problems[:3]) + more
+
+
 def _is_connection_loss(exc: BaseException) -> bool:
     from mcp.shared.exceptions import MCPError
 
@@ -88,12 +103,30 @@ class Bridge:
         self.generation = 0  # bumped on every new session; listings are refreshed per generation
         self._conn: Connection | None = None
         self._lock = asyncio.Lock()
+        self._watchers: list[weakref.WeakMethod[Callable[[str], None]]] = []
+
+    def watch(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(kind)`` ("tools", "resources", "prompts") when the server says that list
+        changed. ``callback`` is a bound method, held weakly."""
+        self._watchers.append(weakref.WeakMethod(callback))
+
+    def unwatch(self, callback: Callable[[str], None]) -> None:
+        self._watchers = [ref for ref in self._watchers if ref() not in (None, callback)]
+
+    def _changed(self, kind: str) -> None:
+        alive = []
+        for ref in self._watchers:
+            callback = ref()
+            if callback is not None:
+                alive.append(ref)
+                callback(kind)
+        self._watchers = alive
 
     def where(self) -> str:
         return self.cfg.describe(self.base)
 
     async def _connect(self) -> Connection:
-        conn = Connection(self.cfg, self.base, self.logger, self.label)
+        conn = Connection(self.cfg, self.base, self.logger, self.label, on_change=self._changed)
         try:
             await conn.open()
         except ConnectFailed as exc:
@@ -149,7 +182,14 @@ class Bridge:
                     "Raise spec.config.timeouts.callMs, or check the server.",
                 ) from None
             if not _is_connection_loss(exc):
+                from pydantic import ValidationError
+
                 leaf = leaf_error(exc)
+                if isinstance(leaf, ValidationError):  # the answer does not fit the protocol's schema
+                    raise BadResponse(
+                        f"MCP server '{self.label}' answered {what} with an invalid result: {_schema_problems(leaf)}",
+                        "The server breaks the MCP schema here; update it or report this to its authors.",
+                    ) from None
                 if type(leaf).__name__ == "MCPError":
                     raise RequestRejected(
                         f"MCP server '{self.label}' rejected {what}: {leaf} (code {getattr(leaf, 'code', '?')})",
@@ -245,6 +285,7 @@ def release_when_collected(owner: object, holder: Holder) -> None:
 
 
 __all__ = [
+    "BadResponse",
     "Bridge",
     "BridgeError",
     "CallTimeout",

@@ -12,6 +12,16 @@ which is safe because nothing was sent to the dead server.
 
 stdio servers' stderr goes to a pipe read by a thread that logs it (debug) and keeps the last few
 KB, so a server that fails to start is reported with what it printed.
+
+Why two change feeds: a server says its tools, resources or prompts changed in the way its protocol
+era allows. Handshake-era servers (before 2026-07-28) send ``notifications/*/list_changed`` on the
+connection, which reach the client's ``message_handler``; 2026-07-28 servers send them only on a
+``subscriptions/listen`` stream the client opened. A stateful connection therefore opens that
+stream (when the server advertises ``listChanged`` for something the extension exposes) *before*
+it reports ready, so the first listing cannot miss a change, and reopens it after an abrupt drop
+(over HTTP also when an idle stream reaches the HTTP client's read timeout), reporting every
+watched kind as changed because the stream has no replay. A server that ends the stream on purpose
+is not asked again.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ import logging
 import os
 import threading
 from collections import deque
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -30,6 +41,15 @@ from goondan.base.extensions.mcp._config import ServerConfig
 
 _STDERR_TAIL = 4000
 _CLOSE_TIMEOUT_S = 8.0
+_RELISTEN_MAX_DELAY_S = 30.0
+_ACK_WAIT_S = 5.0
+
+# what the extension can show of a server -> the notification saying it changed
+CHANGE_NOTIFICATIONS = {
+    "notifications/tools/list_changed": "tools",
+    "notifications/resources/list_changed": "resources",
+    "notifications/prompts/list_changed": "prompts",
+}
 
 
 class ConnectFailed(Exception):
@@ -169,7 +189,14 @@ class _WatchedTransport:
 class Connection:
     """An open session to one server. ``dead`` once the server is gone or ``close()`` ran."""
 
-    def __init__(self, cfg: ServerConfig, base: Path | None, logger: logging.Logger, label: str) -> None:
+    def __init__(
+        self,
+        cfg: ServerConfig,
+        base: Path | None,
+        logger: logging.Logger,
+        label: str,
+        on_change: Callable[[str], None] | None = None,
+    ) -> None:
         self.cfg = cfg
         self.base = base
         self.logger = logger
@@ -178,6 +205,7 @@ class Connection:
         self.dead = False
         self.failure: BaseException | None = None
         self.stderr = _StderrTail(logger, label) if cfg.transport == "stdio" else None
+        self._on_change = on_change
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -215,14 +243,23 @@ class Connection:
                 _WatchedTransport(self),
                 read_timeout_seconds=self.cfg.call_timeout_s,
                 client_info=Implementation(name="goondan", version="0.1.0"),
+                message_handler=self._on_message,
             )
             try:
                 async with client:
                     if self.stderr is not None:
                         self.stderr.release_writer()
-                    self.client = client
-                    self._ready.set()
-                    await self._stop.wait()
+                    listener = self._start_listening(client)
+                    try:
+                        if listener is not None:
+                            await self._wait_acknowledged(*listener)
+                        self.client = client
+                        self._ready.set()
+                        await self._stop.wait()
+                    finally:
+                        if listener is not None:
+                            listener[0].cancel()
+                            await asyncio.wait([listener[0]], timeout=_CLOSE_TIMEOUT_S)
             finally:
                 if self.stderr is not None:
                     self.stderr.release_writer()
@@ -235,6 +272,107 @@ class Connection:
             self.dead = True
             self.client = None
             self._ready.set()
+
+    def _changed(self, kind: str) -> None:
+        if self._on_change is not None:
+            self._on_change(kind)
+
+    async def _on_message(self, message: Any) -> None:
+        """The SDK's ``message_handler``: server notifications (and transport faults, which the
+        read-stream watch already handles). Runs in an SDK task, so it only records the change."""
+        kind = CHANGE_NOTIFICATIONS.get(getattr(message, "method", None) or "")
+        if kind is not None:
+            self._changed(kind)
+
+    def _watched_kinds(self, client: Any) -> tuple[str, ...]:
+        caps = client.server_capabilities
+        exposed = {"tools": self.cfg.tools, "resources": self.cfg.resources, "prompts": self.cfg.prompts}
+        return tuple(
+            kind
+            for kind, wanted in exposed.items()
+            if wanted and getattr(getattr(caps, kind, None), "list_changed", None) is True
+        )
+
+    def _start_listening(self, client: Any) -> tuple[asyncio.Task[None], asyncio.Event] | None:
+        """On a 2026-07-28 connection, a task keeping the change stream open (and the event set
+        once the server acknowledged it). Handshake-era connections need none: their
+        notifications arrive through ``_on_message``."""
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        kinds = self._watched_kinds(client)
+        if not kinds or self._on_change is None or not self.cfg.stateful:
+            return None
+        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return None
+        acked = asyncio.Event()
+        task = asyncio.get_running_loop().create_task(
+            self._listen(client, kinds, acked), name=f"mcp-listen:{self.label}"
+        )
+        return task, acked
+
+    async def _wait_acknowledged(self, task: asyncio.Task[None], acked: asyncio.Event) -> None:
+        """Report ready only once the change stream is open, so nothing changes unseen between
+        the handshake and the first listing; a server slow to acknowledge delays the connect by
+        at most a few seconds, and its stream then opens in the background."""
+        waiter = asyncio.get_running_loop().create_task(acked.wait())
+        try:
+            timeout = min(_ACK_WAIT_S, self.cfg.connect_timeout_s / 2)
+            await asyncio.wait([waiter, task], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+
+    async def _listen(self, client: Any, kinds: tuple[str, ...], acked: asyncio.Event) -> None:
+        from mcp.client.subscriptions import (
+            ListenNotSupportedError,
+            PromptsListChanged,
+            ResourcesListChanged,
+            ToolsListChanged,
+        )
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
+        events = {ToolsListChanged: "tools", ResourcesListChanged: "resources", PromptsListChanged: "prompts"}
+        delay = 1.0
+        reopened = False
+        while not self.dead:
+            try:
+                async with client.listen(
+                    tools_list_changed="tools" in kinds,
+                    resources_list_changed="resources" in kinds,
+                    prompts_list_changed="prompts" in kinds,
+                ) as subscription:
+                    acked.set()
+                    if reopened:  # no replay: whatever changed while the stream was down is refetched
+                        for kind in kinds:
+                            self._changed(kind)
+                    delay = 1.0
+                    async for event in subscription:
+                        changed = events.get(type(event))
+                        if changed is not None:
+                            self._changed(changed)
+                return  # the server ended the subscription on purpose
+            except ListenNotSupportedError:
+                return
+            except MCPError as exc:
+                acked.set()
+                if exc.code != CONNECTION_CLOSED:
+                    if not self.dead:
+                        self.logger.warning(
+                            "MCP server %s refused to send change notifications (%s); its %s are re-listed "
+                            "only after a reconnect",
+                            self.label,
+                            describe_error(exc),
+                            "/".join(kinds),
+                        )
+                    return
+            except Exception as exc:  # the stream dropped (SubscriptionLost, transport errors): reopen
+                acked.set()
+                self.logger.debug("MCP change stream of %s dropped: %s", self.label, describe_error(exc))
+            if self.dead:
+                return
+            reopened = True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _RELISTEN_MAX_DELAY_S)
 
     async def wait_ended(self, timeout: float) -> None:
         """Give the owner task up to ``timeout`` to notice the end (to learn ``failure``)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 from pathlib import Path
@@ -11,8 +12,10 @@ from goondan.base.extensions.mcp._bridge import (
     Bridge,
     BridgeError,
     Holder,
+    RequestRejected,
     Unavailable,
     acquire,
+    describe_error,
     release,
     release_when_collected,
 )
@@ -87,8 +90,41 @@ def _resource_text(result: Any) -> str:
     return "\n".join(parts)
 
 
+KINDS = ("tools", "resources", "prompts")
+MAX_RELIST_ROUNDS = 3  # a server that changes on every listing is picked up again at the next step
+MAX_PAGES = 100
+
+
+async def _all_pages(fetch: Any, field: str, what: str) -> list[Any]:
+    """Every item of a paginated listing. A partial listing would make the tools on the missing
+    pages look removed, so a listing that never ends is an error instead."""
+    items: list[Any] = []
+    cursor = None
+    for _ in range(MAX_PAGES):
+        page = await fetch(cursor=cursor, cache_mode="refresh")  # a change notification may precede it
+        items.extend(getattr(page, field) or [])
+        cursor = page.next_cursor
+        if cursor is None:
+            return items
+    raise RequestRejected(
+        f"the {what} listing did not end after {MAX_PAGES} pages",
+        "Check the server's pagination (nextCursor).",
+    )
+
+
+def _remove_tool(api: Any, name: str) -> None:
+    api.tools.unregister(name)
+
+
 class _Exposed:
-    """What this extension shows of its server, per agent instance."""
+    """What this extension shows of its server, per agent instance.
+
+    Listings are refreshed when the server says a list changed (or after a new session), but only
+    at step boundaries: at the start of a turn and after a step whose tool calls have all finished,
+    i.e. just before the runtime builds the next step's catalog. The registry therefore never
+    changes under a running tool call, and notifications that arrive while a listing is in flight
+    are kept and answered with one more listing.
+    """
 
     def __init__(self, api: Any, name: str, cfg: ServerConfig) -> None:
         self.api = api
@@ -97,9 +133,15 @@ class _Exposed:
         self.holder = Holder()
         self.listed_generation = -1
         self.tool_names: dict[str, str] = {}  # original -> catalog part
+        self.tool_items: dict[str, dict[str, Any]] = {}  # original -> catalog item as registered
+        self.tools_listed = False
         self.resources: list[Any] = []
         self.prompts: list[Any] = []
         self.used: set[str] = set()
+        self.exposed = {kind for kind, on in zip(KINDS, (cfg.tools, cfg.resources, cfg.prompts), strict=True) if on}
+        self.pending: set[str] = set()  # kinds the server said changed since they were last listed
+        self.failed: set[str] = set()  # kinds whose re-listing failed; retried at the next turn
+        self._lock = asyncio.Lock()
 
     @property
     def bridge(self) -> Bridge | None:
@@ -109,12 +151,19 @@ class _Exposed:
     def bridge(self, value: Bridge | None) -> None:
         self.holder.bridge = value
 
+    def on_change(self, kind: str) -> None:
+        """A change notification (from an SDK task): only recorded, acted on at the next boundary."""
+        if kind in self.exposed:
+            self.pending.add(kind)
+
     async def start(self, base: Path | None) -> None:
         """Connect and list; an unreachable server is ``E_EXT_INIT`` naming its command line."""
         bridge = acquire(self.name, self.cfg, base, self.api.logger)
+        bridge.watch(self.on_change)  # before listing, so no change falls between the two
         try:
-            await self.refresh(bridge)
+            await self.refresh(bridge, self.exposed)
         except BridgeError as exc:
+            bridge.unwatch(self.on_change)
             await release(bridge)
             raise ExtensionError(
                 "E_EXT_INIT",
@@ -124,37 +173,121 @@ class _Exposed:
             ) from None
         self.bridge = bridge
 
-    async def refresh(self, bridge: Bridge) -> None:
-        async def listing(client: Any) -> tuple[list[Any], list[Any], list[Any]]:
+    async def stop(self) -> None:
+        bridge, self.bridge = self.bridge, None
+        if bridge is not None:
+            bridge.unwatch(self.on_change)
+            await release(bridge)
+
+    def _due(self, bridge: Bridge, turn_start: bool) -> set[str]:
+        if turn_start and self.failed:
+            self.pending |= self.failed
+            self.failed = set()
+        # a new session may serve other tools; stateless mode opens one per use, so there it is
+        # checked once per turn
+        if bridge.generation != self.listed_generation and (turn_start or self.cfg.stateful):
+            return set(self.exposed)
+        return set(self.pending)
+
+    async def sync(self, *, turn_start: bool) -> None:
+        """Re-list what changed (see the class doc). Never raises: a failed listing is logged and
+        the previous tools stay."""
+        bridge = self.bridge
+        if bridge is None or not self._due(bridge, turn_start):
+            return  # the common case, without taking the lock
+        async with self._lock:
+            for _ in range(MAX_RELIST_ROUNDS):
+                kinds = self._due(bridge, turn_start)
+                if not kinds or bridge is not self.bridge:
+                    return
+                self.pending -= kinds  # a notification arriving from here on asks for another round
+                try:
+                    await self.refresh(bridge, kinds)
+                except Exception as exc:  # never into the turn: the old listing stays usable
+                    self.failed |= kinds
+                    self.listed_generation = bridge.generation
+                    code = getattr(exc, "code", None)
+                    self.api.logger.warning(
+                        "%sMCP server %s: re-listing its %s failed: %s; keeping the previous listing "
+                        "(tried again at the next turn)",
+                        f"[{code}] " if isinstance(code, str) else "",
+                        self.name,
+                        "/".join(sorted(kinds)),
+                        exc if isinstance(exc, BridgeError) else describe_error(exc),
+                    )
+                    return
+
+    async def refresh(self, bridge: Bridge, kinds: set[str]) -> None:
+        """List ``kinds`` (all pages) and apply the result; raises on failure, changing nothing."""
+
+        async def listing(client: Any) -> tuple[list[Any] | None, list[Any] | None, list[Any] | None]:
             caps = client.server_capabilities
-            tools = (await client.list_tools()).tools if self.cfg.tools and caps.tools else []
-            resources = (await client.list_resources()).resources if self.cfg.resources and caps.resources else []
-            prompts = (await client.list_prompts()).prompts if self.cfg.prompts and caps.prompts else []
-            return list(tools), list(resources), list(prompts)
 
-        tools, self.resources, self.prompts = await bridge.use("listing", listing)
+            async def one(kind: str, fetch: Any, field: str) -> list[Any] | None:
+                if kind not in kinds or kind not in self.exposed:
+                    return None
+                return await _all_pages(fetch, field, kind) if getattr(caps, kind, None) else []
+
+            tools = await one("tools", client.list_tools, "tools")
+            resources = await one("resources", client.list_resources, "resources")
+            prompts = await one("prompts", client.list_prompts, "prompts")
+            return tools, resources, prompts
+
+        tools, resources, prompts = await bridge.use("listing", listing)
         self.listed_generation = bridge.generation
-        for tool in tools:
-            if tool.name not in self.tool_names:
-                self.tool_names[tool.name] = tool_name_part(tool.name, self.name, self.used)
-            self._register_tool(tool.name, self.tool_names[tool.name], tool)
+        if tools is not None:
+            self._apply_tools(tools)
+        if resources is not None:
+            self.resources = resources
+        if prompts is not None:
+            self.prompts = prompts
 
-    def _register_tool(self, original: str, part: str, tool: Any) -> None:
+    def _apply_tools(self, tools: list[Any]) -> None:
+        listed = {tool.name: tool for tool in tools}
+        removed = [original for original in self.tool_names if original not in listed]
+        for original in removed:
+            part = self.tool_names.pop(original)
+            self.tool_items.pop(original, None)
+            self.used.discard(part)
+            _remove_tool(self.api, f"{self.name}__{part}")
+        added: list[str] = []
+        changed: list[str] = []
+        for original, tool in listed.items():
+            new = original not in self.tool_names
+            if new:
+                self.tool_names[original] = tool_name_part(original, self.name, self.used)
+            if self._register_tool(original, self.tool_names[original], tool):
+                (added if new else changed).append(original)
+        if self.tools_listed and (added or removed or changed):
+            summary = [
+                f"{label} {', '.join(names)}"
+                for label, names in (("added", added), ("removed", removed), ("changed", changed))
+                if names
+            ]
+            self.api.logger.info("MCP server %s changed its tools: %s", self.name, "; ".join(summary))
+        self.tools_listed = True
+
+    def _register_tool(self, original: str, part: str, tool: Any) -> bool:
+        """Register (or replace) one server tool; ``False`` when it is registered unchanged (a
+        re-registration would move it to the end of the catalog for nothing)."""
+        schema = dict(tool.input_schema or {"type": "object", "properties": {}})
+        schema.setdefault("type", "object")
+        item = {
+            "name": f"{self.name}__{part}",
+            "description": tool.description or tool.title or f"MCP tool {original} of {self.name}",
+            "parameters": schema,
+        }
+        if self.tool_items.get(original) == item:
+            return False
+
         async def handler(ctx: Any, args: dict[str, Any]) -> Any:
             bridge = self._bridge()
             result = await bridge.use(f"tool '{original}'", lambda c: c.call_tool(original, args))
             return tool_output(result)
 
-        schema = dict(tool.input_schema or {"type": "object", "properties": {}})
-        schema.setdefault("type", "object")
-        self.api.tools.register(
-            {
-                "name": f"{self.name}__{part}",
-                "description": tool.description or tool.title or f"MCP tool {original} of {self.name}",
-                "parameters": schema,
-            },
-            handler,
-        )
+        self.api.tools.register(item, handler)
+        self.tool_items[original] = item
+        return True
 
     def _bridge(self) -> Bridge:
         if self.bridge is None:
@@ -269,29 +402,30 @@ async def register(api: Any, config: dict[str, Any]) -> None:
             # the server's cwd is relative to the bundle root, known only from here on
             root = getattr(getattr(ctx.runtime, "agent", None), "bundle_root", None)
             await ex.start(Path(root) if root else None)
-        elif ex.bridge.generation != ex.listed_generation:
-            try:  # a new session since the last listing: pick up added tools
-                await ex.refresh(ex.bridge)
-            except BridgeError as exc:
-                api.logger.warning("%s", exc)
+        else:
+            await ex.sync(turn_start=True)
         return await ctx.next()
 
     async def step(ctx: Any) -> Any:
-        state = await api.state.get()
-        state = state if isinstance(state, dict) else {}
-        message_id = sync_system_message(
-            ctx, marker=MARKER, extension=name, text=ex.context_text(), remembered_id=state.get("messageId")
-        )
-        if message_id != state.get("messageId"):
-            await api.state.set({**state, "messageId": message_id})
-        return await ctx.next()
+        if cfg.resources or cfg.prompts:
+            state = await api.state.get()
+            state = state if isinstance(state, dict) else {}
+            message_id = sync_system_message(
+                ctx, marker=MARKER, extension=name, text=ex.context_text(), remembered_id=state.get("messageId")
+            )
+            if message_id != state.get("messageId"):
+                await api.state.set({**state, "messageId": message_id})
+        result = await ctx.next()
+        if getattr(result, "should_continue", False):
+            # this step's tool calls are done and the next step's catalog is not built yet; after
+            # the last step the next turn's start does it, so the reply is not delayed
+            await ex.sync(turn_start=False)
+        return result
 
     async def cleanup(*_: Any) -> None:
-        bridge, ex.bridge = ex.bridge, None
-        if bridge is not None:
-            await release(bridge)
+        await ex.stop()
 
     api.pipeline.register("turn", turn, priority=-1000)
-    if cfg.resources or cfg.prompts:
+    if ex.exposed:
         api.pipeline.register("step", step)
     api.events.on("extension.cleanup", cleanup)
