@@ -244,6 +244,87 @@ def test_deleting_a_symlink_to_the_workdir_removes_only_the_link(ctx: FakeCtx, w
     assert workdir.is_dir() and not os.path.lexists(workdir / "self")
 
 
+def test_a_symlink_that_leaves_and_comes_back_is_refused(ctx: FakeCtx, workdir: Path) -> None:
+    # followed one component at a time, '../workdir/a' leaves the workdir at its first step
+    (workdir / "a").mkdir()
+    (workdir / "a" / "f.txt").write_text("inside")
+    os.symlink(f"../{workdir.name}/a", workdir / "out-and-back")
+    with pytest.raises(ToolExecutionError) as info:
+        run(fs.read, ctx, {"path": "out-and-back/f.txt"})
+    assert info.value.code == "E_FS_OUTSIDE_WORKDIR"
+    assert "symlink" in info.value.message
+    with pytest.raises(ToolExecutionError) as info:
+        run(fs.read, ctx, {"path": f"../{workdir.name}/a/f.txt"})
+    assert info.value.code == "E_FS_OUTSIDE_WORKDIR"
+    assert "climbs out of the workdir" in info.value.message
+
+
+def test_relative_symlinks_between_subdirectories_are_followed(ctx: FakeCtx, workdir: Path) -> None:
+    (workdir / "a").mkdir()
+    (workdir / "b").mkdir()
+    (workdir / "b" / "f.txt").write_text("in b")
+    os.symlink("../b", workdir / "a" / "sibling")
+    os.symlink("sibling/f.txt", workdir / "a" / "chain")
+    read = run(fs.read, ctx, {"path": "a/chain"})
+    assert read == {"path": "b/f.txt", "size": 4, "truncated": False, "content": "in b"}
+    out = run(fs.write, ctx, {"path": "a/sibling/new.txt", "content": "n"})
+    assert out["path"] == "b/new.txt" and (workdir / "b" / "new.txt").read_text() == "n"
+    assert run(fs.stat, ctx, {"path": "a/sibling/.."})["path"] == "."
+    assert run(fs.exists, ctx, {"path": "a/sibling/../b/f.txt"}) == {"path": "b/f.txt", "exists": True, "type": "file"}
+
+
+def test_a_workdir_reached_through_a_symlinked_path_accepts_both_absolute_spellings(tmp_path: Path) -> None:
+    # like /tmp -> /private/tmp on macOS: the runtime may hand out the workdir by a linked path
+    real = tmp_path / "real-workdir"
+    real.mkdir()
+    alias = tmp_path / "alias"
+    os.symlink(real, alias)
+    ctx = FakeCtx(workdir=alias / ".")
+    run(fs.write, ctx, {"path": str(alias / "x.txt"), "content": "via alias"})
+    assert run(fs.read, ctx, {"path": str(real / "x.txt")})["content"] == "via alias"
+    assert run(fs.read, ctx, {"path": str(alias / "x.txt")})["path"] == "x.txt"
+    with pytest.raises(ToolExecutionError) as info:
+        run(fs.read, ctx, {"path": str(tmp_path / "elsewhere.txt")})
+    assert info.value.code == "E_FS_OUTSIDE_WORKDIR"
+
+
+def test_paths_through_files_and_loops_fail_with_a_code_not_a_traceback(ctx: FakeCtx, workdir: Path) -> None:
+    (workdir / "file.txt").write_text("plain")
+    os.symlink("loop", workdir / "loop")
+    for handler, args, code in [
+        (fs.delete, {"path": "file.txt/x"}, "E_FS_IO"),
+        (fs.delete, {"path": "loop/x", "recursive": True}, "E_FS_IO"),
+        (fs.read, {"path": "loop"}, "E_FS_IO"),
+        (fs.write, {"path": "file.txt/x", "content": "y"}, "E_FS_NOT_A_DIRECTORY"),
+        (fs.write, {"path": "loop/x", "content": "y"}, "E_FS_NOT_A_DIRECTORY"),
+        (fs.write, {"path": "file.txt/x/y", "content": "y"}, "E_FS_NOT_A_DIRECTORY"),
+        (fs.mkdir, {"path": "file.txt/x"}, "E_FS_NOT_A_DIRECTORY"),
+        (fs.list_dir, {"path": "loop"}, "E_FS_NOT_FOUND"),
+        (fs.stat, {"path": "missing/../missing2"}, "E_FS_NOT_FOUND"),
+    ]:
+        with pytest.raises(ToolExecutionError) as info:
+            run(handler, ctx, args)
+        assert info.value.code == code, (handler, args, info.value.message)
+        assert info.value.suggestion
+    assert run(fs.exists, ctx, {"path": "loop/x"})["exists"] is False
+    assert (workdir / "file.txt").read_text() == "plain"
+
+
+def test_deleting_a_path_that_collapses_to_a_directory_walks_it_physically(ctx: FakeCtx, workdir: Path) -> None:
+    # 'link/..' is the directory holding the link's target, as the OS sees it; 'a/..' is the workdir
+    (workdir / "a" / "b").mkdir(parents=True)
+    os.symlink(workdir / "a" / "b", workdir / "deep-link")
+    with pytest.raises(ToolExecutionError) as info:
+        run(fs.delete, ctx, {"path": "a/.."})
+    assert info.value.code == "E_FS_INVALID_PATH"
+    assert run(fs.delete, ctx, {"path": "deep-link/..", "recursive": True}) == {
+        "path": "a",
+        "deleted": True,
+        "type": "dir",
+    }
+    assert not (workdir / "a").exists() and os.path.islink(workdir / "deep-link")
+
+
 _SEGMENTS = st.sampled_from(["..", ".", "a", "b", "in-link", "out-link", "loop", "", "x..y"])
 
 

@@ -2,8 +2,10 @@
 
 Every path is relative to the instance workdir (``ctx.workdir``) and must stay inside it: ``..``
 escapes, absolute paths elsewhere and symlinks that lead out are refused with
-``E_FS_OUTSIDE_WORKDIR`` (see ``_confine``). Paths in results are workdir-relative, so results never
-reveal where the runtime keeps its state.
+``E_FS_OUTSIDE_WORKDIR``. Every operation goes through a ``_confine.Walk``, which reaches the path
+one directory fd at a time and acts relative to the last one, so a directory swapped for a symlink
+while the tool runs cannot redirect it outside (no check-then-open race). Paths in results are
+workdir-relative, so results never reveal where the runtime keeps its state.
 
 Reads are bounded (``maxBytes``) and cut on a UTF-8 character boundary; listings are bounded
 (``maxEntries``) and never follow symlinks, so a link cycle cannot make them loop.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import errno
 import os
 import shutil
 import stat as stat_mod
@@ -31,7 +34,7 @@ from goondan.base.tools._common import (
     opt_str,
     require_str,
 )
-from goondan.base.tools._confine import display, resolve, workdir_root
+from goondan.base.tools._confine import DIR_FLAGS, Walk, workdir_root
 
 DEFAULT_READ_BYTES = 100_000
 MAX_READ_BYTES = 10_000_000
@@ -66,6 +69,29 @@ def _kind(st: os.stat_result) -> str:
     return "other"
 
 
+def _walk(ctx: Any, raw: str, *, follow_last: bool = True) -> Walk:
+    """Start walking ``raw`` from the workdir; failing to open the workdir itself is an I/O error."""
+    try:
+        return Walk(_root(ctx), raw, follow_last=follow_last)
+    except OSError as exc:
+        raise _os_error(raw, exc) from None
+
+
+def _is_dir(walk: Walk) -> bool:
+    try:
+        return stat_mod.S_ISDIR(walk.stat().st_mode)
+    except OSError:
+        return False
+
+
+def _not_a_file(raw: str) -> ToolExecutionError:
+    return ToolExecutionError(
+        "E_FS_NOT_A_FILE",
+        f"'{raw}' is a directory",
+        suggestion="Use file-system__list to see a directory's entries.",
+    )
+
+
 def read(ctx: Any, input: Any) -> dict[str, Any]:
     """``file-system__read``: ``{path, maxBytes?}`` → ``{path, size, truncated, content}``."""
     args = args_dict(input)
@@ -73,27 +99,29 @@ def read(ctx: Any, input: Any) -> dict[str, Any]:
     raw = require_str(args, "path")
     max_bytes = opt_int(args, "maxBytes", DEFAULT_READ_BYTES, minimum=1, maximum=MAX_READ_BYTES)
     assert max_bytes is not None
-    root = _root(ctx)
-    path = resolve(root, raw)
-    if path.is_dir():
-        raise ToolExecutionError(
-            "E_FS_NOT_A_FILE",
-            f"'{raw}' is a directory",
-            suggestion="Use file-system__list to see a directory's entries.",
-        )
-    try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            data = fh.read(max_bytes + 1)
-    except FileNotFoundError:
-        raise _not_found(raw, "file") from None
-    except OSError as exc:
-        raise _os_error(raw, exc) from None
+    with _walk(ctx, raw) as walk:
+        if _is_dir(walk):
+            raise _not_a_file(raw)
+        try:
+            fd = walk.open(os.O_RDONLY)
+        except FileNotFoundError:
+            raise _not_found(raw, "file") from None
+        except OSError as exc:
+            raise _os_error(raw, exc) from None
+        with open(fd, "rb") as fh:
+            info = os.fstat(fd)
+            if stat_mod.S_ISDIR(info.st_mode):  # became a directory after the check above
+                raise _not_a_file(raw)
+            try:
+                data = fh.read(max_bytes + 1)
+            except OSError as exc:
+                raise _os_error(raw, exc) from None
+        shown = walk.display
     truncated = len(data) > max_bytes
     data = data[:max_bytes]
     # final=False drops a multi-byte character cut in half by the limit instead of garbling it
     content = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(data, final=not truncated)
-    return {"path": display(root, path), "size": max(size, len(data)), "truncated": truncated, "content": content}
+    return {"path": shown, "size": max(info.st_size, len(data)), "truncated": truncated, "content": content}
 
 
 def write(ctx: Any, input: Any) -> dict[str, Any]:
@@ -105,43 +133,39 @@ def write(ctx: Any, input: Any) -> dict[str, Any]:
     if not isinstance(content, str):
         raise ToolInputError("'content' must be a string")
     append = opt_bool(args, "append", False)
-    root = _root(ctx)
-    path = resolve(root, raw)
-    if path == root or path.is_dir():
-        raise ToolExecutionError(
-            "E_FS_IS_A_DIRECTORY",
-            f"'{raw}' is a directory; cannot write file content to it",
-            suggestion="Write to a file path inside that directory instead.",
-        )
     data = content.encode("utf-8")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "ab" if append else "wb") as fh:
-            fh.write(data)
-        size = path.stat().st_size
-    except FileExistsError:
-        raise ToolExecutionError(
-            "E_FS_NOT_A_DIRECTORY",
-            f"a parent of '{raw}' exists and is not a directory",
-            suggestion="Choose a path whose parents are directories.",
-        ) from None
-    except NotADirectoryError:
-        raise ToolExecutionError(
-            "E_FS_NOT_A_DIRECTORY",
-            f"a parent of '{raw}' is a file, not a directory",
-            suggestion="Choose a path whose parents are directories.",
-        ) from None
-    except OSError as exc:
-        raise _os_error(raw, exc) from None
-    return {"path": display(root, path), "size": size, "bytesWritten": len(data), "written": True, "append": append}
-
-
-def _entry(root: Path, path: Path, st: os.stat_result) -> dict[str, Any]:
-    kind = _kind(st)
-    item: dict[str, Any] = {"name": path.name, "path": display(root, path), "type": kind}
-    if kind == "file":
-        item["size"] = st.st_size
-    return item
+    with _walk(ctx, raw) as walk:
+        if walk.is_root or _is_dir(walk):
+            raise ToolExecutionError(
+                "E_FS_IS_A_DIRECTORY",
+                f"'{raw}' is a directory; cannot write file content to it",
+                suggestion="Write to a file path inside that directory instead.",
+            )
+        try:
+            if walk.parent_is_not_a_directory:
+                raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST))
+            walk.make_parents()
+            fd = walk.open(os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC))
+            with open(fd, "ab" if append else "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                size = os.fstat(fd).st_size
+        except FileExistsError:
+            raise ToolExecutionError(
+                "E_FS_NOT_A_DIRECTORY",
+                f"a parent of '{raw}' exists and is not a directory",
+                suggestion="Choose a path whose parents are directories.",
+            ) from None
+        except NotADirectoryError:
+            raise ToolExecutionError(
+                "E_FS_NOT_A_DIRECTORY",
+                f"a parent of '{raw}' is a file, not a directory",
+                suggestion="Choose a path whose parents are directories.",
+            ) from None
+        except OSError as exc:
+            raise _os_error(raw, exc) from None
+        shown = walk.display
+    return {"path": shown, "size": size, "bytesWritten": len(data), "written": True, "append": append}
 
 
 def list_dir(ctx: Any, input: Any) -> dict[str, Any]:
@@ -154,50 +178,102 @@ def list_dir(ctx: Any, input: Any) -> dict[str, Any]:
     include_files = opt_bool(args, "includeFiles", True)
     limit = opt_int(args, "maxEntries", DEFAULT_MAX_ENTRIES, minimum=1, maximum=MAX_ENTRIES)
     assert limit is not None
-    root = _root(ctx)
-    base = resolve(root, raw)
-    if not base.exists():
-        raise _not_found(raw, "directory")
-    if not base.is_dir():
-        raise ToolExecutionError(
-            "E_FS_NOT_A_DIRECTORY",
-            f"'{raw}' is a file, not a directory",
-            suggestion="Use file-system__read to read a file.",
-        )
+    with _walk(ctx, raw) as walk:
+        try:
+            info = walk.stat()
+        except OSError:
+            raise _not_found(raw, "directory") from None
+        if not stat_mod.S_ISDIR(info.st_mode):
+            raise ToolExecutionError(
+                "E_FS_NOT_A_DIRECTORY",
+                f"'{raw}' is a file, not a directory",
+                suggestion="Use file-system__read to read a file.",
+            )
+        try:
+            base_fd: int | None = walk.open(os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            base_fd = None  # unreadable directory: an empty listing, like any unreadable subdirectory
+        shown = walk.display
     entries: list[dict[str, Any]] = []
     truncated = False
-    stack = [base]
-    while stack and not truncated:
-        current = stack.pop()
+    prefix = "" if shown == "." else shown + "/"
+    if base_fd is not None:
         try:
-            children = sorted(os.scandir(current), key=lambda e: e.name)
-        except OSError:
-            continue  # unreadable subdirectory: list what we can
-        for child in children:
-            try:
-                st = child.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            item = _entry(root, Path(child.path), st)
-            is_dir = item["type"] == "dir"
-            wanted = include_dirs if is_dir else include_files
-            if wanted:
-                if len(entries) >= limit:
-                    truncated = True
-                    break
-                entries.append(item)
-            if recursive and is_dir:
-                stack.append(Path(child.path))
+            truncated = _collect(base_fd, prefix, recursive, include_dirs, include_files, limit, entries)
+        finally:
+            os.close(base_fd)
     entries.sort(key=lambda e: e["path"])
-    out: dict[str, Any] = {
-        "path": display(root, base),
-        "recursive": recursive,
-        "count": len(entries),
-        "entries": entries,
-    }
+    out: dict[str, Any] = {"path": shown, "recursive": recursive, "count": len(entries), "entries": entries}
     if truncated:
         out["truncated"] = True
     return out
+
+
+def _collect(
+    base_fd: int,
+    prefix: str,
+    recursive: bool,
+    include_dirs: bool,
+    include_files: bool,
+    limit: int,
+    entries: list[dict[str, Any]],
+) -> bool:
+    """Fill ``entries`` from the directory ``base_fd``; True when ``limit`` cut the listing short.
+
+    Pending subdirectories are kept as names, not fds (a wide tree would exhaust descriptors), and
+    reopened from ``base_fd`` one ``O_NOFOLLOW`` component at a time, so a subdirectory swapped for
+    a symlink meanwhile is skipped instead of followed.
+    """
+    stack: list[tuple[str, ...]] = [()]
+    while stack:
+        rel = stack.pop()
+        fd = _open_below(base_fd, rel)
+        if fd is None:
+            continue  # unreadable or replaced subdirectory: list what we can
+        try:
+            with os.scandir(fd) as scan:
+                children = sorted(scan, key=lambda e: e.name)
+                for child in children:
+                    try:
+                        info = child.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    kind = _kind(info)
+                    path = prefix + "/".join((*rel, child.name))
+                    item: dict[str, Any] = {"name": child.name, "path": path, "type": kind}
+                    if kind == "file":
+                        item["size"] = info.st_size
+                    if include_dirs if kind == "dir" else include_files:
+                        if len(entries) >= limit:
+                            return True
+                        entries.append(item)
+                    if recursive and kind == "dir":
+                        stack.append((*rel, child.name))
+        except OSError:
+            continue
+        finally:
+            if fd != base_fd:
+                os.close(fd)
+    return False
+
+
+def _open_below(base_fd: int, rel: tuple[str, ...]) -> int | None:
+    """A readable fd of directory ``rel`` under ``base_fd`` reached without following links, or None."""
+    if not rel:
+        return base_fd
+    fd = base_fd
+    try:
+        for i, name in enumerate(rel):
+            flags = DIR_FLAGS if i < len(rel) - 1 else os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+            nxt = os.open(name, flags, dir_fd=fd)
+            if fd != base_fd:
+                os.close(fd)
+            fd = nxt
+    except OSError:
+        if fd != base_fd:
+            os.close(fd)
+        return None
+    return fd
 
 
 def mkdir(ctx: Any, input: Any) -> dict[str, Any]:
@@ -206,38 +282,48 @@ def mkdir(ctx: Any, input: Any) -> dict[str, Any]:
     check_keys(args, ("path", "recursive"))
     raw = require_str(args, "path")
     recursive = opt_bool(args, "recursive", True)
-    root = _root(ctx)
-    path = resolve(root, raw)
-    existed = path.is_dir()
-    if path.exists() and not existed:
-        raise ToolExecutionError(
-            "E_FS_ALREADY_EXISTS",
-            f"'{raw}' already exists and is a file",
-            suggestion="Choose another directory name, or delete the file first.",
-        )
-    try:
-        path.mkdir(parents=recursive, exist_ok=recursive)
-    except FileExistsError:
-        raise ToolExecutionError(
-            "E_FS_ALREADY_EXISTS",
-            f"directory '{raw}' already exists",
-            suggestion="Pass recursive: true to accept an existing directory.",
-        ) from None
-    except FileNotFoundError:
-        raise ToolExecutionError(
-            "E_FS_NOT_FOUND",
-            f"the parent of '{raw}' does not exist",
-            suggestion="Pass recursive: true to create missing parent directories.",
-        ) from None
-    except NotADirectoryError:
-        raise ToolExecutionError(
-            "E_FS_NOT_A_DIRECTORY",
-            f"a parent of '{raw}' is a file, not a directory",
-            suggestion="Choose a path whose parents are directories.",
-        ) from None
-    except OSError as exc:
-        raise _os_error(raw, exc) from None
-    return {"path": display(root, path), "created": not existed, "recursive": recursive}
+    with _walk(ctx, raw) as walk:
+        try:
+            info: os.stat_result | None = walk.stat()
+        except OSError:
+            info = None
+        existed = info is not None and stat_mod.S_ISDIR(info.st_mode)
+        if info is not None and not existed:
+            raise ToolExecutionError(
+                "E_FS_ALREADY_EXISTS",
+                f"'{raw}' already exists and is a file",
+                suggestion="Choose another directory name, or delete the file first.",
+            )
+        try:
+            if recursive:
+                walk.make_parents()
+            try:
+                walk.mkdir()
+            except FileExistsError:
+                if not (recursive and _is_dir(walk)):
+                    raise
+        except FileExistsError:
+            raise ToolExecutionError(
+                "E_FS_ALREADY_EXISTS",
+                f"directory '{raw}' already exists",
+                suggestion="Pass recursive: true to accept an existing directory.",
+            ) from None
+        except FileNotFoundError:
+            raise ToolExecutionError(
+                "E_FS_NOT_FOUND",
+                f"the parent of '{raw}' does not exist",
+                suggestion="Pass recursive: true to create missing parent directories.",
+            ) from None
+        except NotADirectoryError:
+            raise ToolExecutionError(
+                "E_FS_NOT_A_DIRECTORY",
+                f"a parent of '{raw}' is a file, not a directory",
+                suggestion="Choose a path whose parents are directories.",
+            ) from None
+        except OSError as exc:
+            raise _os_error(raw, exc) from None
+        shown = walk.display
+    return {"path": shown, "created": not existed, "recursive": recursive}
 
 
 def exists(ctx: Any, input: Any) -> dict[str, Any]:
@@ -245,13 +331,12 @@ def exists(ctx: Any, input: Any) -> dict[str, Any]:
     args = args_dict(input)
     check_keys(args, ("path",))
     raw = require_str(args, "path")
-    root = _root(ctx)
-    path = resolve(root, raw)
-    try:
-        st = path.stat()
-    except OSError:
-        return {"path": display(root, path), "exists": False, "type": None}
-    return {"path": display(root, path), "exists": True, "type": _kind(st)}
+    with _walk(ctx, raw) as walk:
+        try:
+            info = walk.stat()
+        except OSError:
+            return {"path": walk.display, "exists": False, "type": None}
+        return {"path": walk.display, "exists": True, "type": _kind(info)}
 
 
 def stat(ctx: Any, input: Any) -> dict[str, Any]:
@@ -259,16 +344,16 @@ def stat(ctx: Any, input: Any) -> dict[str, Any]:
     args = args_dict(input)
     check_keys(args, ("path",))
     raw = require_str(args, "path")
-    root = _root(ctx)
-    path = resolve(root, raw)
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        raise _not_found(raw) from None
-    except OSError as exc:
-        raise _os_error(raw, exc) from None
-    modified = datetime.fromtimestamp(st.st_mtime, UTC).isoformat().replace("+00:00", "Z")
-    return {"path": display(root, path), "type": _kind(st), "size": st.st_size, "modifiedAt": modified}
+    with _walk(ctx, raw) as walk:
+        try:
+            info = walk.stat()
+        except FileNotFoundError:
+            raise _not_found(raw) from None
+        except OSError as exc:
+            raise _os_error(raw, exc) from None
+        shown = walk.display
+    modified = datetime.fromtimestamp(info.st_mtime, UTC).isoformat().replace("+00:00", "Z")
+    return {"path": shown, "type": _kind(info), "size": info.st_size, "modifiedAt": modified}
 
 
 def delete(ctx: Any, input: Any) -> dict[str, Any]:
@@ -277,36 +362,37 @@ def delete(ctx: Any, input: Any) -> dict[str, Any]:
     check_keys(args, ("path", "recursive"))
     raw = require_str(args, "path")
     recursive = opt_bool(args, "recursive", False)
-    root = _root(ctx)
-    path = resolve(root, raw, follow_last=False)
-    if path == root:
-        raise ToolExecutionError(
-            "E_FS_INVALID_PATH",
-            "refusing to delete the workdir itself",
-            suggestion="Delete the entries inside it instead.",
-        )
-    try:
-        st = path.lstat()
-    except FileNotFoundError:
-        raise _not_found(raw) from None
-    kind = _kind(st)
-    try:
-        if kind == "dir":
-            if recursive:
-                shutil.rmtree(path)
-            else:
-                path.rmdir()
-        else:
-            path.unlink()
-    except OSError as exc:
-        if kind == "dir" and not recursive and any(path.iterdir()):
+    with _walk(ctx, raw, follow_last=False) as walk:
+        if walk.is_root:
             raise ToolExecutionError(
-                "E_FS_DIRECTORY_NOT_EMPTY",
-                f"directory '{raw}' is not empty",
-                suggestion="Pass recursive: true to delete it with its contents.",
-            ) from None
-        raise _os_error(raw, exc) from None
-    return {"path": display(root, path), "deleted": True, "type": kind}
+                "E_FS_INVALID_PATH",
+                "refusing to delete the workdir itself",
+                suggestion="Delete the entries inside it instead.",
+            )
+        try:
+            kind = _kind(walk.stat())
+        except FileNotFoundError:
+            raise _not_found(raw) from None
+        except OSError as exc:
+            raise _os_error(raw, exc) from None
+        try:
+            name, dir_fd = walk.here()
+            if kind != "dir":
+                os.unlink(name, dir_fd=dir_fd)
+            elif recursive:
+                shutil.rmtree(name, dir_fd=dir_fd)  # the fd-based rmtree: never follows links inside
+            else:
+                os.rmdir(name, dir_fd=dir_fd)
+        except OSError as exc:
+            if kind == "dir" and not recursive and not walk.is_empty_dir():
+                raise ToolExecutionError(
+                    "E_FS_DIRECTORY_NOT_EMPTY",
+                    f"directory '{raw}' is not empty",
+                    suggestion="Pass recursive: true to delete it with its contents.",
+                ) from None
+            raise _os_error(raw, exc) from None
+        shown = walk.display
+    return {"path": shown, "deleted": True, "type": kind}
 
 
 def _in_thread(fn: Callable[[Any, Any], dict[str, Any]]) -> Callable[[Any, Any], Awaitable[dict[str, Any]]]:
