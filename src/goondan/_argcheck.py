@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ._json import FrozenDict, dumps, json_type_name
+from ._json import FrozenDict, dumps, is_plain_json, json_type_name
 
 _MAX_ISSUES = 5
 _cache: dict[bytes, Any] = {}
@@ -222,29 +222,12 @@ def _describe(error: Any) -> list[str]:
     return [f"{_path(where)}: {error.message}"]
 
 
-def _all_finite(value: Any) -> bool:
-    """True when no float in the tree is NaN or infinite (the common case, decided without
-    building paths; :func:`_non_finite` names the offenders when there are any)."""
-    for item in value.values() if isinstance(value, dict) else value:
-        t = type(item)
-        if t is str or t is int or t is bool or item is None:
-            continue
-        if t is float:
-            if not math.isfinite(item):
-                return False
-        elif isinstance(item, dict | list):
-            if not _all_finite(item):
-                return False
-        elif isinstance(item, float) and not math.isfinite(item):
-            return False
-    return True
-
-
 def check_args(schema: dict[str, Any] | None, args: Any) -> list[str]:
     """Return the problems of ``args`` against ``schema`` (empty when valid)."""
     if not isinstance(args, dict):
         return [f"args: expected object but got {json_type_name(args)}"]
-    issues = [] if _all_finite(args) else _non_finite(args, [])
+    # plain JSON has no NaN/inf: the path-naming scan runs only when the quick test is not sure
+    issues = [] if is_plain_json(args) else _non_finite(args, [])
     if not schema:
         return issues
     if not issues:

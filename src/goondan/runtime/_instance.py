@@ -595,9 +595,8 @@ class AgentInstance:
             step_span = new_span_id()
             step_state.metadata["runtime.spanId"] = step_span
             step_id = f"{turn_id}-step-{step_index}"
-            started = {
-                "type": "step.started",
-                "timestamp": now_iso(),
+            # the fields every step.* record of this step shares; each record is a fresh dict built from it
+            span_fields = {
                 "agentName": agent_name,
                 "instanceKey": instance_key,
                 "traceId": trace_id,
@@ -607,6 +606,7 @@ class AgentInstance:
                 "stepIndex": step_index,
                 "turnId": turn_id,
             }
+            started = {"type": "step.started", "timestamp": now_iso(), **span_fields}
             if self._trace_llm_input:
                 # opt-in: summarising the model input costs about as much as the rest of a step
                 llm_input = llm_input_summary(turn_state.conversation_state.to_llm_messages())
@@ -621,10 +621,9 @@ class AgentInstance:
             except Exception as exc:
                 await self._runtime_event(
                     {
-                        **self._base_record("step.failed", trace_id, step_span, turn_span),
-                        "stepId": step_id,
-                        "stepIndex": step_index,
-                        "turnId": turn_id,
+                        "type": "step.failed",
+                        "timestamp": now_iso(),
+                        **span_fields,
                         "duration": int((time.perf_counter() - t0) * 1000),
                         "errorMessage": str(exc),
                     }
@@ -635,14 +634,7 @@ class AgentInstance:
             record = {
                 "type": "step.completed",
                 "timestamp": now_iso(),
-                "agentName": agent_name,
-                "instanceKey": instance_key,
-                "traceId": trace_id,
-                "spanId": step_span,
-                "parentSpanId": turn_span,
-                "stepId": step_id,
-                "stepIndex": step_index,
-                "turnId": turn_id,
+                **span_fields,
                 "toolCallCount": len(result.tool_calls),
                 "duration": int((time.perf_counter() - t0) * 1000),
             }
@@ -827,24 +819,19 @@ class AgentInstance:
     ) -> ToolCallResult:
         turn_state = step_state.turn_state
         span = new_span_id()
-        base_fields: dict[str, Any] = {
+        # the fields every tool.* record of this call shares; each record is a fresh dict built from it
+        span_fields = {
+            "agentName": self.agent_name,
+            "instanceKey": self.instance_key,
+            "traceId": turn_state.trace_id,
+            "spanId": span,
+            "parentSpanId": step_span,
             "toolCallId": call.id,
             "toolName": call.name,
             "stepId": step_id,
             "turnId": turn_state.turn_id,
         }
-        pending = self._record_event(
-            {
-                "type": "tool.called",
-                "timestamp": now_iso(),
-                "agentName": self.agent_name,
-                "instanceKey": self.instance_key,
-                "traceId": turn_state.trace_id,
-                "spanId": span,
-                "parentSpanId": step_span,
-                **base_fields,
-            }
-        )
+        pending = self._record_event({"type": "tool.called", "timestamp": now_iso(), **span_fields})
         if pending is not None:
             await pending
         state = ToolCallState(step_state, call.name, call.id, call.args)
@@ -857,8 +844,9 @@ class AgentInstance:
             # next provider request invalid
             await self._runtime_event(
                 {
-                    **self._base_record("tool.failed", turn_state.trace_id, span, step_span),
-                    **base_fields,
+                    "type": "tool.failed",
+                    "timestamp": now_iso(),
+                    **span_fields,
                     "duration": int((time.perf_counter() - t0) * 1000),
                     "errorMessage": str(exc),
                 }
@@ -867,18 +855,13 @@ class AgentInstance:
 
             result = error_from_exception(exc, call.id, call.name, DEFAULT_ERROR_MESSAGE_LIMIT)
         else:
-            base_fields["status"] = result.status
-            base_fields["duration"] = int((time.perf_counter() - t0) * 1000)
             pending = self._record_event(
                 {
                     "type": "tool.completed",
                     "timestamp": now_iso(),
-                    "agentName": self.agent_name,
-                    "instanceKey": self.instance_key,
-                    "traceId": turn_state.trace_id,
-                    "spanId": span,
-                    "parentSpanId": step_span,
-                    **base_fields,
+                    **span_fields,
+                    "status": result.status,
+                    "duration": int((time.perf_counter() - t0) * 1000),
                 }
             )
             if pending is not None:
