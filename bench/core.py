@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import os
 import platform
@@ -97,27 +98,52 @@ spec: {{entryAgent: Agent/a, agents: [Agent/a]}}
     return root
 
 
-async def time_turns(bundle: Path, turns: int, *, persist: bool, state_root: Path, history: int = 0) -> list[float]:
-    """Per-turn wall times (seconds) after warm-up; history messages are preloaded, not timed."""
-    if history:
-        seed_history(state_root, history)
-    async with goondan.Runtime(bundle, state_root=state_root, persist=persist, isolation="inline") as rt:
-        if history and not persist:
-            raise ValueError("history benchmark needs persistence (it is loaded from disk)")
-        for _ in range(20):  # warm-up: imports, validator compilation, instance start
-            await rt.request("go")
-        times = []
-        gc.collect()
-        gc.disable()
-        try:
-            for _ in range(turns):
-                t0 = time.perf_counter()
-                result = await rt.request("go")
-                times.append(time.perf_counter() - t0)
-                assert result.text == "done", result
-        finally:
-            gc.enable()
-        return times
+class Case:
+    """One configuration: its bundle, runtime and the per-turn times measured so far."""
+
+    def __init__(self, name: str, layers: int, kinds: list[str], *, persist: bool = False, history: int = 0) -> None:
+        self.name, self.layers, self.kinds, self.persist, self.history = name, layers, kinds, persist, history
+        self.times: list[float] = []
+
+    def median_us(self) -> float:
+        return statistics.median(self.times) * 1e6
+
+
+async def measure(cases: list[Case], turns: int, block: int = 50) -> None:
+    """Time ``turns`` turns of every case, interleaved: blocks of ``block`` turns per case in rotating
+    order, so a slow moment of a shared machine hits every case alike instead of one of them. Each
+    case is its own Runtime (own state root) started and warmed up before any timing."""
+    async with contextlib.AsyncExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        runtimes = []
+        for n, case in enumerate(cases):
+            root = tmp / f"case{n}"
+            (root / "bundle").mkdir(parents=True)
+            bundle = make_bundle(root / "bundle", case.layers, case.kinds)
+            if case.history:
+                if not case.persist:
+                    raise ValueError("history cases need persistence (the history is loaded from disk)")
+                seed_history(root / "state", case.history)
+            rt = goondan.Runtime(bundle, state_root=root / "state", persist=case.persist, isolation="inline")
+            await stack.enter_async_context(rt)
+            for _ in range(20):  # warm-up: imports, validator compilation, instance start
+                await rt.request("go")
+            runtimes.append(rt)
+        rounds = -(-turns // block)
+        for r in range(rounds):
+            for k in range(len(cases)):
+                i = (r + k) % len(cases)
+                rt, times = runtimes[i], cases[i].times
+                gc.collect()
+                gc.disable()
+                try:
+                    for _ in range(block):
+                        t0 = time.perf_counter()
+                        result = await rt.request("go")
+                        times.append(time.perf_counter() - t0)
+                        assert result.text == "done", result
+                finally:
+                    gc.enable()
 
 
 def seed_history(state_root: Path, n: int) -> None:
@@ -134,19 +160,6 @@ def seed_history(state_root: Path, n: int) -> None:
     store.close()
 
 
-def median_us(times: list[float]) -> float:
-    return statistics.median(times) * 1e6
-
-
-def run_case(layers: int, kinds: list[str], turns: int, *, persist: bool = False, history: int = 0) -> float:
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        bundle = make_bundle(root / "bundle", layers, kinds) if (root / "bundle").mkdir() is None else None
-        assert bundle is not None
-        times = asyncio.run(time_turns(bundle, turns, persist=persist, state_root=root / "state", history=history))
-        return median_us(times)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer turns (noisier figures)")
@@ -157,34 +170,31 @@ def main() -> int:
 
     print(
         f"goondan {goondan.__version__} | Python {platform.python_version()} | {platform.machine()} | "
-        f"{os.cpu_count()} CPUs | {turns} timed turns per case (median)"
+        f"{os.cpu_count()} CPUs | {turns} timed turns per case (median), all cases interleaved"
     )
     print()
-    base = run_case(0, [], turns)
-    rows = []
+    base = Case("base", 0, [])
+    layered = {kind: Case(kind, layers, [kind]) for kind in ("turn", "step", "toolCall")}
+    persisted = Case("persist", 0, [], persist=True)
+    small = Case("history 10", 0, [], persist=True, history=10)
+    large = Case("history 100k", 0, [], persist=True, history=100_000)
+    asyncio.run(measure([base, *layered.values(), persisted, small, large], turns))
     per_call = {"turn": 1, "step": 2, "toolCall": 1}  # wrapped calls per turn in this scenario
-    for kind in ("turn", "step", "toolCall"):
-        t = run_case(layers, [kind], turns)
-        added = (t - base) / (layers * per_call[kind])
-        rows.append((kind, added))
     print("(a) time one pass-through middleware adds per wrapped call   target < 20 µs")
-    for kind, added in rows:
-        flag = "ok" if added < 20 else "MISSED"
-        print(f"    {kind:<9} {added:7.2f} µs   {flag}")
+    for kind, case in layered.items():
+        added = (case.median_us() - base.median_us()) / (layers * per_call[kind])
+        print(f"    {kind:<9} {added:7.2f} µs   {'ok' if added < 20 else 'MISSED'}")
     print()
-    persisted = run_case(0, [], max(100, turns // 4), persist=True)
+    b = base.median_us()
     print("(b) framework time per turn (2 model calls + 1 tool call, python provider)")
-    print(f"    persistence off  {base:8.1f} µs   target < 1000 µs   {'ok' if base < 1000 else 'MISSED'}")
-    print(f"    persistence on   {persisted:8.1f} µs   (events appended per emit, base fsync'd per turn)")
+    print(f"    persistence off  {b:8.1f} µs   target < 1000 µs   {'ok' if b < 1000 else 'MISSED'}")
+    print(f"    persistence on   {persisted.median_us():8.1f} µs   (events appended per emit, base fsync'd per turn)")
     print()
-    hist_turns = max(100, turns // 4)
-    small = run_case(0, [], hist_turns, persist=True, history=10)
-    large = run_case(0, [], hist_turns, persist=True, history=100_000)
-    ratio = large / small
+    ratio = large.median_us() / small.median_us()
     print("(c) turn time by history length (persistence on, loading excluded)")
-    print(f"    10 messages       {small:8.1f} µs")
+    print(f"    10 messages       {small.median_us():8.1f} µs")
     print(
-        f"    100,000 messages  {large:8.1f} µs   ratio {ratio:.2f}   target < 1.5   "
+        f"    100,000 messages  {large.median_us():8.1f} µs   ratio {ratio:.2f}   target < 1.5   "
         f"{'ok' if ratio < 1.5 else 'MISSED'}"
     )
     return 0
