@@ -83,16 +83,34 @@ def _delegate_to_active_run(args: argparse.Namespace, bundle: Any, text: str, en
 
     swarm = bundle.select_swarm(args.swarm)
     workspace = workspace_id(swarm.spec.instance_key or swarm.name)
-    run = next((r for r in active_runs(state_root(args, dict(env))) if r.get("workspace") == workspace), None)
-    if run is None:
-        return None
-    from ._control import control_request
+    from ._control import control_request, run_identity
 
-    payload = {"op": "request", "input": text, "agent": args.agent, "instanceKey": args.instance_key}
+    identity = run_identity(bundle, swarm.name, swarm.spec.instance_key or swarm.name)
+    runs = [r for r in active_runs(state_root(args, dict(env))) if r.get("workspace") == workspace]
+    run = next((r for r in runs if r.get("identity") == identity), None)
+    if run is None:
+        for other in runs:
+            _verbose(
+                args,
+                f"the running gdn run (pid {other.get('pid')}) serves another bundle "
+                f"({(other.get('identity') or {}).get('bundle') or other.get('bundle')!r}): answering here",
+            )
+        return None
+    payload = {
+        "op": "request",
+        "input": text,
+        "agent": args.agent,
+        "instanceKey": args.instance_key,
+        "identity": identity,
+    }
+    _verbose(args, f"delegating to running gdn run (pid {run.get('pid')})")
     try:
         reply = control_request(str(run["socket"]), payload, timeout=3600)
     except OSError:
         return None  # it went away meanwhile: run on our own
+    if not reply.get("ok") and (reply.get("error") or {}).get("code") == "E_CONTROL_IDENTITY":
+        _verbose(args, "the running gdn run serves another bundle: answering here")
+        return None
     if not reply.get("ok"):
         err = reply.get("error") or {}
         raise CliError(
@@ -110,6 +128,13 @@ def _delegate_to_active_run(args: argparse.Namespace, bundle: Any, text: str, en
             print_error(ErrorView(result.get("error") or {}), json_mode=False, color=not args.no_color)
         return EXIT_INTERNAL
     return EXIT_OK
+
+
+def _verbose(args: argparse.Namespace, message: str) -> None:
+    """A ``-v`` note on stderr (never on stdout, which carries the answer)."""
+    if getattr(args, "verbose", 0) and not getattr(args, "quiet", False):
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
 
 
 async def _one_shot(args: argparse.Namespace, bundle: Any, text: str, env: Mapping[str, str]) -> int:
@@ -138,7 +163,7 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
         if run.get("workspace") == workspace:
             raise CliError(
                 "E_RUN_ACTIVE",
-                f"swarm instance {instance_key!r} is already running (pid {run['pid']})",
+                f"swarm instance {instance_key!r} is already running (pid {run['pid']}, bundle {run.get('bundle')!r})",
                 suggestion="Use `gdn restart` to restart it, or stop that process first.",
             )
     stop = asyncio.Event()
@@ -159,9 +184,10 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
                     sys.stderr.write(f"Starting {len(plans)} connector(s)...\n")
                     sys.stderr.flush()
                 await supervisor.start()
-            from ._control import serve_control
+            from ._control import run_identity, serve_control
 
-            server = await serve_control(sock, _Control(rt, supervisor).handle)
+            identity = run_identity(bundle, swarm.name, instance_key)
+            server = await serve_control(sock, _Control(rt, supervisor, identity).handle)
             record = write_run(
                 root,
                 workspace,
@@ -170,7 +196,8 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
                     "workspace": workspace,
                     "instanceKey": rt.swarm_instance_key,
                     "swarm": rt.swarm_name,
-                    "bundle": str(Path(args.path).resolve()),
+                    "bundle": identity["bundle"],
+                    "identity": identity,
                     "socket": str(sock),
                     "mode": "connectors" if supervisor else "session",
                     "connectors": [{"connection": p.name, "connector": p.connector} for p in plans],
@@ -228,18 +255,24 @@ def _turn_printer(args: argparse.Namespace) -> Any:
 class _Control:
     """Answers control requests of ``gdn restart`` / ``gdn instance restart`` for this process."""
 
-    def __init__(self, rt: Any, supervisor: Any) -> None:
+    def __init__(self, rt: Any, supervisor: Any, identity: dict[str, Any]) -> None:
         self.rt = rt
         self.supervisor = supervisor
+        self.identity = identity
 
     async def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        from ._control import identity_mismatch
+
         op = request.get("op")
+        if op == "hello":
+            return {"ok": True, "pid": os.getpid(), "identity": self.identity}
         if op == "status":
             return {
                 "ok": True,
                 "pid": os.getpid(),
                 "swarm": self.rt.swarm_name,
                 "instanceKey": self.rt.swarm_instance_key,
+                "identity": self.identity,
                 "agents": sorted(self.rt.agent_names),
                 "connectors": [
                     {"connection": p.plan.name, "connector": p.plan.connector, "pid": p.pid}
@@ -247,6 +280,9 @@ class _Control:
                 ],
             }
         if op == "request":
+            refused = identity_mismatch(self.identity, request)
+            if refused is not None:
+                return refused
             result = await self.rt.request(
                 str(request.get("input", "")),
                 agent=request.get("agent"),
