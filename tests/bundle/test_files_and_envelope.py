@@ -11,9 +11,9 @@ from goondan.errors import ConfigError
 PACKAGE_DOC = "apiVersion: goondan.ai/v1\nkind: Package\nmetadata: {name: pkg}\nspec: {version: 0.1.0}\n"
 
 
-def test_missing_goondan_yaml_is_file_not_found(tmp_path: Path) -> None:
+def test_directory_without_goondan_yaml_is_not_a_bundle_and_a_missing_path_is_not_found(tmp_path: Path) -> None:
     report = validate_bundle(tmp_path, env={})
-    assert codes(report.errors) == ["E_CONFIG_FILE_NOT_FOUND"]
+    assert codes(report.errors) == ["E_CONFIG_NOT_A_BUNDLE"]
     with pytest.raises(ConfigError) as info:
         load_bundle(tmp_path / "nowhere", env={})
     assert info.value.code == "E_CONFIG_FILE_NOT_FOUND"

@@ -54,6 +54,11 @@ _STEMS = frozenset(
     }
 )
 _SKIP_DIRS = frozenset({"dist", "node_modules", ".git", ".venv", "__pycache__"})
+_YAML_SUGGESTIONS = {
+    "E_CONFIG_FILE_TOO_LARGE": "split the file into smaller ones",
+    "E_CONFIG_TOO_MANY_DOCUMENTS": "split the file into smaller ones",
+    "E_CONFIG_NESTING_TOO_DEEP": "flatten the data; resources never need more than a few levels",
+}
 _TOP_KEYS = ("apiVersion", "kind", "metadata", "spec")
 _META_KEYS = ("name", "labels", "annotations")
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
@@ -117,40 +122,35 @@ class Loader:
         self.local_package: str | None = None
         self.root = Path()
         self.checked_builtins: set[int] = set()
+        self.unreadable = 0  # local files that could not be read or parsed
+        self.local_documents = 0  # non-empty documents in the local bundle's files
 
     # ------------------------------------------------------------------ entry point
 
     def load(self, path: str | os.PathLike[str]) -> Bundle | None:
-        target = Path(path)
-        try:
-            if target.is_dir():
-                root, manifest = target, target / MANIFEST
-            elif target.is_file():
-                root, manifest = target.parent, target
-            else:
-                root, manifest = target, target / MANIFEST
-            self.root = root.resolve()
-            manifest = self.root / manifest.name
-        except (OSError, RuntimeError, ValueError) as exc:
-            self._fail("E_CONFIG_FILE_NOT_FOUND", f"cannot open bundle {str(path)!r}: {exc}")
+        manifest = self._manifest(Path(path))
+        if manifest is None:
             return None
-        if not manifest.is_file():
-            hint = None
-            if (self.root / "goondan.yml").is_file():
-                hint = "rename goondan.yml to goondan.yaml"
-            self._fail(
-                "E_CONFIG_FILE_NOT_FOUND",
-                f"no {MANIFEST} found at {manifest}",
-                hint or f"run inside a bundle directory or pass the path of its {MANIFEST}",
-                file=str(manifest),
-            )
-            return None
+        self.root = manifest.parent
         package_spec = self._load_scope(self.root, manifest, None)
+        local_files_ok = not self.unreadable
         self._load_scope(base_package_root(), base_package_root() / MANIFEST, BASE_PACKAGE)
         self._load_dependencies(package_spec)
         for res in self.resources:
             self._check(res)
-        if not any(r.kind == "Swarm" and r.package is None for r in self.resources):
+        local = [r for r in self.resources if r.package is None]
+        if not self.local_documents and local_files_ok:
+            self.errors.append(
+                ConfigIssue(
+                    "E_CONFIG_EMPTY_BUNDLE",
+                    f"{MANIFEST} defines no resources",
+                    path=MANIFEST,
+                    file=MANIFEST,
+                    suggestion="start from a template with `gdn init`, or add Model, Agent and Swarm documents",
+                )
+            )
+        elif local_files_ok and not any(r.kind == "Swarm" for r in local):
+            # only when every file was read: a file that failed to parse may well hold the Swarm
             self.warnings.append(
                 ConfigIssue(
                     "E_CONFIG_SWARM_MISSING",
@@ -164,6 +164,53 @@ class Loader:
         if self.errors:
             return None
         return Bundle(self.root, self.local_package, self.resources, self.env)
+
+    def _manifest(self, target: Path) -> Path | None:
+        """The ``goondan.yaml`` that PATH names: PATH itself, or the one directly inside directory PATH.
+
+        A bundle is exactly that file's directory; anything else given as PATH (a README, another YAML
+        file, a directory without a manifest) is refused with a code instead of being read as YAML.
+        """
+        try:
+            if target.is_dir():
+                manifest = target.resolve() / MANIFEST
+                if manifest.is_file():
+                    return manifest
+                hint = f"run inside a bundle directory or pass the path of its {MANIFEST}"
+                if (target / "goondan.yml").is_file():
+                    hint = "rename goondan.yml to goondan.yaml"
+                else:
+                    nested = sorted(p.parent for p in target.glob(f"*/{MANIFEST}"))
+                    if nested:
+                        hint = f"{target / MANIFEST} is missing; bundles below it: " + ", ".join(
+                            str(p) for p in nested[:5]
+                        )
+                self._fail("E_CONFIG_NOT_A_BUNDLE", f"{target} is not a bundle: it has no {MANIFEST}", hint)
+                return None
+            if target.is_file():
+                if target.name == MANIFEST:
+                    return target.resolve()
+                parent = target.resolve().parent
+                hint = f"pass the bundle directory or its {MANIFEST}"
+                if (parent / MANIFEST).is_file():
+                    hint = f"pass the bundle directory {parent} (or {parent / MANIFEST}) instead"
+                self._fail(
+                    "E_CONFIG_NOT_A_BUNDLE",
+                    f"{target} is not a bundle: a bundle is a directory with a {MANIFEST}, or that file",
+                    hint,
+                    file=str(target),
+                )
+                return None
+        except (OSError, RuntimeError, ValueError) as exc:
+            self._fail("E_CONFIG_FILE_NOT_FOUND", f"cannot open bundle {str(target)!r}: {exc}")
+            return None
+        self._fail(
+            "E_CONFIG_FILE_NOT_FOUND",
+            f"{target} does not exist",
+            f"pass a bundle directory (one with a {MANIFEST}) or the path of its {MANIFEST}",
+            file=str(target),
+        )
+        return None
 
     def _fail(self, code: str, message: str, suggestion: str | None = None, file: str | None = None) -> None:
         self.errors.append(ConfigIssue(code, message, file=file, path=file, suggestion=suggestion))
@@ -179,18 +226,29 @@ class Loader:
         return str(file)
 
     def _discover(self, root: Path, manifest: Path) -> list[Path]:
+        """``goondan.yaml`` plus resource files below it, stopping at nested bundles.
+
+        A directory below the root that has its own ``goondan.yaml`` is another bundle (an example, a
+        vendored package): its files belong to it, not to this one, so its whole subtree is skipped.
+        """
         files = [manifest]
+        resolved_root = root.resolve()
         for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS)
+            here = Path(dirpath)
+            dirnames[:] = sorted(
+                d
+                for d in dirnames
+                if not d.startswith(".") and d not in _SKIP_DIRS and not (here / d / MANIFEST).is_file()
+            )
             for filename in sorted(filenames):
-                candidate = Path(dirpath) / filename
+                candidate = here / filename
                 stem, dot, suffix = filename.rpartition(".")
                 if not dot or suffix.lower() not in ("yaml", "yml") or stem.lower() not in _STEMS:
                     continue
-                if candidate == manifest:
+                if candidate == manifest or filename == MANIFEST:
                     continue
                 try:  # a symlinked file must not pull in YAML from outside the root
-                    if not candidate.resolve().is_relative_to(root.resolve()):
+                    if not candidate.resolve().is_relative_to(resolved_root):
                         continue
                 except (OSError, RuntimeError):
                     continue
@@ -214,9 +272,7 @@ class Loader:
                     file=display,
                     line=exc.line,
                     column=exc.column,
-                    suggestion="split the file into smaller ones"
-                    if "LARGE" in exc.code or "MANY" in exc.code
-                    else None,
+                    suggestion=_YAML_SUGGESTIONS.get(exc.code),
                 )
             )
         except OSError as exc:
@@ -238,12 +294,14 @@ class Loader:
             display = self._display(file, scope)
             docs = self._read(file, display)
             if docs is None:
+                self.unreadable += scope is None
                 continue
             first = True
             package_seen = False
             for doc in docs:
                 if doc.value is None:
                     continue
+                self.local_documents += scope is None
                 ctx = _Doc(display, doc.index, doc.positions, doc.line, doc.column)
                 res = self._document(doc.value, ctx, root, scope, file == manifest, first, package_seen)
                 first = False

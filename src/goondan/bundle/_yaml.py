@@ -23,7 +23,7 @@ MAX_FILE_BYTES = 1024 * 1024
 MAX_DOCUMENTS = 100
 _ALIAS_FACTOR = 10
 _ALIAS_FLOOR = 200  # tiny documents may legitimately reuse an anchor more than 10 times
-_MAX_DEPTH = 200
+MAX_DEPTH = 100  # nesting levels of one document; real resources stay far below it
 
 _STR = "tag:yaml.org,2002:str"
 _NULL = "tag:yaml.org,2002:null"
@@ -90,9 +90,9 @@ class _Builder:
 
     def build(self, node: yaml.Node, path: str, depth: int) -> Any:
         self._spend(node)
-        if depth > _MAX_DEPTH:
+        if depth > MAX_DEPTH:
             line, column = _pos(node)
-            raise YamlProblem("E_CONFIG_PARSE_ERROR", "YAML nesting is too deep", line, column)
+            raise YamlProblem("E_CONFIG_NESTING_TOO_DEEP", _too_deep(), line, column)
         if isinstance(node, yaml.ScalarNode):
             return self._scalar(node)
         if isinstance(node, yaml.SequenceNode):
@@ -161,6 +161,42 @@ class _Builder:
                 into.setdefault(key, item)
 
 
+def _too_deep() -> str:
+    return f"YAML nesting is deeper than {MAX_DEPTH} levels"
+
+
+def _check_depth(text: str) -> None:
+    """Reject documents nested deeper than :data:`MAX_DEPTH` before anything composes them.
+
+    libyaml's parser keeps its own explicit stack, but the composer that turns events into nodes
+    recurses on the C stack: a few kilobytes of ``[[[[...`` crash the whole process with a
+    segmentation fault, which no ``except`` can catch. Walking the flat event stream first costs one
+    extra parse of a file that is at most :data:`MAX_FILE_BYTES` long.
+    """
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = event.start_mark
+                raise YamlProblem("E_CONFIG_NESTING_TOO_DEEP", _too_deep(), mark.line + 1, mark.column + 1)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _parse_problem(exc: yaml.MarkedYAMLError) -> YamlProblem:
+    """PyYAML's problem *and* its context line: "while parsing a block mapping" says where it began."""
+    mark = exc.problem_mark or exc.context_mark
+    problem = exc.problem or exc.context or "invalid YAML"
+    message = f"YAML parse error: {problem}"
+    context_mark = exc.context_mark
+    if exc.context and exc.problem and context_mark is not None:
+        message += f" ({exc.context} that starts at line {context_mark.line + 1}, column {context_mark.column + 1})"
+    if mark is None:
+        return YamlProblem("E_CONFIG_PARSE_ERROR", message)
+    return YamlProblem("E_CONFIG_PARSE_ERROR", message, mark.line + 1, mark.column + 1)
+
+
 def _count_unique(root: yaml.Node) -> int:
     seen: set[int] = set()
     stack = [root]
@@ -188,6 +224,7 @@ def parse_documents(data: bytes) -> list[YamlDocument]:
         raise YamlProblem("E_CONFIG_PARSE_ERROR", f"file is not valid UTF-8: {exc.reason}") from None
     docs: list[YamlDocument] = []
     try:
+        _check_depth(text)
         for index, node in enumerate(yaml.compose_all(text, Loader=_Loader)):
             if index >= MAX_DOCUMENTS:
                 raise YamlProblem(
@@ -203,15 +240,9 @@ def parse_documents(data: bytes) -> list[YamlDocument]:
             line, column = _pos(node)
             docs.append(YamlDocument(index, value, line, column, builder.positions))
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "invalid YAML"
-        if mark is None:
-            raise YamlProblem("E_CONFIG_PARSE_ERROR", f"YAML parse error: {problem}") from None
-        raise YamlProblem(
-            "E_CONFIG_PARSE_ERROR", f"YAML parse error: {problem}", mark.line + 1, mark.column + 1
-        ) from None
+        raise _parse_problem(exc) from None
     except yaml.YAMLError as exc:
         raise YamlProblem("E_CONFIG_PARSE_ERROR", f"YAML parse error: {exc}") from None
-    except RecursionError:
-        raise YamlProblem("E_CONFIG_PARSE_ERROR", "YAML nesting is too deep") from None
+    except RecursionError:  # pragma: no cover - _check_depth bounds the recursion first
+        raise YamlProblem("E_CONFIG_NESTING_TOO_DEEP", _too_deep()) from None
     return docs
