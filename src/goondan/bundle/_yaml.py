@@ -179,7 +179,8 @@ def _check_depth(text: str) -> None:
             depth += 1
             if depth > MAX_DEPTH:
                 mark = event.start_mark
-                raise YamlProblem("E_CONFIG_NESTING_TOO_DEEP", _too_deep(), mark.line + 1, mark.column + 1)
+                line, column = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
+                raise YamlProblem("E_CONFIG_NESTING_TOO_DEEP", _too_deep(), line, column)
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
 
