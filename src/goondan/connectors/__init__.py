@@ -12,6 +12,7 @@ from ._http import ClientResponse, HttpRequest, HttpResponse, http_request, serv
 from ._routing import RouteDecision, Rule, route_event, rule_matches, rules_from_ingress, stringify_properties
 from ._signatures import (
     ReplayGuard,
+    content_key,
     hmac_sha256_hex,
     slack_signature,
     verify_ed25519,
@@ -30,6 +31,7 @@ __all__ = [
     "RouteDecision",
     "Rule",
     "check_event",
+    "content_key",
     "hmac_sha256_hex",
     "http_request",
     "message_text",

@@ -104,11 +104,28 @@ def _verify_ed25519_nacl(key: bytes, message: bytes, sig: bytes) -> bool:
     return True
 
 
+def content_key(*parts: bytes) -> str:
+    """A replay-guard key for the signed content ``parts`` (e.g. timestamp and body).
+
+    Keys must come from what the signature check verified, never from the signature header's text:
+    one valid signature has many accepted spellings (``sha256=`` or not, upper- or lower-case hex,
+    surrounding blanks, bytes separated by spaces), and keying on the spelling let every re-spelling
+    through as a "new" request. Each part is length-prefixed so ``("ab", "c")`` and ``("a", "bc")``
+    differ.
+    """
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return digest.hexdigest()
+
+
 class ReplayGuard:
-    """Remembers recently seen request identifiers (signatures, delivery ids) for ``ttl`` seconds.
+    """Remembers recently seen request identifiers (content keys, delivery ids) for ``ttl`` seconds.
 
     A timestamp window alone lets an attacker resend a captured request until it expires; remembering
-    what was accepted inside the window closes that gap.
+    what was accepted inside the window closes that gap. Feed it :func:`content_key` of the verified
+    content, not raw header values.
     """
 
     def __init__(self, ttl: float = DEFAULT_WINDOW_SECONDS * 2, limit: int = 10_000) -> None:
@@ -135,6 +152,7 @@ __all__ = [
     "DEFAULT_WINDOW_SECONDS",
     "Ed25519Unavailable",
     "ReplayGuard",
+    "content_key",
     "hmac_sha256_hex",
     "slack_signature",
     "verify_ed25519",

@@ -3,7 +3,8 @@
 Config: ``host`` (127.0.0.1), ``port`` (8788), ``path`` (/), ``apiBase`` (https://discord.com/api/v10).
 Secret ``publicKey`` (or ``DISCORD_PUBLIC_KEY``): the application's hex public key. Every request must
 carry ``X-Signature-Ed25519`` over ``X-Signature-Timestamp + body``, the timestamp within ±300 s, and a
-signature is accepted once; anything else gets 401 and is never emitted. PING (type 1) is answered
+signed timestamp+body is accepted once (however the hex signature is spelled); anything else gets 401
+and is never emitted. PING (type 1) is answered
 ``{"type": 1}``. A slash command (type 2) becomes ``slash_command`` with text ``/<name> <options>``; a
 component (type 3) becomes ``component_interaction`` with text = ``custom_id``. Both are answered with a
 deferred response (type 5) and the agent's reply is written into it through the interaction webhook.
@@ -19,6 +20,7 @@ from goondan.connectors import (
     HttpRequest,
     HttpResponse,
     ReplayGuard,
+    content_key,
     http_request,
     serve_http,
     verify_ed25519,
@@ -94,7 +96,7 @@ async def run(ctx: Any) -> None:
         if not within_window(ts) or not verify_ed25519(public_key, ts.encode("utf-8") + req.body, sig):
             ctx.logger.warning("rejected: invalid Discord signature")
             return HttpResponse.json(401, {"error": "invalid request signature"})
-        if replays.seen_before(str(sig)):
+        if replays.seen_before(content_key(ts.encode("utf-8"), req.body)):
             ctx.logger.warning("rejected: replayed Discord interaction")
             return HttpResponse.json(401, {"error": "replayed request"})
         try:

@@ -3,8 +3,9 @@
 Config: ``host`` (127.0.0.1), ``port`` (8789), ``path`` (/), ``apiBase`` (https://api.github.com).
 Secrets: ``webhookSecret`` (or ``signingSecret``/``GITHUB_WEBHOOK_SECRET``; required) and optionally
 ``token`` (or ``GITHUB_TOKEN``) to post the agent's reply as an issue/PR comment. ``X-Hub-Signature-256``
-must be ``sha256=<hex HMAC of the body>``, else 401; a delivery id (``X-GitHub-Delivery``) already
-handled is a replay and gets 409 without an event. ``ping`` is answered ``pong``. Events
+must be ``sha256=<hex HMAC of the body>``, else 401; a request without ``X-GitHub-Delivery`` gets 400.
+A delivery id already handled, or a signed body already handled under another delivery id, is a
+replay and gets 409 without an event (both are remembered for 24 hours). ``ping`` is answered ``pong``. Events
 ``github_push``, ``github_pull_request``, ``github_issue``, ``github_issue_comment``; text is the head
 commit message, the title or the comment body; instance key ``github:<owner/repo>``.
 """
@@ -14,7 +15,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from goondan.connectors import HttpRequest, HttpResponse, ReplayGuard, http_request, serve_http, verify_hmac_sha256
+from goondan.connectors import (
+    HttpRequest,
+    HttpResponse,
+    ReplayGuard,
+    content_key,
+    http_request,
+    serve_http,
+    verify_hmac_sha256,
+)
 
 _NAMES = {
     "push": "github_push",
@@ -95,9 +104,15 @@ async def run(ctx: Any) -> None:
         if not verify_hmac_sha256(secret, req.body, req.header("x-hub-signature-256")):
             ctx.logger.warning("rejected: invalid GitHub signature")
             return HttpResponse.json(401, {"ok": False, "error": "invalid_signature"})
-        delivery = req.header("x-github-delivery") or ""
-        if delivery and deliveries.seen_before(delivery):
-            ctx.logger.warning("rejected: delivery %s was already handled", delivery)
+        delivery = (req.header("x-github-delivery") or "").strip()
+        if not delivery:
+            ctx.logger.warning("rejected: no X-GitHub-Delivery header")
+            return HttpResponse.json(400, {"ok": False, "error": "missing_delivery_id"})
+        # GitHub signs the body only, so the delivery id is attacker-controlled: the body decides too
+        seen_id = deliveries.seen_before("id:" + delivery)
+        seen_body = deliveries.seen_before("body:" + content_key(req.body))
+        if seen_id or seen_body:
+            ctx.logger.warning("rejected: delivery %s was already handled", delivery[:80])
             return HttpResponse.json(409, {"ok": False, "error": "duplicate_delivery"})
         kind = req.header("x-github-event") or ""
         if kind == "ping":

@@ -3,7 +3,7 @@
 Config: ``host`` (127.0.0.1), ``port`` (8787), ``path`` (/), ``apiBase`` (https://slack.com/api).
 Secrets: ``signingSecret`` (or ``SLACK_SIGNING_SECRET``; required: unsigned traffic is refused),
 ``botToken`` (or ``SLACK_BOT_TOKEN``) to post replies. Each request must carry a valid ``v0`` signature
-with a timestamp within ±300 s, and a signature is accepted once (replays get 401). ``url_verification``
+with a timestamp within ±300 s, and a signed timestamp+body is accepted once (replays get 401). ``url_verification``
 echoes the challenge. Bot messages and empty messages are acknowledged and ignored; Slack's retries of
 an event id already handled are acknowledged and not emitted again. Events ``app_mention`` and
 ``message_im``; instance key ``slack:<channel>:<thread_ts or ts>``; replies go to the same thread.
@@ -14,7 +14,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from goondan.connectors import HttpRequest, HttpResponse, ReplayGuard, http_request, serve_http, verify_slack
+from goondan.connectors import (
+    HttpRequest,
+    HttpResponse,
+    ReplayGuard,
+    content_key,
+    http_request,
+    serve_http,
+    verify_slack,
+)
 
 
 def _event(ev: dict[str, Any]) -> dict[str, Any] | None:
@@ -81,7 +89,7 @@ async def run(ctx: Any) -> None:
         if not verify_slack(secret, ts, req.body, sig):
             ctx.logger.warning("rejected: invalid or expired Slack signature")
             return HttpResponse.json(401, {"ok": False, "error": "invalid_signature"})
-        if signatures.seen_before(f"{ts}:{sig}"):
+        if signatures.seen_before(content_key(str(ts).strip().encode("utf-8"), req.body)):
             ctx.logger.warning("rejected: replayed Slack request")
             return HttpResponse.json(401, {"ok": False, "error": "replayed_request"})
         try:

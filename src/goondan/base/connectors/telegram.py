@@ -3,7 +3,8 @@
 Secret ``botToken`` (or ``TELEGRAM_BOT_TOKEN``/``BOT_TOKEN``/``TELEGRAM_TOKEN``). Config: ``apiBase``
 (https://api.telegram.org), ``pollTimeout`` seconds (30), ``retryDelay`` seconds (1, doubled up to
 ``maxRetryDelay``, 30). ``offset`` is the last seen ``update_id + 1``, so an update is handled once even
-across failed polls. A 429 waits ``parameters.retry_after`` seconds, as the Bot API asks. Messages from
+across failed polls; an update below the offset (served again by a proxy or a misbehaving API) is
+skipped. A 429 waits ``parameters.retry_after`` seconds, as the Bot API asks. Messages from
 bots and empty messages are skipped. Event ``telegram_message``; instance key ``telegram:<chatId>``.
 """
 
@@ -110,6 +111,8 @@ async def run(ctx: Any) -> None:
         delay = first_delay
         for update in data.get("result") or []:
             if not isinstance(update, dict) or not isinstance(update.get("update_id"), int):
+                continue
+            if offset is not None and update["update_id"] < offset:
                 continue
             offset = update["update_id"] + 1
             message = update.get("message") or update.get("edited_message")

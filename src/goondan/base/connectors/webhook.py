@@ -4,8 +4,9 @@ Config: ``host`` (127.0.0.1), ``port`` (8080), ``path`` (/), ``replyMode`` ``syn
 agent's reply, the default) or ``async`` (202 at once), ``requireSignature`` (``true`` when a secret
 is set). Secret ``signingSecret`` (or ``WEBHOOK_SECRET``/``SIGNING_SECRET``): the ``X-Signature-256``
 (or ``X-Hub-Signature-256``/``X-Signature``) header must be the hex HMAC-SHA256 of the raw body,
-``sha256=`` prefix allowed. Rejected requests get 401 and are never emitted; a signature seen before
-within 10 minutes is a replay and is rejected the same way.
+``sha256=`` prefix and upper-case hex allowed. Rejected requests get 401 and are never emitted; a
+body whose signature was already accepted within 10 minutes is a replay and is rejected the same way,
+however its signature header is spelled (the guard remembers the verified content, not the header).
 
 Body: ``{"text"|"message": ..., "name"|"event": ..., "instanceKey": ..., "properties": {...}}``.
 """
@@ -14,7 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from goondan.connectors import HttpRequest, HttpResponse, ReplayGuard, serve_http, verify_hmac_sha256
+from goondan.connectors import (
+    HttpRequest,
+    HttpResponse,
+    ReplayGuard,
+    content_key,
+    serve_http,
+    verify_hmac_sha256,
+)
 
 _SIG_HEADERS = ("x-signature-256", "x-hub-signature-256", "x-signature")
 
@@ -41,7 +49,7 @@ async def run(ctx: Any) -> None:
             if not verify_hmac_sha256(secret, req.body, signature):
                 ctx.logger.warning("rejected: invalid signature")
                 return HttpResponse.json(401, {"ok": False, "reason": "invalid_signature"})
-            if replays.seen_before(str(signature)):
+            if replays.seen_before(content_key(req.body)):
                 ctx.logger.warning("rejected: replayed signature")
                 return HttpResponse.json(401, {"ok": False, "reason": "replayed_signature"})
         try:
