@@ -138,6 +138,9 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
     async def turns() -> None:
         while True:
             payload = await queue.get()
+            # from here on a crash belongs to this turn (recovered as interrupted); before it the
+            # orchestrator hands the event to the next process instead
+            send("turn_accepted", ticket=payload["ticket"])
             try:
                 result = (await instance.run_turn(payload["event"])).to_dict()
             except Exception as exc:

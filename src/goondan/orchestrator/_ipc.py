@@ -32,7 +32,8 @@ MAX_FRAME = 64 * 1024 * 1024
 # for an AgentEvent), ``response`` {event} / ``error_response`` {metadata{inReplyTo, errorCode,
 # errorMessage}} (the answer to an inter-agent request, matched by correlation id), ``rpc_result``
 # {rpcId, ok, value|error}, ``sync`` {id}. Agent → orchestrator: ``agent_ready`` {pid}, ``start_error``
-# {error}, ``turn_done`` {ticket, result}, ``request`` {event, target, instanceKey}, ``send`` {event,
+# {error}, ``turn_accepted`` {ticket} (sent when the process takes the event, before the turn
+# runs), ``turn_done`` {ticket, result}, ``request`` {event, target, instanceKey}, ``send`` {event,
 # target, instanceKey}, ``rpc`` {rpcId, op, args}, ``runtime_event`` {record}, ``text_delta``
 # {delta}, ``restart_request`` {reason}, ``sync_ack`` {id}.
 EVENT_KINDS = (
@@ -43,6 +44,7 @@ EVENT_KINDS = (
     "sync",
     "agent_ready",
     "start_error",
+    "turn_accepted",
     "turn_done",
     "request",
     "send",

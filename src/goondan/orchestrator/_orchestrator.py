@@ -55,8 +55,14 @@ def error_from_dict(err: dict[str, Any]) -> GoondanError:
 
 @dataclasses.dataclass(slots=True)
 class _Work:
+    """One queued turn. ``ticket`` names it on the wire; ``accepted`` turns true when the agent
+    process reports it took the event (``turn_accepted``). A process that dies before that never
+    started the turn, so the event goes to the next process instead of failing."""
+
     event: dict[str, Any]
     future: asyncio.Future[dict[str, Any]]
+    ticket: str = ""
+    accepted: bool = False
 
 
 class InstanceHandle:
@@ -291,9 +297,14 @@ class Orchestrator:
         kind = payload.get("kind")
         if kind == "runtime_event":
             self._emit(self.listeners, payload.get("record"))
+        elif kind == "turn_accepted":
+            if h.current is not None and h.current.ticket == str(payload.get("ticket")):
+                h.current.accepted = True
         elif kind == "turn_done":
+            if h.current is None or h.current.ticket != str(payload.get("ticket")):
+                return  # the answer to a turn already failed here (e.g. its frame was too large)
             work, h.current = h.current, None
-            if work is not None and not work.future.done():
+            if not work.future.done():
                 work.future.set_result(payload.get("result") or {})
             result = payload.get("result") or {}
             if result.get("finishReason") != "error":
@@ -368,7 +379,11 @@ class Orchestrator:
             h.conn = None
         if h.current is not None:
             work, h.current = h.current, None
-            self._fail(work, GoondanError("E_AGENT_PROCESS_EXITED", f"the process of {h.name} exited mid-turn"))
+            if work.accepted:
+                self._fail(work, GoondanError("E_AGENT_PROCESS_EXITED", f"the process of {h.name} exited mid-turn"))
+            else:
+                # never started there: the next process takes it, in its place at the head of the queue
+                h.queue.appendleft(work)
         for fut in h.syncs.values():
             if not fut.done():
                 fut.set_result(None)
@@ -458,7 +473,8 @@ class Orchestrator:
         while h.status == "idle" and h.current is None and h.queue and h.conn is not None and h.stop_task is None:
             work = h.queue.popleft()
             self.turns_dispatched += 1
-            payload = {"kind": "turn", "ticket": str(self.turns_dispatched), "event": work.event}
+            work.ticket, work.accepted = str(self.turns_dispatched), False
+            payload = {"kind": "turn", "ticket": work.ticket, "event": work.event}
             try:
                 frame = message("event", ORCHESTRATOR, h.agent, payload)
                 sent = h.conn.send(frame)
@@ -466,7 +482,8 @@ class Orchestrator:
                 self._fail(work, GoondanError("E_IPC_NOT_JSON", f"the event cannot cross the process boundary: {exc}"))
                 continue
             if not sent:
-                self._fail(work, GoondanError("E_AGENT_PROCESS_EXITED", f"the process of {h.name} is gone"))
+                # the process is gone and its exit is on the way: the next process takes the event
+                h.queue.appendleft(work)
                 return
             h.current = work
             h.status = "processing"
