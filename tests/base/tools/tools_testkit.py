@@ -61,6 +61,7 @@ class FakeCtx:
     tool_call_id: str = "call-1"
     message: Any = None
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("tools-test"))
+    config: dict[str, Any] = field(default_factory=dict)  # the Tool's config (spec.config + agent override)
 
 
 def run(handler: Callable[[Any, Any], Any], ctx: Any, args: Any) -> Any:

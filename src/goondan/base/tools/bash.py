@@ -1,8 +1,10 @@
 """bash: run shell commands and scripts for the agent (digest §4.4).
 
 ``exec`` runs ``/bin/sh -lc <command>``; ``script`` runs ``<shell> <path> args...``. Both run in
-the instance workdir unless ``cwd`` says otherwise, with ``env`` values layered over the runtime's
-environment, and return what happened (exit code, signal, captured output) as a normal result: a
+the instance workdir unless ``cwd`` says otherwise, with a minimal environment (never the runtime's
+own, which holds provider API keys: a command's output lands in the history) plus what the Tool
+config ``env: {allow: [...], set: {...}}`` adds (see :mod:`goondan.base.tools._env`) plus the call's
+``env`` values, and return what happened (exit code, signal, captured output) as a normal result: a
 failing command is information for the model, not a tool error. Tool errors are reserved for calls
 that could not run at all (bad arguments, missing script or directory, missing shell).
 
@@ -11,7 +13,6 @@ The shell is not a sandbox: commands can touch anything the runtime's user can.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from goondan.base.tools._common import (
     require_str,
     string_map,
 )
+from goondan.base.tools._env import check_tool_config, child_env, parse_env_policy
 from goondan.base.tools._process import DEFAULT_OUTPUT_LIMIT, ProcessOutcome, run_process
 
 DEFAULT_TIMEOUT_MS = 30_000
@@ -54,8 +56,10 @@ def _cwd(ctx: Any, args: dict[str, Any]) -> Path:
     return path.resolve()
 
 
-def _env(args: dict[str, Any]) -> dict[str, str]:
-    env = dict(os.environ)
+def _env(ctx: Any, args: dict[str, Any]) -> dict[str, str]:
+    config = check_tool_config(getattr(ctx, "config", None), ("env",), "Tool/bash config")
+    policy = parse_env_policy(config.get("env"), "Tool/bash config")
+    env = child_env(policy, _workdir(ctx))
     env.update(string_map(args, "env") or {})
     return env
 
@@ -89,7 +93,7 @@ async def exec_command(ctx: Any, input: Any) -> dict[str, Any]:
     timeout, limit = _common_args(args)
     cwd = _cwd(ctx, args)
     result = await run_process(
-        [EXEC_SHELL, "-lc", command], cwd=cwd, env=_env(args), timeout_ms=timeout, output_limit=limit
+        [EXEC_SHELL, "-lc", command], cwd=cwd, env=_env(ctx, args), timeout_ms=timeout, output_limit=limit
     )
     return {"command": command, "cwd": str(cwd), **_outcome(result)}
 
@@ -120,7 +124,7 @@ async def run_script(ctx: Any, input: Any) -> dict[str, Any]:
         )
     try:
         result = await run_process(
-            [shell, str(path), *argv_tail], cwd=cwd, env=_env(args), timeout_ms=timeout, output_limit=limit
+            [shell, str(path), *argv_tail], cwd=cwd, env=_env(ctx, args), timeout_ms=timeout, output_limit=limit
         )
     except FileNotFoundError:
         raise ToolExecutionError(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 from goondan.base.extensions.skills._catalog import Skill, read_skill, resolve_dirs, scan
 from goondan.base.extensions.skills._synced_message import sync_system_message
 from goondan.base.extensions.tool_search import extension_name
+from goondan.base.tools._env import child_env, parse_env_policy
 from goondan.base.tools._process import run_process
 
 DEFAULT_EXTENSION_NAME = "skills"
@@ -36,6 +36,19 @@ CONFIG_SCHEMA: dict[str, Any] = {
                 "timeoutMs": {"type": "integer", "minimum": 1},
                 "maxTimeoutMs": {"type": "integer", "minimum": 1},
                 "outputLimit": {"type": "integer", "minimum": 100},
+                # the same shape as the bash Tool's env config (goondan.base.tools._env)
+                "env": {
+                    "type": "object",
+                    "properties": {
+                        "allow": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9_*?\\[\\]!]+$"}},
+                        "set": {
+                            "type": "object",
+                            "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+                            "additionalProperties": {"type": ["string", "number", "boolean"]},
+                        },
+                    },
+                    "additionalProperties": False,
+                },
             },
             "additionalProperties": False,
         },
@@ -58,6 +71,8 @@ class _Skills:
         self.timeout_ms = int(run.get("timeoutMs", DEFAULT_TIMEOUT_MS))
         self.max_timeout_ms = int(run.get("maxTimeoutMs", DEFAULT_MAX_TIMEOUT_MS))
         self.output_limit = int(run.get("outputLimit", DEFAULT_OUTPUT_LIMIT))
+        # a skill's command output lands in the history: never hand it the runtime's secrets
+        self.env_policy = parse_env_policy(run.get("env"), "Extension/skills config run")
         self.base: Path | None = None
         self.skills: dict[str, Skill] = {}
 
@@ -182,9 +197,9 @@ def register(api: Any, config: dict[str, Any]) -> None:
         extra = [str(a) for a in args.get("args") or []]
         timeout_ms = min(int(args.get("timeoutMs") or sk.timeout_ms), sk.max_timeout_ms)
         line = " ".join([command, *(shlex.quote(a) for a in extra)])
-        env = dict(os.environ)
-        env.update({"GOONDAN_SKILL_NAME": skill.name, "GOONDAN_SKILL_DIR": str(skill.dir)})
         workdir = getattr(ctx, "workdir", None)
+        env = child_env(sk.env_policy, Path(workdir) if workdir is not None else skill.dir)
+        env.update({"GOONDAN_SKILL_NAME": skill.name, "GOONDAN_SKILL_DIR": str(skill.dir)})
         if workdir is not None:
             env["GOONDAN_WORKDIR"] = str(workdir)
         outcome = await run_process(

@@ -1,0 +1,80 @@
+"""bash runs commands with a minimal environment: the runtime's secrets never reach a command's output.
+
+Real ``/bin/sh`` processes; the runtime environment is the test process's own (monkeypatched).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tools_testkit import FakeCtx, run
+
+from goondan.base.tools import bash
+from goondan.errors import GoondanError
+
+
+def _env_of(ctx: FakeCtx, **extra: Any) -> dict[str, str]:
+    out = run(bash.exec_command, ctx, {"command": "env", **extra})
+    assert out["exitCode"] == 0, out
+    pairs = (line.partition("=") for line in out["stdout"].splitlines() if "=" in line)
+    return {k: v for k, _, v in pairs}
+
+
+def test_runtime_api_keys_are_not_visible_to_bash_exec(ctx: FakeCtx, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    env = _env_of(ctx)
+    assert "sk-secret" not in str(env) and "OPENAI_API_KEY" not in env and "ANTHROPIC_API_KEY" not in env
+    # what a command needs to run at all is there
+    assert env["PATH"] and env["LANG"] == "C.UTF-8" and env["TERM"] == "dumb"
+    assert env["HOME"] == str(ctx.workdir)  # not the user's home: its login profile is not sourced
+
+
+def test_bash_script_gets_the_same_minimal_environment(ctx: FakeCtx, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    (Path(ctx.workdir) / "s.sh").write_text('echo "key=${OPENAI_API_KEY:-none}"\n', encoding="utf-8")
+    out = run(bash.run_script, ctx, {"path": "s.sh"})
+    assert out["stdout"] == "key=none\n"
+
+
+def test_allow_listed_and_set_variables_reach_the_command(ctx: FakeCtx, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-allowed")
+    monkeypatch.setenv("PIP_INDEX_URL", "http://mirror")
+    monkeypatch.setenv("PIP_CACHE_DIR", "/tmp/pipcache")
+    ctx.config = {"env": {"allow": ["GITHUB_TOKEN", "PIP_*", "NOT_SET_ANYWHERE"], "set": {"MODE": "ci", "N": 3}}}
+    env = _env_of(ctx, env={"PER_CALL": "yes"})
+    assert env["GITHUB_TOKEN"] == "ghp-allowed"
+    assert env["PIP_INDEX_URL"] == "http://mirror" and env["PIP_CACHE_DIR"] == "/tmp/pipcache"
+    assert env["MODE"] == "ci" and env["N"] == "3" and env["PER_CALL"] == "yes"
+    assert "OPENAI_API_KEY" not in env and "NOT_SET_ANYWHERE" not in env
+
+
+def test_allowing_home_passes_the_runtime_home(ctx: FakeCtx, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", "/home/someone")
+    ctx.config = {"env": {"allow": ["HOME"]}}
+    assert _env_of(ctx)["HOME"] == "/home/someone"
+
+
+@pytest.mark.parametrize(
+    ("config", "fragment"),
+    [
+        ({"env": {"allow": "GITHUB_TOKEN"}}, "env.allow"),
+        ({"env": {"allow": [1]}}, "env.allow"),
+        ({"env": {"allow": ["BAD NAME"]}}, "env.allow"),
+        ({"env": {"set": {"A": [1]}}}, "env.set.A"),
+        ({"env": {"set": {"A=B": "x"}}}, "env.set"),
+        ({"env": {"alow": ["X"]}}, "alow"),
+        ({"envv": {}}, "envv"),
+        ({"env": "all"}, "env"),
+    ],
+)
+def test_invalid_env_config_is_a_clear_config_error(ctx: FakeCtx, config: dict[str, Any], fragment: str) -> None:
+    ctx.config = config
+    with pytest.raises(GoondanError) as info:
+        run(bash.exec_command, ctx, {"command": "true"})
+    assert info.value.code == "E_TOOL_CONFIG_INVALID"
+    assert fragment in info.value.message and info.value.suggestion
