@@ -101,7 +101,7 @@ spec:
 SAMPLE_FILES = {
     "goondan.yaml": SAMPLE_MANIFEST,
     "tools.yaml": SAMPLE_TOOLS,
-    "tools/util.py": "handlers = {}\n",
+    "tools/util.py": "import collections\n\nhandlers = collections.defaultdict(lambda: print)  # any export name\n",
     "tools/ext.py": "def register(api):\n    pass\n",
     "prompts/main.md": "You are main.\n",
 }

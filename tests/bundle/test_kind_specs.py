@@ -181,7 +181,11 @@ TOOL_OK = (
 
 
 def tool_files(spec: str) -> dict[str, str]:
-    return {"goondan.yaml": MODEL_DOC, "tools.yaml": doc("Tool", "t", spec), "t.py": "handlers = {}\n"}
+    return {
+        "goondan.yaml": MODEL_DOC,
+        "tools.yaml": doc("Tool", "t", spec),
+        "t.py": "import collections\n\nhandlers = collections.defaultdict(lambda: print)  # any export name\n",
+    }
 
 
 def test_valid_tool_loads(tmp_path: Path) -> None:

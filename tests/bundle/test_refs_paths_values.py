@@ -45,7 +45,7 @@ def test_missing_ref_target_is_ref_not_found_with_did_you_mean(tmp_path: Path) -
             "util",
             "  entry: ./t.py\n  exports: [{name: x, description: d, parameters: {type: object}}]\n",
         ),
-        "t.py": "handlers = {}\n",
+        "t.py": "import collections\n\nhandlers = collections.defaultdict(lambda: print)  # any export name\n",
     }
     issue = only(check(tmp_path, files).errors, "E_CONFIG_REF_NOT_FOUND")
     assert issue.path == "goondan.yaml#1.spec.tools[0]"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from goondan.errors import ConfigIssue, GoondanError
 from goondan.models._providers import KNOWN_PROVIDERS
 
 from ._bundle import BASE_PACKAGE, Bundle, ScopeKey, ref_scope
+from ._code import REQUIRED_ATTRIBUTE, EntryModule, inspect_entry
 from ._issues import did_you_mean, join_path, parent_path, pydantic_problems
 from ._paths import PathProblem, resolve_inside
 from ._plan import required_tool_message, tool_names
@@ -70,6 +72,21 @@ _NAME_HINT = "use lowercase letters, digits and '-', starting with a letter, at 
 def base_package_root() -> Path:
     """Directory of the built-in ``@goondan/base`` package shipped inside ``goondan``."""
     return Path(__file__).resolve().parent.parent / "base"
+
+
+def _builtin_schema(path: Path, builtin: Path) -> dict[str, Any] | None:
+    """``CONFIG_SCHEMA`` of a built-in extension module, imported as part of ``goondan.base``."""
+    import importlib
+
+    parts = path.relative_to(builtin).with_suffix("").parts
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    try:
+        module = importlib.import_module(".".join(("goondan", "base", *parts)))
+    except ImportError:  # pragma: no cover - an optional dependency of a built-in is missing
+        return None
+    schema = getattr(module, "CONFIG_SCHEMA", None)
+    return schema if isinstance(schema, dict) else None
 
 
 def default_state_root(env: Mapping[str, str]) -> Path:
@@ -122,6 +139,9 @@ class Loader:
         self.local_package: str | None = None
         self.root = Path()
         self.checked_builtins: set[int] = set()
+        self.entry_modules: dict[Path, EntryModule] = {}
+        self.extension_schemas: dict[int, dict[str, Any] | None] = {}
+        self.checked_models: set[int] = set()
         self.unreadable = 0  # local files that could not be read or parsed
         self.local_documents = 0  # non-empty documents in the local bundle's files
 
@@ -601,7 +621,9 @@ class Loader:
         elif isinstance(spec, ConnectionSpec):
             self._check_connection(res, spec)
         if entry is not None and entry != "spec.options.entry" and res.package != BASE_PACKAGE:
-            self._check_path(res, getattr(spec, "entry", ""), entry, python=True)
+            found = self._check_path(res, getattr(spec, "entry", ""), entry, python=True)
+            if found is not None:
+                self._check_code(res, found, entry)
 
     def _check_builtin_entry(self, res: Resource) -> None:
         """Built-ins are checked only once something uses them: an unused one must not break a bundle."""
@@ -612,11 +634,72 @@ class Loader:
         if entry is not None and entry != "spec.options.entry":
             self._check_path(res, getattr(res.spec, "entry", ""), entry, python=True)
 
-    def _check_path(self, res: Resource, relative: str, field_path: str, *, python: bool) -> None:
+    def _check_path(self, res: Resource, relative: str, field_path: str, *, python: bool) -> Path | None:
         try:
-            resolve_inside(res.root, relative, python=python, what=field_path.rsplit(".", 1)[-1])
+            return resolve_inside(res.root, relative, python=python, what=field_path.rsplit(".", 1)[-1])
         except PathProblem as exc:
             self.errors.append(res.issue(exc.code, f"{res.key}: {exc.message}", field_path, exc.suggestion))
+            return None
+
+    def _entry_module(self, path: Path) -> EntryModule:
+        module = self.entry_modules.get(path)
+        if module is None:
+            module = self.entry_modules[path] = inspect_entry(path)
+        return module
+
+    def _check_code(self, res: Resource, path: Path, field_path: str) -> None:
+        """Syntax and required attributes of an entry file, read without running it (see ``_code``)."""
+        if res.package is not None:
+            return  # installed packages are checked when they are published, not in every bundle using them
+        module = self._entry_module(path)
+        shown = self._display(path, res.package)
+        if module.problem is not None:
+            problem = module.problem
+            issue = res.issue(
+                "E_CONFIG_ENTRY_SYNTAX",
+                f"{res.key}: {shown} does not compile: {problem.message}",
+                field_path,
+                f"fix the Python file; `python -m py_compile {shlex.quote(str(path))}` shows the same error",
+            )
+            issue.file, issue.line, issue.column = shown, problem.line, problem.column
+            self.errors.append(issue)
+            return
+        kind = "Model" if isinstance(res.spec, ModelSpec) else res.kind
+        attribute = REQUIRED_ATTRIBUTE.get(kind)
+        if attribute is None or module.opaque:
+            return
+        if attribute not in module.names:
+            example = {
+                "handlers": "handlers = {'export_name': handler}",
+                "register": "def register(api, config): ...",
+                "run": "async def run(ctx): ...",
+                "generate": "def generate(request): ...",
+            }[attribute]
+            self.errors.append(
+                res.issue(
+                    "E_CONFIG_ENTRY_EXPORT_MISSING",
+                    f"{res.key}: {shown} defines no module-level `{attribute}`",
+                    field_path,
+                    f"add `{example}` to {shown}",
+                )
+            )
+            return
+        if isinstance(res.spec, ToolSpec) and module.handler_keys is not None:
+            keys = module.handler_keys
+            listing = ", ".join(repr(k) for k in keys) or "none"
+            for i, export in enumerate(res.spec.exports):
+                if export.name in keys:
+                    continue
+                hint = did_you_mean(export.name, keys)
+                self.errors.append(
+                    res.issue(
+                        "E_CONFIG_TOOL_HANDLER_MISSING",
+                        f"{res.key}: export {export.name!r} has no handler in `handlers` of "
+                        f"{shown}:{module.handlers_line} (it has {listing})",
+                        f"spec.exports[{i}].name",
+                        (f"{hint} " if hint else "") + f"add {export.name!r}: handler to `handlers` in {shown}",
+                    )
+                )
 
     def _check_model(self, res: Resource, spec: ModelSpec) -> None:
         if spec.provider not in KNOWN_PROVIDERS:
@@ -633,7 +716,9 @@ class Loader:
         elif spec.provider == "python":
             options = self._validate_model(PythonOptions, spec.options, "spec.options", res, res.key)
             if isinstance(options, PythonOptions):
-                self._check_path(res, options.entry, "spec.options.entry", python=True)
+                found = self._check_path(res, options.entry, "spec.options.entry", python=True)
+                if found is not None:
+                    self._check_code(res, found, "spec.options.entry")
         elif spec.provider == "scripted":
             self._validate_model(ScriptedOptions, spec.options, "spec.options", res, res.key)
         else:  # real and local providers check their own options (no SDK is imported for it)
@@ -709,7 +794,9 @@ class Loader:
         return None
 
     def _check_agent(self, res: Resource, spec: AgentSpec) -> None:
-        self._resolve(res, "spec.modelConfig.modelRef", spec.model_cfg.model_ref, "Model")
+        model = self._resolve(res, "spec.modelConfig.modelRef", spec.model_cfg.model_ref, "Model")
+        if model is not None:
+            self._check_model_env(model)
         tools: list[Resource] = []
         complete = True
         for i, tool_ref in enumerate(spec.tools):
@@ -719,7 +806,9 @@ class Loader:
             elif tool not in tools:
                 tools.append(tool)
         for i, use in enumerate(spec.extensions):
-            self._resolve(res, f"spec.extensions[{i}]", use.ref, "Extension")
+            ext = self._resolve(res, f"spec.extensions[{i}]", use.ref, "Extension")
+            if ext is not None:
+                self._check_extension_config(res, spec, i, use.config, ext)
         if spec.prompt is not None and spec.prompt.system_ref is not None:
             self._check_path(res, spec.prompt.system_ref, "spec.prompt.systemRef", python=False)
         if complete:
@@ -734,6 +823,82 @@ class Loader:
                             "list tools as '<Tool name>__<export name>' of a Tool in spec.tools",
                         )
                     )
+
+    def _check_model_env(self, model: Resource) -> None:
+        """A Model's apiKey variable must be set when an agent uses the Model: at load, not first turn.
+
+        Otherwise the SDK falls back to its own variable (``OPENAI_API_KEY``...) and the error, one turn
+        later, names a variable the bundle never mentioned.
+        """
+        if id(model) in self.checked_models or not isinstance(model.spec, ModelSpec):
+            return
+        self.checked_models.add(id(model))
+        source = model.spec.api_key
+        if source is None:
+            return
+        value, variable = lookup_value_source(source, self.env)
+        if value is None:
+            self.errors.append(
+                model.issue(
+                    "E_CONFIG_ENV_MISSING",
+                    env_missing_message(variable or "?", f"{model.key} spec.apiKey"),
+                    "spec.apiKey",
+                    env_missing_suggestion(variable or "?"),
+                )
+            )
+
+    def _extension_schema(self, ext: Resource) -> dict[str, Any] | None:
+        """The extension's ``CONFIG_SCHEMA``: a literal read from its source, or a built-in's by import."""
+        if id(ext) in self.extension_schemas:
+            return self.extension_schemas[id(ext)]
+        schema: dict[str, Any] | None = None
+        entry = getattr(ext.spec, "entry", "")
+        try:
+            path = resolve_inside(ext.root, entry, python=True)
+        except PathProblem:
+            path = None
+        if path is not None:
+            schema = self._entry_module(path).config_schema
+            builtin = Path(__file__).resolve().parent.parent / "base"
+            if schema is None and ext.package == BASE_PACKAGE and path.is_relative_to(builtin):
+                schema = _builtin_schema(path, builtin)
+        self.extension_schemas[id(ext)] = schema
+        return schema
+
+    def _check_extension_config(
+        self, agent: Resource, spec: AgentSpec, index: int, override: Mapping[str, Any], ext: Resource
+    ) -> None:
+        """The config an agent gives an extension (spec.config + its override) against CONFIG_SCHEMA."""
+        schema = self._extension_schema(ext)
+        if schema is None:
+            return
+        from goondan._argcheck import check_args
+
+        base = ext.raw.get("spec", {}).get("config") or {}
+        config = {**base, **override}
+        if ext.name == "required-tools-guard" and spec.required_tools and not config.get("requiredTools"):
+            config["requiredTools"] = list(spec.required_tools)  # the runtime fills it in the same way
+        properties = schema.get("properties")
+        known = list(properties) if isinstance(properties, dict) else []
+        for problem in check_args(schema, config):
+            detail = problem.replace("args", "config", 1)
+            key = detail.split(":", 1)[0].removeprefix("config").lstrip(".").split(".")[0].split("[")[0]
+            hint = did_you_mean(key, known) if key and key not in known else None
+            listing = f"{ext.key} accepts: {', '.join(known)}" if known else None
+            where_agent = key in override or (not key and bool(override)) or ext.package is not None
+            field_path = f"spec.extensions[{index}].config" if where_agent else "spec.config"
+            owner = agent if where_agent else ext
+            if key:
+                field_path += f".{key}"
+            issue = owner.issue(
+                "E_CONFIG_EXTENSION_CONFIG_INVALID",
+                f"{owner.key}: invalid config for {ext.key}: {detail}",
+                field_path,
+                "; ".join(s for s in (hint, listing) if s) or None,
+            )
+            if owner is ext and any(e.message == issue.message for e in self.errors):
+                continue  # one report per Extension, not one per agent using it
+            self.errors.append(issue)
 
     def _member_keys(self, swarm: Resource, spec: SwarmSpec) -> set[ScopeKey]:
         return {(ref_scope(r, swarm.package, self.local_package), r.kind, r.name) for r in spec.agents}

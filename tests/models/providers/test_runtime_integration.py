@@ -198,7 +198,8 @@ def test_validating_a_bundle_never_imports_a_provider_sdk(tmp_path: Path) -> Non
         tmp_path / "b", {"provider": "anthropic", "model": "claude-x", "apiKey": {"valueFrom": {"env": "K"}}}
     )
     code = (
-        "import sys, goondan\n"
+        "import os, sys, goondan\n"
+        "os.environ['K'] = 'set'  # an unset apiKey variable is itself a validation error\n"
         f"report = goondan.validate_bundle({str(bundle)!r})\n"
         "assert not report.errors, report.errors\n"
         "print([m for m in ('anthropic', 'openai', 'google.genai', 'llama_cpp') if m in sys.modules])\n"

@@ -1,0 +1,176 @@
+"""Static checks of the Python files a bundle names (tool, extension, connector and model entries).
+
+``gdn validate`` must catch a syntax error, a tool without ``handlers`` or an export without a
+handler before a turn runs into it, but importing a user's module executes its top-level code (it
+may open connections, read secrets or write files). So nothing here imports user code: files are
+compiled to bytecode without running them, and what a module defines is read from its syntax tree.
+Where the tree cannot tell (``handlers`` built in a loop, a star import, a ``CONFIG_SCHEMA`` that
+is not a literal) the check stays silent and the runtime's import-time check remains the judge.
+Built-in ``@goondan/base`` extensions are our own code: their ``CONFIG_SCHEMA`` may be imported.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MAX_SOURCE_BYTES = 4 * 1024 * 1024
+
+#: the module attribute each kind of entry must define
+REQUIRED_ATTRIBUTE = {"Tool": "handlers", "Extension": "register", "Connector": "run", "Model": "generate"}
+
+
+@dataclass
+class SourceProblem:
+    """Why a file cannot be compiled, with its 1-based position when Python gives one."""
+
+    message: str
+    line: int | None = None
+    column: int | None = None
+
+
+@dataclass
+class EntryModule:
+    """What the syntax tree of one entry file tells, without running it."""
+
+    path: Path
+    problem: SourceProblem | None = None
+    names: set[str] = field(default_factory=set)
+    opaque: bool = False  # star imports, globals(), module __getattr__: names may come from anywhere
+    handler_keys: list[str] | None = None  # keys of a literal, never-mutated `handlers = {...}`
+    handlers_line: int | None = None
+    config_schema: dict[str, Any] | None = None  # a literal CONFIG_SCHEMA
+
+
+def _bound_names(target: ast.expr) -> list[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, ast.Tuple | ast.List):
+        return [n for item in target.elts for n in _bound_names(item)]
+    if isinstance(target, ast.Starred):
+        return _bound_names(target.value)
+    return []
+
+
+def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Statements that run at module level, including those inside if/try/with/for blocks."""
+    out: list[ast.stmt] = []
+    for stmt in body:
+        out.append(stmt)
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        for name in ("body", "orelse", "finalbody"):
+            inner = getattr(stmt, name, None)
+            if isinstance(inner, list):
+                out.extend(_top_level([s for s in inner if isinstance(s, ast.stmt)]))
+        for handler in getattr(stmt, "handlers", None) or []:
+            out.extend(_top_level(handler.body))
+        for case in getattr(stmt, "cases", None) or []:
+            out.extend(_top_level(case.body))
+    return out
+
+
+def _bindings(stmt: ast.stmt) -> list[str]:
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [stmt.name]
+    if isinstance(stmt, ast.Assign):
+        return [n for t in stmt.targets for n in _bound_names(t)]
+    if isinstance(stmt, ast.AnnAssign | ast.AugAssign):
+        return _bound_names(stmt.target) if getattr(stmt, "value", True) is not None else []
+    if isinstance(stmt, ast.Import | ast.ImportFrom):
+        return [(a.asname or a.name).split(".")[0] for a in stmt.names]
+    if isinstance(stmt, ast.For | ast.AsyncFor):
+        return _bound_names(stmt.target)
+    if isinstance(stmt, ast.With | ast.AsyncWith):
+        return [n for item in stmt.items if item.optional_vars for n in _bound_names(item.optional_vars)]
+    return []
+
+
+def _is_opaque(tree: ast.Module, statements: list[ast.stmt]) -> bool:
+    for stmt in statements:
+        if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
+            return True
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == "__getattr__":
+            return True
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("globals", "setattr"):
+            return True
+        if isinstance(node, ast.Global | ast.Nonlocal):
+            return True
+    return False
+
+
+def _handler_keys(tree: ast.Module, statements: list[ast.stmt]) -> tuple[list[str] | None, int | None]:
+    """Keys of ``handlers`` when it is one dict literal with string keys that nothing changes later."""
+    assignments = [s for s in statements if "handlers" in _bindings(s)]
+    if len(assignments) != 1:
+        return None, None
+    stmt = assignments[0]
+    value = stmt.value if isinstance(stmt, ast.Assign | ast.AnnAssign) else None
+    if isinstance(stmt, ast.Assign) and (len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name)):
+        return None, None
+    if not isinstance(value, ast.Dict):
+        return None, None
+    keys: list[str] = []
+    for key in value.keys:
+        if not isinstance(key, ast.Constant) or not isinstance(key.value, str):
+            return None, None  # `**other` or a computed key
+        keys.append(key.value)
+    for node in ast.walk(tree):
+        # handlers["x"] = f, handlers.update(...), del handlers["x"]: the literal is not the whole story
+        named = isinstance(node, ast.Subscript | ast.Attribute) and isinstance(node.value, ast.Name)
+        read_only = isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
+        if named and getattr(node.value, "id", None) == "handlers" and not read_only:  # type: ignore[attr-defined]
+            return None, None
+    return keys, stmt.lineno
+
+
+def _literal_schema(statements: list[ast.stmt]) -> dict[str, Any] | None:
+    for stmt in statements:
+        if isinstance(stmt, ast.Assign | ast.AnnAssign) and "CONFIG_SCHEMA" in _bindings(stmt):
+            try:
+                value = ast.literal_eval(stmt.value) if stmt.value is not None else None
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+                return None
+            return value if isinstance(value, dict) else None
+    return None
+
+
+def inspect_entry(path: Path) -> EntryModule:
+    """Compile ``path`` (never run it) and read what its module level defines."""
+    module = EntryModule(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        module.problem = SourceProblem(f"cannot read it: {exc.strerror}")
+        return module
+    if len(data) > MAX_SOURCE_BYTES:
+        module.opaque = True
+        return module
+    try:
+        tree = ast.parse(data, str(path))
+        # the second pass finds what the parser lets through (`return` outside a function, ...)
+        compile(tree, str(path), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        detail = exc.msg or "invalid syntax"
+        text = (exc.text or "").strip()
+        module.problem = SourceProblem(
+            f"{detail}" + (f": {text}" if text else ""),
+            exc.lineno,
+            exc.offset if exc.offset and exc.offset > 0 else None,
+        )
+        return module
+    except (ValueError, RecursionError, MemoryError) as exc:
+        module.problem = SourceProblem(f"cannot be compiled: {type(exc).__name__}: {exc}")
+        return module
+    statements = _top_level(tree.body)
+    module.names = {name for stmt in statements for name in _bindings(stmt)}
+    module.opaque = _is_opaque(tree, statements)
+    module.handler_keys, module.handlers_line = _handler_keys(tree, statements)
+    module.config_schema = _literal_schema(statements)
+    return module
+
+
+__all__ = ["REQUIRED_ATTRIBUTE", "EntryModule", "SourceProblem", "inspect_entry"]
