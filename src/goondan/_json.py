@@ -12,6 +12,8 @@ from typing import Any
 
 import orjson
 
+from .errors import GoondanError
+
 JsonValue = Any  # documented alias: None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]
 JsonObject = dict[str, Any]
 
@@ -36,13 +38,37 @@ def loads(data: bytes | str) -> Any:
     return orjson.loads(data)
 
 
-def copy_json(value: Any) -> Any:
+# How deeply a value a tool or a model hands over (tool arguments, tool outputs) may nest. Real
+# arguments and results are a few levels deep; the bound keeps every walk over them far from
+# Python's recursion limit and the stored records below the encoder's own limit (255).
+MAX_VALUE_DEPTH = 64
+# The bound for whole messages and records (a message wraps a value in about six more levels).
+MAX_RECORD_DEPTH = 200
+# orjson encodes integers in [-2**63, 2**64 - 1] only
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+
+
+class JsonDepthError(GoondanError):
+    """A value nests deeper than a bound; raised instead of letting a walk hit ``RecursionError``."""
+
+    def __init__(self, limit: int, what: str = "value") -> None:
+        super().__init__(
+            "E_JSON_TOO_DEEP",
+            f"{what} is nested deeper than {limit} levels",
+            suggestion=f"Keep JSON values at most {limit} levels deep (flatten the structure).",
+        )
+        self.limit = limit
+
+
+def copy_json(value: Any, _depth: int = 0) -> Any:
     """Deep, mutable copy of a JSON tree: dicts and lists (frozen ones included) are copied into
     plain ``dict``/``list``; scalars are shared."""
+    if _depth > MAX_RECORD_DEPTH:
+        raise JsonDepthError(MAX_RECORD_DEPTH)
     if isinstance(value, dict):
-        return {k: copy_json(v) if isinstance(v, dict | list) else v for k, v in value.items()}
+        return {k: copy_json(v, _depth + 1) if isinstance(v, dict | list) else v for k, v in value.items()}
     if isinstance(value, list):
-        return [copy_json(v) if isinstance(v, dict | list) else v for v in value]
+        return [copy_json(v, _depth + 1) if isinstance(v, dict | list) else v for v in value]
     return value
 
 
@@ -95,36 +121,44 @@ class FrozenList(list[Any]):
 _LEAF_TYPES = frozenset({str, int, float, bool, type(None)})
 
 
-def freeze_json(value: Any) -> Any:
+def freeze_json(value: Any, _depth: int = 0) -> Any:
     """A frozen deep copy of a JSON tree (the input is never aliased).
 
     Frozen containers are returned as they are: they are only ever built here (deeply frozen), so
     re-emitting a stored message, or a message built from stored parts, copies nothing. Leaves are
-    tested by exact type first because this runs for every message a turn appends."""
+    tested by exact type first because this runs for every message a turn appends. Deeper than
+    :data:`MAX_RECORD_DEPTH` is :class:`JsonDepthError` (such a record could not be stored)."""
     t = type(value)
     if t is FrozenDict or t is FrozenList:
         return value
+    if _depth > MAX_RECORD_DEPTH:
+        raise JsonDepthError(MAX_RECORD_DEPTH, "message")
     if t is dict or isinstance(value, dict):
         leaf = _LEAF_TYPES
-        return FrozenDict({k: v if type(v) in leaf else freeze_json(v) for k, v in value.items()})
+        d = _depth + 1
+        return FrozenDict({k: v if type(v) in leaf else freeze_json(v, d) for k, v in value.items()})
     if t is list or isinstance(value, list):
         leaf = _LEAF_TYPES
-        return FrozenList([v if type(v) in leaf else freeze_json(v) for v in value])
+        d = _depth + 1
+        return FrozenList([v if type(v) in leaf else freeze_json(v, d) for v in value])
     return value
 
 
-def to_frozen_json(value: Any) -> Any:
+def to_frozen_json(value: Any, _depth: int = 0) -> Any:
     """:func:`to_json_value` and :func:`freeze_json` in one pass: a frozen JSON copy of a tool or
-    handler result, for storing it in a message without copying it twice."""
+    handler result, for storing it in a message without copying it twice. Deeper than
+    :data:`MAX_VALUE_DEPTH` is :class:`JsonDepthError`."""
     t = type(value)
     if value is None or t is bool or t is int or t is str or t is FrozenDict or t is FrozenList:
         return value
     if t is float:
         return value if math.isfinite(value) else str(value)
+    if _depth >= MAX_VALUE_DEPTH:
+        raise JsonDepthError(MAX_VALUE_DEPTH)
     if isinstance(value, dict):
-        return FrozenDict({str(k): to_frozen_json(v) for k, v in value.items()})
+        return FrozenDict({str(k): to_frozen_json(v, _depth + 1) for k, v in value.items()})
     if isinstance(value, list | tuple):
-        return FrozenList([to_frozen_json(v) for v in value])
+        return FrozenList([to_frozen_json(v, _depth + 1) for v in value])
     if isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
@@ -179,12 +213,13 @@ def is_plain_json(value: Any, _depth: int = 0) -> bool:
     return True
 
 
-def json_problem(value: Any, path: str = "$") -> str | None:
-    """Return a description of the first non-JSON part of ``value``, or None if it is pure JSON."""
-    stack: list[tuple[Any, str]] = [(value, path)]
+def json_problem(value: Any, path: str = "$", max_depth: int = MAX_RECORD_DEPTH) -> str | None:
+    """Return a description of the first non-JSON part of ``value`` (or of nesting deeper than
+    ``max_depth``), or None if it is pure JSON. Iterative: any depth is safe to look at."""
+    stack: list[tuple[Any, str, int]] = [(value, path, 0)]
     seen: set[int] = set()
     while stack:
-        item, where = stack.pop()
+        item, where, depth = stack.pop()
         t = type(item)
         if item is None or t is bool or t is int or t is str:
             continue
@@ -195,34 +230,83 @@ def json_problem(value: Any, path: str = "$") -> str | None:
         if isinstance(item, dict | list):
             if id(item) in seen:
                 return f"{where}: circular reference"
+            if depth >= max_depth:
+                return f"{path}: nested deeper than the limit of {max_depth} levels"
             seen.add(id(item))
             if isinstance(item, dict):
                 for k, v in item.items():
                     if type(k) is not str:
                         return f"{where}: key {k!r} is not a string"
-                    stack.append((v, f"{where}.{k}"))
+                    stack.append((v, f"{where}.{k}", depth + 1))
             else:
                 for i, v in enumerate(item):
-                    stack.append((v, f"{where}[{i}]"))
+                    stack.append((v, f"{where}[{i}]", depth + 1))
             continue
         return f"{where}: {t.__name__} is not a JSON value"
     return None
 
 
-def to_json_value(value: Any) -> Any:
+def to_json_value(value: Any, _depth: int = 0) -> Any:
     """Coerce a tool/handler result into JSON: tuples become lists, non-finite floats strings,
-    unknown objects their ``str``. Used where the spec says "output coerced to JSON"."""
+    unknown objects their ``str``. Used where the spec says "output coerced to JSON". Deeper than
+    :data:`MAX_VALUE_DEPTH` is :class:`JsonDepthError`."""
     t = type(value)
     if value is None or t is bool or t is int or t is str:
         return value
     if t is float:
         return value if math.isfinite(value) else str(value)
+    if _depth >= MAX_VALUE_DEPTH:
+        raise JsonDepthError(MAX_VALUE_DEPTH)
     if isinstance(value, dict):
-        return {str(k): to_json_value(v) for k, v in value.items()}
+        return {str(k): to_json_value(v, _depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [to_json_value(v) for v in value]
+        return [to_json_value(v, _depth + 1) for v in value]
     if isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     return str(value)
+
+
+def repair_text(text: str) -> str:
+    """``text`` with every lone surrogate (which no UTF-8 file can hold) replaced by U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def repair_json(value: Any, max_depth: int = MAX_VALUE_DEPTH, _depth: int = 0) -> Any:
+    """A plain JSON copy of ``value`` that can always be stored: integers outside the 64-bit range
+    become their decimal string, lone surrogates U+FFFD, non-finite floats and unknown objects their
+    ``str``. Only nesting deeper than ``max_depth`` cannot be repaired (:class:`JsonDepthError`).
+
+    This is the slow path: callers first try to encode the value as it is."""
+    t = type(value)
+    if value is None or t is bool:
+        return value
+    if isinstance(value, str):
+        return repair_text(str(value))
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value) if _INT_MIN <= value <= _INT_MAX else str(int(value))
+    if isinstance(value, float):
+        return float(value) if math.isfinite(value) else str(value)
+    if _depth >= max_depth:
+        raise JsonDepthError(max_depth)
+    if isinstance(value, dict):
+        return {repair_text(str(k)): repair_json(v, max_depth, _depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [repair_json(v, max_depth, _depth + 1) for v in value]
+    return repair_text(str(value))
+
+
+def encoded_size(value: Any) -> int | None:
+    """The size of ``value`` as stored JSON, or None when it cannot be stored as it is (see
+    :func:`repair_json`)."""
+    try:
+        return len(orjson.dumps(value))
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return None

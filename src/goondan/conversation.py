@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, overload
 
-from ._json import freeze_json
+from ._json import MAX_RECORD_DEPTH, encoded_size, freeze_json, repair_json
 from .errors import GoondanError
 from .messages import Message, check_message_event
 
@@ -28,6 +28,21 @@ def freeze_message(message: Message) -> Message:
         freeze_json(message.metadata),
         message.created_at,
         freeze_json(message.source),
+    )
+
+
+def storable_message(message: Message) -> Message:
+    """``message`` (frozen) as it can be stored: unchanged when it encodes, else repaired — integers
+    beyond 64 bits become decimal strings, lone surrogates U+FFFD (:func:`~goondan._json.repair_json`).
+    Extensions build messages from arbitrary values; refusing one would abort the turn midway."""
+    if encoded_size((message.data, message.metadata, message.source)) is not None:
+        return message
+    return Message(
+        message.id,
+        freeze_json(repair_json(message.data, MAX_RECORD_DEPTH)),
+        freeze_json(repair_json(message.metadata, MAX_RECORD_DEPTH)),
+        message.created_at,
+        freeze_json(repair_json(message.source, MAX_RECORD_DEPTH)),
     )
 
 
@@ -273,13 +288,42 @@ class ConversationState:
         checked = check_message_event(event, copy=False, trusted=trusted)
         msg = checked.get("message")
         if msg is not None:
-            checked["message"] = msg = freeze_message(msg)
+            checked["message"] = msg = storable_message(freeze_message(msg))
             replaced = checked.get("targetId")
             if msg.id in self._ids and msg.id != replaced:
                 raise _duplicate_id(msg.id)
         if self._sink is not None:
             self._sink(checked)
         self._apply(checked)
+
+    def unanswered_tool_calls(self) -> list[tuple[int, list[dict[str, Any]]]]:
+        """Every assistant message whose tool calls lack results in the tool messages right after
+        it, as ``(index, missing tool-call parts)``. A provider rejects such a history; it exists only
+        when a process died or an older version aborted a turn between a call and its result."""
+        items = self._next
+        found: list[tuple[int, list[dict[str, Any]]]] = []
+        n = len(items)
+        for i in range(n):
+            data = items[i].data
+            if data.get("role") != "assistant":
+                continue
+            content = data.get("content")
+            if not isinstance(content, list):
+                continue
+            calls = [p for p in content if p.get("type") == "tool-call"]
+            if not calls:
+                continue
+            answered: set[Any] = set()
+            j = i + 1
+            while j < n and items[j].data.get("role") == "tool":
+                tool_content = items[j].data.get("content")
+                if isinstance(tool_content, list):
+                    answered.update(p.get("toolCallId") for p in tool_content if p.get("type") == "tool-result")
+                j += 1
+            missing = [p for p in calls if p.get("toolCallId") not in answered]
+            if missing:
+                found.append((i, missing))
+        return found
 
     def append_trusted(self, message: Message) -> None:
         """Append a message the runtime built itself (well-formed, fresh id, contents from
@@ -366,6 +410,7 @@ class ConversationState:
 
 __all__ = [
     "ConversationState",
+    "storable_message",
     "EventsView",
     "LlmMessagesView",
     "MessagesView",

@@ -17,7 +17,18 @@ from types import CoroutineType
 from typing import Any
 
 from . import _argcheck
-from ._json import FrozenDict, freeze_json, json_problem, to_frozen_json, to_json_value
+from ._json import (
+    MAX_RECORD_DEPTH,
+    MAX_VALUE_DEPTH,
+    FrozenDict,
+    JsonDepthError,
+    encoded_size,
+    freeze_json,
+    json_problem,
+    repair_json,
+    to_frozen_json,
+    to_json_value,
+)
 from .errors import GoondanError
 from .messages import Message
 from .results import ToolCallResult
@@ -25,6 +36,10 @@ from .results import ToolCallResult
 ToolHandler = Callable[[Any, dict[str, Any]], Any]
 
 DEFAULT_ERROR_MESSAGE_LIMIT = 1000
+# The most a tool result may take in the conversation, as stored JSON. A bigger result would be
+# resent to the model at every later step (and could not cross the agent-process channel); it is
+# replaced by an E_TOOL_RESULT_TOO_LARGE error result the model can act on.
+DEFAULT_MAX_RESULT_BYTES = 1024 * 1024
 _NAME_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 
@@ -341,7 +356,62 @@ async def execute_tool(
             output = await output
     except Exception as exc:  # a tool failure never aborts the turn
         return error_from_exception(exc, tool_call_id, tool_name, limit)
-    return ToolCallResult(tool_call_id, tool_name, to_json_value(output), "ok", None)
+    try:
+        value = to_json_value(output)
+    except JsonDepthError:
+        return not_json_result(tool_call_id, tool_name)
+    return ToolCallResult(tool_call_id, tool_name, value, "ok", None)
+
+
+def not_json_result(tool_call_id: str, tool_name: str) -> ToolCallResult:
+    return _error(
+        tool_call_id,
+        tool_name,
+        "ToolResultError",
+        "E_TOOL_RESULT_NOT_JSON",
+        f"Tool '{tool_name}' returned a value nested deeper than {MAX_VALUE_DEPTH} levels; it cannot be stored.",
+        suggestion=f"Return JSON at most {MAX_VALUE_DEPTH} levels deep (flatten the result).",
+    )
+
+
+def stored_output_part(result: ToolCallResult, max_bytes: int) -> tuple[ToolCallResult, dict[str, Any]]:
+    """The result to record for a finished tool call and its frozen ``output`` part, guaranteed
+    storable and at most ``max_bytes`` of JSON, so that the call is always answered.
+
+    Whatever the handler or a middleware returned, one of three things happens: it is stored as it
+    is (the fast path: one encode, which also gives the size); it is repaired (integers beyond 64
+    bits become decimal strings, lone surrogates U+FFFD — see :func:`~goondan._json.repair_json`);
+    or it becomes an error result (``E_TOOL_RESULT_NOT_JSON`` for nesting deeper than
+    ``MAX_VALUE_DEPTH``, ``E_TOOL_RESULT_TOO_LARGE`` above ``max_bytes``)."""
+    part: dict[str, Any] | None
+    try:
+        part = result_output_part(result)
+    except JsonDepthError:
+        part = None
+    size = None if part is None else encoded_size(part)
+    if part is not None and size is None:
+        try:
+            part = freeze_json(repair_json(part, MAX_RECORD_DEPTH))
+        except JsonDepthError:
+            part = None
+        else:
+            size = encoded_size(part)
+    if part is None or size is None:
+        result = not_json_result(result.tool_call_id, result.tool_name)
+        return result, result_output_part(result)
+    if size > max_bytes:
+        result = _error(
+            result.tool_call_id,
+            result.tool_name,
+            "ToolResultError",
+            "E_TOOL_RESULT_TOO_LARGE",
+            f"Tool '{result.tool_name}' returned {size} bytes of JSON; the limit is {max_bytes} bytes. "
+            "The result was not kept.",
+            suggestion="Ask for less (a narrower query, a line range, a page of results) or have the tool "
+            "write large data to a file in its working directory and return the path.",
+        )
+        part = result_output_part(result)
+    return result, part
 
 
 def result_output_part(result: ToolCallResult) -> dict[str, Any]:
@@ -369,7 +439,9 @@ __all__ = [
     "ToolRegistry",
     "error_from_exception",
     "execute_tool",
+    "not_json_result",
     "result_output_part",
     "split_tool_name",
+    "stored_output_part",
     "truncate_message",
 ]

@@ -223,6 +223,7 @@ class Shutdown(Spec):
 
 class SwarmPolicy(Spec):
     max_steps_per_turn: int | None = Field(default=None, ge=1)
+    max_tool_calls_per_step: int | None = Field(default=None, ge=1)
     lifecycle: Lifecycle | None = None
     shutdown: Shutdown | None = None
 

@@ -17,7 +17,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._ids import is_span_id, new_id, new_span_id, new_trace_id, now_iso
-from .._json import copy_json, is_plain_json, json_problem
+from .._json import (
+    MAX_RECORD_DEPTH,
+    MAX_VALUE_DEPTH,
+    copy_json,
+    encoded_size,
+    is_plain_json,
+    json_problem,
+    repair_json,
+    repair_text,
+)
 from .._modules import import_path
 from ..conversation import ConversationState
 from ..errors import ExtensionError, GoondanError, ModelError
@@ -26,7 +35,16 @@ from ..messages import Message, assistant_message, tool_message, user_message
 from ..models import ModelAdapter, ModelRequest, ModelResponse, create_model_adapter
 from ..pipeline import Chain, PipelineRegistry, StepState, ToolCallState, Turn, TurnState
 from ..results import StepResult, ToolCall, ToolCallResult, TurnResult
-from ..tools import DEFAULT_ERROR_MESSAGE_LIMIT, ToolContext, ToolRegistry, execute_tool
+from ..tools import (
+    DEFAULT_ERROR_MESSAGE_LIMIT,
+    DEFAULT_MAX_RESULT_BYTES,
+    ToolContext,
+    ToolRegistry,
+    error_from_exception,
+    execute_tool,
+    result_output_part,
+    stored_output_part,
+)
 from ._info import AgentInfo, PromptInfo, RuntimeInfo, SwarmInfo, call_info, inbound_info
 from ._messages import inbound_message, model_message, tool_result_message
 
@@ -37,6 +55,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("goondan.runtime")
 
 MAX_CONSECUTIVE_RETRIES = 2
+# How many tool calls of one model response run (Swarm.spec.policy.maxToolCallsPerStep overrides it);
+# the calls beyond it are answered with E_TOOL_CALL_LIMIT without running.
+DEFAULT_MAX_TOOL_CALLS_PER_STEP = 128
 INBOX_LIMIT = 256
 MAX_STEPS_TEXT = "Reached the maximum of {n} steps for this turn; stopping here."
 RETRY_GIVE_UP_TEXT = "I could not produce a usable response after several attempts."
@@ -207,6 +228,9 @@ class AgentInstance:
         self._params: dict[str, Any] = {}
         self._model_name = ""
         self._max_steps = plan.max_steps_per_turn
+        policy = getattr(getattr(plan.swarm, "spec", None), "policy", None)
+        self._max_tool_calls = getattr(policy, "max_tool_calls_per_step", None) or DEFAULT_MAX_TOOL_CALLS_PER_STEP
+        self._max_result_bytes = DEFAULT_MAX_RESULT_BYTES
         # read once per instance: an environment lookup per step is measurable on the hot path
         self._trace_llm_input = os.environ.get("GOONDAN_TRACE_LLM_INPUT", "") not in ("", "0")
         self._agent_info = AgentInfo(
@@ -238,40 +262,38 @@ class AgentInstance:
         self.started = True
 
     def _repair_interrupted_tool_calls(self) -> int:
-        """Give every tool call of the last assistant message that has no result (the process died
-        while it ran) an error result, so the next provider request is valid. Returns how many."""
+        """Give every tool call without a result an ``E_TOOL_INTERRUPTED`` error result, so the next
+        provider request is valid. Returns how many calls were answered.
+
+        The usual case is the tail (the process died while a call ran): results are appended. A call
+        unanswered in the middle of the history (left by an older version that aborted a turn between
+        a call and its result) needs its result right after it, which only a rewrite can do: the
+        history is truncated and re-appended with the results in place, once."""
         conversation = self.conversation
         assert conversation is not None
-        messages = conversation.next_messages
-        answered: set[str] = set()
-        for i in range(len(messages) - 1, -1, -1):
-            msg = messages[i]
-            content = msg.data.get("content")
-            parts = content if isinstance(content, list) else []
-            if msg.role == "tool":
-                answered.update(p.get("toolCallId") for p in parts if p.get("type") == "tool-result")
-                continue
-            if msg.role != "assistant":
-                return 0
-            missing = [p for p in parts if p.get("type") == "tool-call" and p.get("toolCallId") not in answered]
-            for part in missing:
-                output = {
-                    "type": "error-json",
-                    "value": {
-                        "code": "E_TOOL_INTERRUPTED",
-                        "message": "The runtime stopped before this tool call finished; it may or may not "
-                        "have taken effect.",
-                        "suggestion": "Check the tool's effect before calling it again.",
-                    },
-                }
-                self._emit(
-                    {"type": "append", "message": tool_message(part["toolCallId"], part["toolName"], output)},
-                    trusted=True,
-                )
-            if missing:
-                self.logger.warning("answered %d interrupted tool call(s) with E_TOOL_INTERRUPTED", len(missing))
-            return len(missing)
-        return 0
+        found = conversation.unanswered_tool_calls()
+        if not found:
+            return 0
+        messages = list(conversation.next_messages)
+        total = sum(len(missing) for _, missing in found)
+        # where each group of results goes: after the tool messages that follow its assistant message
+        insert_after: dict[int, list[Message]] = {}
+        for index, missing in found:
+            j = index + 1
+            while j < len(messages) and messages[j].role == "tool":
+                j += 1
+            insert_after[j - 1] = [_interrupted_result(p) for p in missing]
+        if len(found) == 1 and max(insert_after) == len(messages) - 1:
+            for message in insert_after[len(messages) - 1]:
+                self._emit({"type": "append", "message": message}, trusted=True)
+        else:
+            self._emit({"type": "truncate"}, trusted=True)
+            for i, message in enumerate(messages):
+                self._emit({"type": "append", "message": message}, trusted=True)
+                for result in insert_after.get(i, ()):
+                    self._emit({"type": "append", "message": result}, trusted=True)
+        self.logger.warning("answered %d interrupted tool call(s) with E_TOOL_INTERRUPTED", total)
+        return total
 
     def _load_model(self) -> None:
         from ..bundle import resolve_value_source
@@ -478,6 +500,8 @@ class AgentInstance:
         result: TurnResult
         failure: BaseException | None = None
         try:
+            if _may_end_unanswered(conversation.last_message()):
+                self._repair_interrupted_tool_calls()  # a failed write left a call without its result
             self._append_inbound(event, conversation)
             turn_chain, _, _ = self._get_chains()
             result = await turn_chain.run(turn_state)
@@ -549,6 +573,7 @@ class AgentInstance:
         if event.get("instanceKey"):
             inbound["instanceKey"] = event["instanceKey"]
         text = event.get("input")
+        text = repair_text(text) if isinstance(text, str) and not text.isascii() else text
         conversation.append_trusted(inbound_message(text if isinstance(text, str) else "", inbound))
 
     def _emit(self, event: Any, *, trusted: bool = False) -> None:
@@ -725,12 +750,20 @@ class AgentInstance:
             metadata["runtime.tokenUsage"] = response.usage
         step_id = f"{turn_state.turn_id}-step-{step_state.step_index}"
         text = response.text if response.text and response.text.strip() else None
+        if text is not None and not text.isascii():
+            text = repair_text(text)  # a lone surrogate could not be stored
         calls = response.tool_calls
         problems = list(response.issues)
-        for call in calls:
+        too_deep: set[int] = set()
+        for index, call in enumerate(calls):
             if not isinstance(call.args, dict):
                 problems.append(f"- {call.name}({call.id}): args must be a JSON object input={_preview(call.args)}")
             elif not is_plain_json(call.args):
+                if json_problem(call.args, "args", MAX_VALUE_DEPTH) and not json_problem(
+                    call.args, "args", MAX_RECORD_DEPTH * 1000
+                ):
+                    too_deep.add(index)  # valid JSON, only too deep: answered with E_TOOL_INVALID_ARGS
+                    continue
                 issue = json_problem(call.args, "args")
                 if issue:
                     problems.append(f"- {call.name}({call.id}): {issue}")
@@ -750,15 +783,24 @@ class AgentInstance:
         ids_seen: set[str] = set()
         tool_calls: list[ToolCall] = []
         provider_meta: dict[str, Any] = {}
-        for raw_call in calls:
+        deep_ids: set[str] = set()
+        for index, raw_call in enumerate(calls):
             cid = raw_call.id if raw_call.id not in ids_seen else new_id("call")
             if getattr(raw_call, "metadata", None):
                 provider_meta[cid] = raw_call.metadata
             ids_seen.add(cid)
-            tool_calls.append(ToolCall(cid, raw_call.name, raw_call.args))
+            if index in too_deep:
+                deep_ids.add(cid)  # recorded without its arguments, which could not be stored
+            tool_calls.append(ToolCall(cid, raw_call.name, {} if index in too_deep else raw_call.args))
         assistant: Message | None = None
         if text is not None or tool_calls:
             assistant = model_message(text, tool_calls, provider_meta, step_id)
+            if tool_calls and encoded_size(assistant.data) is None:
+                # integers beyond 64 bits or lone surrogates in arguments: stored repaired (the
+                # arguments the tools receive are the repaired ones, so history and effect agree)
+                tool_calls = [ToolCall(c.id, c.name, repair_json(c.args)) for c in tool_calls]
+                provider_meta = {k: repair_json(v, MAX_RECORD_DEPTH) for k, v in provider_meta.items()}
+                assistant = model_message(text, tool_calls, provider_meta, step_id)
             conversation.append_trusted(assistant)
             run.last_assistant = assistant
             if text is not None:
@@ -768,11 +810,23 @@ class AgentInstance:
         if tool_calls:
             _, _, tool_chain = self._get_chains()
             step_span = metadata["runtime.spanId"]
-            for tool_call in tool_calls:
-                results.append(
-                    await self._run_tool_call(step_state, tool_chain, tool_call, assistant, step_span, step_id)
-                )
+            limit = self._max_tool_calls
+            for index, tool_call in enumerate(tool_calls):
+                if index >= limit:
+                    results.append(self._answer_unrun(conversation, tool_call, _call_limit_error(tool_call, limit)))
+                elif tool_call.id in deep_ids:
+                    results.append(self._answer_unrun(conversation, tool_call, _too_deep_error(tool_call)))
+                else:
+                    results.append(
+                        await self._run_tool_call(step_state, tool_chain, tool_call, assistant, step_span, step_id)
+                    )
         return StepResult("completed", bool(tool_calls), tool_calls, results, metadata)
+
+    def _answer_unrun(self, conversation: ConversationState, call: ToolCall, result: ToolCallResult) -> ToolCallResult:
+        """Answer a call that is not run (over the per-step limit, unusable arguments): every call
+        of a recorded assistant message gets a result, or the next provider request is invalid."""
+        conversation.append_trusted(tool_result_message(call, result_output_part(result)))
+        return result
 
     def _retry_step(
         self, step_state: StepState, kind: str, text: str | None, problems: list[str], step_id: str
@@ -851,8 +905,6 @@ class AgentInstance:
                     "errorMessage": str(exc),
                 }
             )
-            from ..tools import error_from_exception
-
             result = error_from_exception(exc, call.id, call.name, DEFAULT_ERROR_MESSAGE_LIMIT)
         else:
             pending = self._record_event(
@@ -866,7 +918,8 @@ class AgentInstance:
             )
             if pending is not None:
                 await pending
-        turn_state.conversation_state.append_trusted(tool_result_message(call, result))
+        result, output = stored_output_part(result, self._max_result_bytes)
+        turn_state.conversation_state.append_trusted(tool_result_message(call, output))
         if result.status == "ok":
             reason = restart_signal(result.output)
             if reason is not None:
@@ -915,6 +968,61 @@ class AgentInstance:
                 except Exception:
                     self.logger.exception("closing model adapter failed")
             self.store.close()
+
+
+def _may_end_unanswered(last: Message | None) -> bool:
+    """Whether a history ending in ``last`` may hold an unanswered tool call (then it is looked
+    for); a history ending in the usual assistant text does not."""
+    if last is None or last.role == "user" or last.role == "system":
+        return False
+    if last.role == "tool":
+        return True
+    content = last.data.get("content")
+    return isinstance(content, list) and any(p.get("type") == "tool-call" for p in content)
+
+
+def _interrupted_result(part: dict[str, Any]) -> Message:
+    output = {
+        "type": "error-json",
+        "value": {
+            "code": "E_TOOL_INTERRUPTED",
+            "message": "The runtime stopped before this tool call finished; it may or may not have taken effect.",
+            "suggestion": "Check the tool's effect before calling it again.",
+        },
+    }
+    return tool_message(part["toolCallId"], part["toolName"], output)
+
+
+def _call_limit_error(call: ToolCall, limit: int) -> ToolCallResult:
+    return ToolCallResult(
+        call.id,
+        call.name,
+        None,
+        "error",
+        {
+            "name": "ToolCallLimitError",
+            "code": "E_TOOL_CALL_LIMIT",
+            "message": f"Not run: one response may make at most {limit} tool calls; this was call number "
+            f"{limit + 1} or later.",
+            "suggestion": f"Make at most {limit} tool calls per response; call the rest in the next step.",
+        },
+    )
+
+
+def _too_deep_error(call: ToolCall) -> ToolCallResult:
+    return ToolCallResult(
+        call.id,
+        call.name,
+        None,
+        "error",
+        {
+            "name": "ToolInputValidationError",
+            "code": "E_TOOL_INVALID_ARGS",
+            "message": f"Not run: the arguments of '{call.name}' were nested deeper than {MAX_VALUE_DEPTH} "
+            "levels, so they were not kept.",
+            "suggestion": f"Pass arguments at most {MAX_VALUE_DEPTH} levels deep.",
+        },
+    )
 
 
 __all__ = ["AgentInstance"]

@@ -14,8 +14,7 @@ from typing import Any
 from .._ids import new_id, utc_now
 from .._json import FrozenDict, FrozenList, freeze_json, to_frozen_json
 from ..messages import Message
-from ..results import ToolCall, ToolCallResult
-from ..tools import result_output_part
+from ..results import ToolCall
 
 _USER_SOURCE = FrozenDict({"type": "user"})
 _NO_METADATA = FrozenDict()  # immutable, so every message without metadata can share it
@@ -60,11 +59,10 @@ def model_message(
     )
 
 
-def tool_result_message(call: ToolCall, result: ToolCallResult) -> Message:
-    """One ``role: tool`` message with the result of one tool call (CONTRACT §4)."""
-    part = FrozenDict(
-        {"type": "tool-result", "toolCallId": call.id, "toolName": call.name, "output": result_output_part(result)}
-    )
+def tool_result_message(call: ToolCall, output: Mapping[str, Any]) -> Message:
+    """One ``role: tool`` message with the result of one tool call (CONTRACT §4); ``output`` is the
+    frozen output part (:func:`goondan.tools.stored_output_part`)."""
+    part = FrozenDict({"type": "tool-result", "toolCallId": call.id, "toolName": call.name, "output": output})
     return Message(
         new_id("msg"),
         FrozenDict({"role": "tool", "content": FrozenList((part,))}),
