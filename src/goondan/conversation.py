@@ -410,10 +410,10 @@ class ConversationState:
 
 __all__ = [
     "ConversationState",
-    "storable_message",
     "EventsView",
     "LlmMessagesView",
     "MessagesView",
     "apply_event",
     "fold_events",
+    "storable_message",
 ]
