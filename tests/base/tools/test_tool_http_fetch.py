@@ -6,6 +6,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -75,6 +76,12 @@ class _QuietServer(ThreadingHTTPServer):
 
     def handle_error(self, request: object, client_address: object) -> None:
         pass  # the client hung up on /slow on purpose
+
+
+@pytest.fixture
+def ctx(workdir: Path) -> FakeCtx:
+    """Loopback is refused by default; these tests talk to a server on 127.0.0.1, so allow it."""
+    return FakeCtx(workdir=workdir, config={"allowHosts": ["127.0.0.1"]})
 
 
 @pytest.fixture(scope="module")

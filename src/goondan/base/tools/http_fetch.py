@@ -6,12 +6,20 @@ headers and body), not just one socket read. The body is read up to ``maxBytes``
 character boundary, with ``truncated`` saying so. HTTP error statuses (404, 500, ...) are normal
 results: the status is information for the model. Tool errors are for requests that got no
 response at all (timeout, refused connection, DNS failure, TLS failure).
+
+Loopback, private, link-local and metadata addresses are refused (``E_TOOL_ADDRESS_REFUSED``) on
+the resolved address of every connection, redirects included, unless the Tool config
+``allowHosts: [name | IP | CIDR, ...]`` permits them (see :mod:`goondan.base.tools._netguard`).
+Environment proxies (``http_proxy``...) are not used: through a proxy the target's address could
+not be checked.
 """
 
 from __future__ import annotations
 
 import asyncio
 import codecs
+import functools
+import http.client
 import json
 import time
 import urllib.error
@@ -30,6 +38,8 @@ from goondan.base.tools._common import (
     require_str,
     string_map,
 )
+from goondan.base.tools._env import check_tool_config
+from goondan.base.tools._netguard import AddressPolicy, guarded_create_connection, parse_address_policy
 
 DEFAULT_TIMEOUT_MS = 30_000
 MAX_TIMEOUT_MS = 600_000
@@ -54,7 +64,43 @@ class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-_opener = urllib.request.build_opener(_HttpOnlyRedirects())
+def _guarded_connection(cls: Any, policy: AddressPolicy, host: str, **kwargs: Any) -> Any:
+    conn = cls(host, **kwargs)
+    conn._create_connection = guarded_create_connection(policy)  # every connect is checked
+    return conn
+
+
+class _GuardedHTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, policy: AddressPolicy) -> None:
+        super().__init__()
+        self._policy = policy
+
+    def http_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(functools.partial(_guarded_connection, http.client.HTTPConnection, self._policy), req)
+
+
+class _GuardedHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, policy: AddressPolicy) -> None:
+        super().__init__()
+        self._policy = policy
+
+    def https_open(self, req: urllib.request.Request) -> Any:
+        factory = functools.partial(_guarded_connection, http.client.HTTPSConnection, self._policy)
+        return self.do_open(factory, req, context=self._context)  # type: ignore[attr-defined]
+
+
+def _opener(policy: AddressPolicy) -> urllib.request.OpenerDirector:
+    return urllib.request.build_opener(
+        urllib.request.ProxyHandler({}),
+        _GuardedHTTPHandler(policy),
+        _GuardedHTTPSHandler(policy),
+        _HttpOnlyRedirects(),
+    )
+
+
+def _policy(ctx: Any) -> AddressPolicy:
+    config = check_tool_config(getattr(ctx, "config", None), ("allowHosts",), "Tool/http-fetch config")
+    return parse_address_policy(config.get("allowHosts"), "Tool/http-fetch config")
 
 
 def _url(args: dict[str, Any]) -> str:
@@ -107,13 +153,19 @@ def _timeout(url: str, timeout_ms: int) -> ToolExecutionError:
 
 
 def _exchange(
-    method: str, url: str, headers: dict[str, str], body: bytes | None, timeout_ms: int, max_bytes: int
+    method: str,
+    url: str,
+    headers: dict[str, str],
+    body: bytes | None,
+    timeout_ms: int,
+    max_bytes: int,
+    policy: AddressPolicy,
 ) -> dict[str, Any]:
     started = time.monotonic()
     deadline = started + timeout_ms / 1000
     request = urllib.request.Request(url, data=body, headers=headers, method=method)
     try:
-        resp = _opener.open(request, timeout=timeout_ms / 1000)
+        resp = _opener(policy).open(request, timeout=timeout_ms / 1000)
     except urllib.error.HTTPError as exc:
         resp = exc  # an HTTP error status is still a response
     except ToolExecutionError:
@@ -156,7 +208,10 @@ def _exchange(
         }
 
 
-async def _fetch(method: str, args: dict[str, Any], body: bytes | None, default_type: str | None) -> dict[str, Any]:
+async def _fetch(
+    ctx: Any, method: str, args: dict[str, Any], body: bytes | None, default_type: str | None
+) -> dict[str, Any]:
+    policy = _policy(ctx)
     url = _url(args)
     headers = string_map(args, "headers") or {}
     timeout_ms = opt_int(args, "timeoutMs", DEFAULT_TIMEOUT_MS, minimum=1, maximum=MAX_TIMEOUT_MS)
@@ -167,7 +222,7 @@ async def _fetch(method: str, args: dict[str, Any], body: bytes | None, default_
         headers["User-Agent"] = USER_AGENT
     if default_type and "content-type" not in lowered:
         headers["Content-Type"] = default_type
-    work = asyncio.to_thread(_exchange, method, url, headers, body, timeout_ms, max_bytes)
+    work = asyncio.to_thread(_exchange, method, url, headers, body, timeout_ms, max_bytes, policy)
     try:
         # the socket timeout bounds each blocking call; this bounds the whole exchange
         return await asyncio.wait_for(work, timeout_ms / 1000 + 1.0)
@@ -179,7 +234,7 @@ async def get(ctx: Any, input: Any) -> dict[str, Any]:
     """``http-fetch__get``: ``{url, headers?, timeoutMs?, maxBytes?}``."""
     args = args_dict(input)
     check_keys(args, ("url", "headers", "timeoutMs", "maxBytes"))
-    return await _fetch("GET", args, None, None)
+    return await _fetch(ctx, "GET", args, None, None)
 
 
 async def post(ctx: Any, input: Any) -> dict[str, Any]:
@@ -193,11 +248,11 @@ async def post(ctx: Any, input: Any) -> dict[str, Any]:
         text = args["bodyString"]
         if not isinstance(text, str):
             raise ToolInputError("'bodyString' must be a string")
-        return await _fetch("POST", args, text.encode("utf-8"), "text/plain; charset=utf-8")
+        return await _fetch(ctx, "POST", args, text.encode("utf-8"), "text/plain; charset=utf-8")
     if has_body:
         data = json.dumps(args["body"], ensure_ascii=False).encode("utf-8")
-        return await _fetch("POST", args, data, "application/json")
-    return await _fetch("POST", args, b"", None)
+        return await _fetch(ctx, "POST", args, data, "application/json")
+    return await _fetch(ctx, "POST", args, b"", None)
 
 
 handlers = {"get": get, "post": post}
