@@ -6,8 +6,8 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from tools_testkit import FakeCtx, run
