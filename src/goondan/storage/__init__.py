@@ -24,11 +24,14 @@ final line (only a power loss or a full disk can produce one). No fsync per even
 milliseconds per event, and an uncommitted turn is allowed to be lost on power failure - the commit is
 the durability point.
 
-**Reading (load)** reads each file at once, splits lines and decodes them with orjson. A torn *final*
-line (no newline, or undecodable and last) never held an acknowledged record: it is dropped with an
+**Reading (load)** streams each file in 1 MiB chunks and decodes line by line with orjson straight into
+messages, so a long history is never held as raw text, split lines and decoded values at once. A torn
+*final* line (one that does not decode) never held a whole record: it is dropped with an
 ``E_STORAGE_TORN_LINE`` warning and physically truncated, so the next append starts on a fresh line
-instead of being glued to garbage. Damage anywhere else cannot come from a crash and raises
-``E_STORAGE_CORRUPT`` with file and line: committed data is never silently discarded.
+instead of being glued to garbage. A final line that decodes but lacks its newline is a complete record
+and is kept; the newline is added before anything else is appended. Damage anywhere else cannot come
+from a crash and raises ``E_STORAGE_CORRUPT`` with file and line: committed data is never silently
+discarded.
 
 **Append commit** (the turn only appended messages - the common case):
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterable
 from pathlib import Path
 
 #: Crash-injection point, read once at import (tests run a child process with
@@ -77,11 +78,16 @@ def ensure_dir(path: Path) -> None:
         fsync_dir(directory.parent)
 
 
-def write_file_durably(path: Path, data: bytes) -> int:
-    """Create/overwrite ``path`` with ``data`` and fsync it (not its directory). Returns its inode."""
+def write_file_durably(path: Path, data: bytes | Iterable[bytes]) -> int:
+    """Create/overwrite ``path`` with ``data`` (bytes, or chunks written in order) and fsync it (not
+    its directory). Returns its inode."""
     fd = os.open(path, WRITE_FLAGS, 0o644)
     try:
-        write_all(fd, data)
+        if isinstance(data, bytes):
+            write_all(fd, data)
+        else:
+            for chunk in data:
+                write_all(fd, chunk)
         os.fsync(fd)
         return os.fstat(fd).st_ino
     finally:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+from array import array
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,15 @@ from ._atomic import (
     write_all,
     write_file_durably,
 )
-from ._jsonl import corrupt_error, read_bytes, repair_tail, scan_jsonl, torn_warning, truncate_file
+from ._jsonl import (
+    JsonlReader,
+    corrupt_error,
+    read_bytes,
+    repair_tail,
+    terminate_line,
+    torn_warning,
+    truncate_file,
+)
 from ._paths import component_file_name
 
 CODE_WRITE = "E_STORAGE_WRITE"
@@ -84,6 +93,16 @@ def _encode_json(value: Any, what: str, *, pretty: bool = False) -> bytes:
             f"{what} is not JSON-serializable: {exc}",
             suggestion="Store only dicts, lists, strings, numbers, booleans and None.",
         ) from exc
+
+
+_REWRITE_BATCH = 4096
+
+
+def _encoded_batches(messages: Sequence[Message]) -> Iterator[bytes]:
+    """The lines of ``messages`` a few thousand at a time: a rewrite of a long history never holds
+    the whole encoded file in memory beside the messages."""
+    for start in range(0, len(messages), _REWRITE_BATCH):
+        yield b"".join([dumps_line(m.to_record()) for m in messages[start : start + _REWRITE_BATCH]])
 
 
 _STATUS_WIDTH = 24
@@ -258,42 +277,49 @@ class InstanceStore:
         self.marker_path.unlink()
         fsync_dir(self.messages_dir)
 
-    def _read_base(self, warnings: list[dict[str, Any]]) -> tuple[list[Message], list[int]]:
+    def _read_base(self, warnings: list[dict[str, Any]]) -> tuple[list[Message], array[int]]:
+        """Stream-decode ``base.jsonl`` straight into messages; also returns each line's byte offset
+        (8 bytes a line, for :meth:`_recover_unfinished_append`)."""
         path = self.base_path
-        scan = scan_jsonl(path, read_bytes(path))
-        if scan.torn_line is not None:
-            warnings.append(torn_warning(path, scan.torn_line, scan.size - scan.good_size))
-            truncate_file(path, scan.good_size)
+        reader = JsonlReader(path)
         from_record = Message.from_record
-        try:
-            base = [from_record(r) for r in scan.records]
-        except GoondanError:
-            for i, record in enumerate(scan.records):  # slow path: find the line
-                try:
-                    from_record(record)
-                except GoondanError as exc:
-                    raise corrupt_error(path, scan.line_numbers[i], exc.message) from None
-            raise
-        return base, scan.offsets
+        base: list[Message] = []
+        offsets: array[int] = array("q")
+        append, add_offset = base.append, offsets.append
+        for lineno, offset, record in reader:
+            try:
+                append(from_record(record))
+            except GoondanError as exc:
+                raise corrupt_error(path, lineno, exc.message) from None
+            add_offset(offset)
+        self._finish_tail(reader, warnings)
+        return base, offsets
 
     def _read_events(self, warnings: list[dict[str, Any]]) -> list[dict[str, Any]]:
         path = self.events_path
-        scan = scan_jsonl(path, read_bytes(path))
-        if scan.torn_line is not None:
-            warnings.append(torn_warning(path, scan.torn_line, scan.size - scan.good_size))
-            truncate_file(path, scan.good_size)
+        reader = JsonlReader(path)
         events: list[dict[str, Any]] = []
-        for i, record in enumerate(scan.records):
+        for lineno, _offset, record in reader:
             try:
                 events.append(event_from_record(record))
             except GoondanError as exc:
-                raise corrupt_error(path, scan.line_numbers[i], exc.message) from None
+                raise corrupt_error(path, lineno, exc.message) from None
+        self._finish_tail(reader, warnings)
         return events
+
+    @staticmethod
+    def _finish_tail(reader: JsonlReader, warnings: list[dict[str, Any]]) -> None:
+        """Leave the file ending on a line boundary: cut a torn tail, terminate a complete one."""
+        if reader.torn_line is not None:
+            warnings.append(torn_warning(reader.path, reader.torn_line, reader.size - reader.good_size))
+            truncate_file(reader.path, reader.good_size)
+        elif reader.unterminated:
+            terminate_line(reader.path)
 
     def _recover_unfinished_append(
         self,
         base: list[Message],
-        offsets: list[int],
+        offsets: array[int],
         events: list[dict[str, Any]],
         warnings: list[dict[str, Any]],
     ) -> None:
@@ -437,10 +463,9 @@ class InstanceStore:
         crash_point("after_events_cleared")
 
     def _commit_rewrite(self, next_messages: Sequence[Message]) -> None:
-        data = b"".join([dumps_line(m.to_record()) for m in next_messages])
         tmp, marker, directory = self.tmp_path, self.marker_path, self.messages_dir
         try:
-            inode = write_file_durably(tmp, data)
+            inode = write_file_durably(tmp, _encoded_batches(next_messages))
             crash_point("after_tmp_written")
             write_file_durably(marker, dumps_line({"mode": "rewrite", "inode": inode}))
             fsync_dir(directory)

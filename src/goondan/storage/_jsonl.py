@@ -1,9 +1,10 @@
 """Reading JSON-lines files written by an append-only writer that may have been killed mid-write.
 
 The writer appends each record as one ``os.write`` of ``json + "\\n"``. The only damage a crash (or a
-full disk) can do is therefore at the *end* of the file: a final line without its newline, or - after a
-power loss on some filesystems - trailing garbage such as zero bytes. Such a torn tail never held an
-acknowledged record, so it is dropped (and reported). Anything wrong *before* the last line cannot come
+full disk) can do is therefore at the *end* of the file: a final line cut short, or - after a power loss
+on some filesystems - trailing garbage such as zero bytes. Such a torn tail, a final line that does not
+decode, never held a whole record, so it is dropped (and reported); a final line that decodes is kept
+even when its newline is missing. Anything wrong *before* the last line cannot come
 from a crash; it means the file was damaged or edited, and silently skipping it could discard committed
 messages, so it is an error that names the file and line.
 """
@@ -11,7 +12,7 @@ messages, so it is an error that names the file and line.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,24 +23,6 @@ from ._atomic import READ_FLAGS
 
 CODE_CORRUPT = "E_STORAGE_CORRUPT"
 CODE_TORN = "E_STORAGE_TORN_LINE"
-
-
-@dataclass(slots=True)
-class JsonlScan:
-    """The decoded lines of one file.
-
-    ``records[i]`` came from 1-based line ``line_numbers[i]``, which starts at byte ``offsets[i]``.
-    ``torn_line`` is the 1-based number of a dropped torn final line (``None`` if the file ended
-    cleanly) and ``good_size`` the byte length of the file without it - the size to truncate to so
-    that later appends start on a fresh line.
-    """
-
-    records: list[Any]
-    line_numbers: list[int]
-    offsets: list[int]
-    size: int
-    good_size: int
-    torn_line: int | None
 
 
 def corrupt_error(path: Path, line: int, detail: str) -> StorageError:
@@ -56,49 +39,107 @@ def corrupt_error(path: Path, line: int, detail: str) -> StorageError:
     )
 
 
-def scan_jsonl(path: Path, data: bytes) -> JsonlScan:
-    """Decode ``data`` (the whole content of ``path``) line by line.
+#: Bytes read per ``os.read`` while streaming a file: large enough that the per-chunk cost vanishes,
+#: small enough that the raw text never exists next to the decoded records as a whole.
+CHUNK_SIZE = 1 << 20
 
-    Blank lines are ignored. A torn tail (last line without a newline, or an undecodable last line) is
-    reported via ``torn_line``; an undecodable line anywhere else raises ``E_STORAGE_CORRUPT``.
+
+class JsonlReader:
+    """Streams the records of one JSON-lines file, one decoded record at a time.
+
+    Iterating yields ``(line_number, offset, record)`` (1-based line, byte offset of its start) for
+    every non-blank line that decodes. Nothing but one chunk of raw bytes is held at a time, so
+    loading a long history never keeps the file text, its split lines and the decoded values all at
+    once (a million-message history used to need all three).
+
+    After the iteration: ``torn_line`` is the 1-based number of a dropped torn final line (``None``
+    if the file ended cleanly), ``good_size`` the byte length without it (the size to truncate to so
+    that later appends start on a fresh line), and ``unterminated`` tells that the last line is a
+    complete record whose newline is missing - data to keep, but the file needs a ``\\n`` before the
+    next append or that record would be glued to the next one.
+
+    Only a line that fails to decode is torn: a writer killed mid-``write`` leaves a strict prefix of
+    a record, which never decodes (records are JSON objects). A complete record without its newline
+    was written in full and may even have been acknowledged, so dropping it would lose data.
     """
-    lines = data.split(b"\n")
-    tail = lines.pop()  # b"" when the file ends with a newline (or is empty)
-    loads = orjson.loads
-    records: list[Any] = []
-    linenos: list[int] = []
-    offsets: list[int] = []
-    off = 0
-    bad: int | None = None  # index of the first undecodable line, torn if nothing follows it
-    bad_detail = ""
-    bad_start = 0
-    for i, line in enumerate(lines):
-        start = off
-        off += len(line) + 1
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.size = 0
+        self.good_size = 0
+        self.torn_line: int | None = None
+        self.unterminated = False
+
+    def __iter__(self) -> Iterator[tuple[int, int, Any]]:
         try:
-            value = loads(line)
-        except orjson.JSONDecodeError as exc:
-            if not line.strip():
-                continue
+            fd = os.open(self.path, READ_FLAGS)
+        except FileNotFoundError:
+            return
+        try:
+            yield from self._scan(fd)
+        finally:
+            os.close(fd)
+
+    def _scan(self, fd: int) -> Iterator[tuple[int, int, Any]]:
+        path = self.path
+        loads = orjson.loads
+        decode_error = orjson.JSONDecodeError
+        lineno = 0
+        offset = 0  # byte offset of the next line to look at
+        rest = b""
+        bad: int | None = None  # line number of the first undecodable line, torn if nothing follows it
+        bad_detail = ""
+        bad_start = 0
+        while True:
+            chunk = os.read(fd, CHUNK_SIZE)
+            if not chunk:
+                break
+            lines = (rest + chunk).split(b"\n") if rest else chunk.split(b"\n")
+            rest = lines.pop()
+            for line in lines:
+                lineno += 1
+                start = offset
+                offset += len(line) + 1
+                try:
+                    value = loads(line)
+                except decode_error as exc:
+                    if not line.strip():
+                        continue
+                    if bad is not None:
+                        raise corrupt_error(path, bad, bad_detail) from None
+                    bad, bad_start, bad_detail = lineno, start, f"invalid JSON ({exc})"
+                    continue
+                if bad is not None:
+                    raise corrupt_error(path, bad, bad_detail)
+                yield lineno, start, value
+            del lines
+        self.size = offset + len(rest)
+        self.good_size = self.size
+        if rest.strip():
+            lineno += 1
+            try:
+                value = loads(rest)
+            except decode_error:
+                if bad is not None:
+                    raise corrupt_error(path, bad, bad_detail) from None
+                self.torn_line, self.good_size = lineno, offset
+                return
             if bad is not None:
-                raise corrupt_error(path, bad + 1, bad_detail) from None
-            bad = i
-            bad_start = start
-            bad_detail = f"invalid JSON ({exc})"
-            continue
+                raise corrupt_error(path, bad, bad_detail)
+            self.unterminated = True
+            yield lineno, offset, value
+        elif rest:
+            # trailing blanks without a newline: harmless, but the next append must start a new line
+            self.unterminated = bad is None
         if bad is not None:
-            raise corrupt_error(path, bad + 1, bad_detail)
-        records.append(value)
-        linenos.append(i + 1)
-        offsets.append(start)
-    size = len(data)
-    if tail:
-        if bad is not None:
-            raise corrupt_error(path, bad + 1, bad_detail)
-        return JsonlScan(records, linenos, offsets, size, size - len(tail), len(lines) + 1)
-    if bad is not None:
-        return JsonlScan(records, linenos, offsets, size, bad_start, bad + 1)
-    return JsonlScan(records, linenos, offsets, size, size, None)
+            self.torn_line, self.good_size = bad, bad_start
+            self.unterminated = False
+
+
+def scan_jsonl(path: Path) -> tuple[list[Any], JsonlReader]:
+    """All records of ``path`` at once (for small files); the reader tells about the tail."""
+    reader = JsonlReader(path)
+    return [value for _line, _offset, value in reader], reader
 
 
 def read_bytes(path: Path) -> bytes:
@@ -144,11 +185,23 @@ def truncate_file(path: Path, size: int, *, durable: bool = True) -> None:
         os.close(fd)
 
 
+def terminate_line(path: Path, *, durable: bool = True) -> None:
+    """Append the missing ``\\n`` after a complete final record (see :class:`JsonlReader`)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.write(fd, b"\n")
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def repair_tail(fd: int) -> None:
-    """Cut a torn final line off an append-only file opened as ``fd`` (read/write).
+    """Make an append-only file opened as ``fd`` (read/write, ``O_APPEND``) end on a line boundary.
 
     Used before appending to files whose readers are tolerant (runtime events): without it the next
-    record would be glued onto the torn one, damaging a complete record too.
+    record would be glued onto the last one. A final line that decodes is a complete record that only
+    lacks its newline, which is added; one that does not is a torn write and is cut off.
     """
     size = os.fstat(fd).st_size
     if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
@@ -159,20 +212,33 @@ def repair_tail(fd: int) -> None:
         chunk = os.pread(fd, pos - start, start)
         nl = chunk.rfind(b"\n")
         if nl != -1:
-            os.ftruncate(fd, start + nl + 1)
+            _finish_tail(fd, start + nl + 1, size)
             return
         pos = start
-    os.ftruncate(fd, 0)
+    _finish_tail(fd, 0, size)
+
+
+def _finish_tail(fd: int, line_start: int, size: int) -> None:
+    last = os.pread(fd, size - line_start, line_start)
+    try:
+        orjson.loads(last)
+    except orjson.JSONDecodeError:
+        if last.strip():
+            os.ftruncate(fd, line_start)
+            return
+    os.write(fd, b"\n")
 
 
 __all__ = [
+    "CHUNK_SIZE",
     "CODE_CORRUPT",
     "CODE_TORN",
-    "JsonlScan",
+    "JsonlReader",
     "corrupt_error",
     "read_bytes",
     "repair_tail",
     "scan_jsonl",
+    "terminate_line",
     "torn_warning",
     "truncate_file",
 ]
