@@ -63,7 +63,7 @@ def split_tool_name(name: str) -> tuple[str, str] | None:
 
 
 class ToolEntry:
-    __slots__ = ("error_limit", "handler", "item", "name", "source")
+    __slots__ = ("config", "error_limit", "handler", "item", "name", "source")
 
     def __init__(
         self,
@@ -73,12 +73,14 @@ class ToolEntry:
         *,
         error_limit: int = DEFAULT_ERROR_MESSAGE_LIMIT,
         source: dict[str, Any],
+        config: Mapping[str, Any] | None = None,
     ) -> None:
         self.name = name
         self.item = item
         self.handler = handler
         self.error_limit = error_limit
         self.source = source
+        self.config: Mapping[str, Any] = config or {}
 
 
 class ToolContext:
@@ -89,6 +91,7 @@ class ToolContext:
         "_runtime",
         "_workdir",
         "agent_name",
+        "config",
         "instance_key",
         "logger",
         "message",
@@ -121,6 +124,8 @@ class ToolContext:
         self.logger = logger
         self._runtime = runtime
         self._make_runtime = runtime_factory
+        # the Tool's spec.config with the agent's tools[].config over it (set per call by the executor)
+        self.config: Mapping[str, Any] = {}
 
     @property
     def runtime(self) -> Any:
@@ -180,6 +185,7 @@ class ToolRegistry:
         handlers: Mapping[str, Any],
         *,
         error_limit: int = DEFAULT_ERROR_MESSAGE_LIMIT,
+        config: Mapping[str, Any] | None = None,
     ) -> None:
         for export in exports:
             ename = export["name"]
@@ -197,6 +203,7 @@ class ToolRegistry:
                     handler if callable(handler) else None,
                     error_limit=error_limit,
                     source={"type": "config", "name": resource_name},
+                    config=config,
                 )
             )
 

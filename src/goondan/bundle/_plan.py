@@ -38,6 +38,8 @@ class AgentPlan:
     prompt_system: str | None
     max_steps_per_turn: int
     params: dict[str, Any] = field(default_factory=dict)  # Agent.spec.modelConfig.params, as written
+    # Tool name -> its spec.config with the agent's tools[].config shallow-merged over it
+    tool_configs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def tool_names(self) -> list[str]:
@@ -66,10 +68,16 @@ def build_plan(bundle: Bundle, agent: Resource, swarm: Resource | None) -> Agent
     assert isinstance(spec, AgentSpec)
     model = bundle.resolve_ref(spec.model_cfg.model_ref, agent, "Model")
     tools: list[Resource] = []
-    for tool_ref in spec.tools:
+    tool_configs: dict[str, dict[str, Any]] = {}
+    raw_items = agent.raw.get("spec", {}).get("tools") or []
+    for index, tool_ref in enumerate(spec.tools):
         tool = bundle.resolve_ref(tool_ref, agent, "Tool")
         if all(tool is not seen for seen in tools):
             tools.append(tool)
+        item = raw_items[index] if index < len(raw_items) else None
+        override = (item.get("config") or {}) if isinstance(item, dict) else {}
+        base = tool_configs.get(tool.name) or tool.raw.get("spec", {}).get("config") or {}
+        tool_configs[tool.name] = {**base, **override}
     extensions: list[ExtensionBinding] = []
     for use in spec.extensions:
         ext = bundle.resolve_ref(use.ref, agent, "Extension")
@@ -110,6 +118,7 @@ def build_plan(bundle: Bundle, agent: Resource, swarm: Resource | None) -> Agent
         required_tools=list(spec.required_tools),
         prompt_system=prompt,
         max_steps_per_turn=max_steps(swarm),
+        tool_configs=tool_configs,
         params=dict(params),
     )
 

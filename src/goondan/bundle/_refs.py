@@ -85,10 +85,13 @@ def parse_ref(value: Any) -> ObjectRef:
     raise RefSyntaxError(f"invalid ObjectRef {_short(value)}: expected 'Kind/name' or {{kind, name, package?}}")
 
 
-def parse_ref_item(value: Any) -> ObjectRef:
-    """A list item of ``tools``/``agents``: a RefItem ``{ref: ...}`` or a bare ObjectRefLike."""
+def parse_ref_item(value: Any, *, allow_config: bool = False) -> ObjectRef:
+    """A list item of ``tools``/``agents``: a RefItem ``{ref: ...}`` or a bare ObjectRefLike.
+
+    ``allow_config`` admits ``config`` next to ``ref`` (``tools`` items: per-agent Tool config).
+    """
     if isinstance(value, Mapping) and "ref" in value:
-        unknown = [k for k in value if k != "ref"]
+        unknown = [k for k in value if k != "ref" and not (allow_config and k == "config")]
         if unknown:
             raise RefSyntaxError(f"unknown key {unknown[0]!r} next to 'ref'", str(unknown[0]))
         try:

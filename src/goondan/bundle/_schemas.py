@@ -98,7 +98,20 @@ def _dump_extension(use: ExtensionUse) -> dict[str, Any]:
 
 
 RefLike = Annotated[ObjectRef, PlainValidator(_ref), PlainSerializer(_dump_ref)]
+
+
+def _tool_ref_item(value: Any) -> ObjectRef:
+    if isinstance(value, dict) and "ref" in value and not isinstance(value.get("config") or {}, dict):
+        raise PydanticCustomError("config_type", "'config' must be a mapping", {"subpath": "config"})
+    try:
+        return parse_ref_item(value, allow_config=True)
+    except RefSyntaxError as exc:
+        raise PydanticCustomError("invalid_ref", exc.message, {"subpath": exc.subpath}) from None
+
+
 RefItemLike = Annotated[ObjectRef, PlainValidator(_ref_item), PlainSerializer(_dump_ref)]
+# a tools item may carry a per-agent ``config`` (read from the raw YAML when the plan is built)
+ToolItemLike = Annotated[ObjectRef, PlainValidator(_tool_ref_item), PlainSerializer(_dump_ref)]
 ExtensionItem = Annotated[ExtensionUse, PlainValidator(_extension_item), PlainSerializer(_dump_extension)]
 ValueSource = Annotated[dict[str, Any], PlainValidator(_value_source)]
 Scalar = Annotated[str, PlainValidator(_scalar)]
@@ -204,7 +217,7 @@ class Prompt(Spec):
 class AgentSpec(Spec):
     model_cfg: ModelConfig = Field(alias="modelConfig")
     prompt: Prompt | None = None
-    tools: list[RefItemLike] = Field(default_factory=list)
+    tools: list[ToolItemLike] = Field(default_factory=list)
     extensions: list[ExtensionItem] = Field(default_factory=list)
     required_tools: list[NonEmptyStr] = Field(default_factory=list)
 
@@ -282,6 +295,7 @@ class ToolSpec(Spec):
     entry: NonEmptyStr
     exports: list[ToolExport] = Field(min_length=1)
     error_message_limit: int = Field(default=1000, ge=1)
+    config: dict[str, Any] = Field(default_factory=dict)  # handed to handlers as ctx.config
 
 
 # ---------------------------------------------------------------- Extension

@@ -343,7 +343,8 @@ class AgentInstance:
                     suggestion="Add them to the module's `handlers` dict.",
                 )
             limit = tool_spec.error_message_limit or DEFAULT_ERROR_MESSAGE_LIMIT
-            self.tools.add_resource_tools(res.name, exports, handlers, error_limit=limit)
+            config = (getattr(self.plan, "tool_configs", None) or {}).get(res.name)
+            self.tools.add_resource_tools(res.name, exports, handlers, error_limit=limit, config=config)
 
     async def _load_extensions(self) -> None:
         bindings: list[tuple[str, Path, dict[str, Any]]] = [

@@ -5,12 +5,15 @@ Real ``/bin/sh`` processes; the runtime environment is the test process's own (m
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tools_testkit
 from tools_testkit import FakeCtx, run
 
+import goondan
 from goondan.base.tools import bash
 from goondan.errors import GoondanError
 
@@ -78,3 +81,37 @@ def test_invalid_env_config_is_a_clear_config_error(ctx: FakeCtx, config: dict[s
         run(bash.exec_command, ctx, {"command": "true"})
     assert info.value.code == "E_TOOL_CONFIG_INVALID"
     assert fragment in info.value.message and info.value.suggestion
+
+
+def _bundle_run(tmp_path: Path, tool_config: dict[str, Any]) -> dict[str, Any]:
+    seen: list[dict[str, Any]] = []
+
+    def model(request: Any) -> Any:
+        results = tools_testkit.tool_results(request.messages)
+        if not results:
+            return {"toolCalls": [{"id": "c0", "name": "bash__exec", "args": {"command": "env"}}]}
+        seen.append(results[0]["output"])
+        return {"text": "done"}
+
+    tools_testkit.MODEL = model
+    root = tools_testkit.write_bundle(tmp_path / "b", {"a": ["bash"]}, tool_config=tool_config)
+
+    async def main() -> None:
+        async with goondan.Runtime(root, state_root=tmp_path / "state", isolation="inline") as rt:
+            await rt.request("go")
+
+    asyncio.run(main())
+    return seen[0]
+
+
+def test_agent_tools_config_reaches_bash_through_a_real_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-allowed")
+    output = _bundle_run(tmp_path, {"bash": {"env": {"allow": ["GITHUB_TOKEN"]}}})
+    stdout = output["value"]["stdout"]
+    assert "GITHUB_TOKEN=ghp-allowed" in stdout and "sk-secret" not in stdout
+
+
+def test_a_bad_bash_config_in_a_bundle_is_a_tool_error_with_its_code(tmp_path: Path) -> None:
+    output = _bundle_run(tmp_path, {"bash": {"env": {"allow": "GITHUB_TOKEN"}}})
+    assert "E_TOOL_CONFIG_INVALID" in str(output)

@@ -137,7 +137,9 @@ def json_server() -> Iterator[str]:
 
 
 def test_http_fetch_then_json_query_and_text_transform(tmp_path: Path, state_root: Path, json_server: str) -> None:
-    root = write_bundle(tmp_path / "b", {"a": ["http-fetch", "json-query", "text-transform"]})
+    # the server is on 127.0.0.1, which http-fetch refuses unless the agent's tool config allows it
+    tool_config = {"http-fetch": {"allowHosts": ["127.0.0.1"]}}
+    root = write_bundle(tmp_path / "b", {"a": ["http-fetch", "json-query", "text-transform"]}, tool_config=tool_config)
     body: dict[str, str] = {}
 
     def model(request: Any) -> Any:

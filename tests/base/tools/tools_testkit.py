@@ -81,16 +81,25 @@ def base_tool(name: str) -> dict[str, Any]:
     return {"kind": "Tool", "name": name, "package": BASE}
 
 
-def agent_doc(name: str, tools: Sequence[str]) -> dict[str, Any]:
+def agent_doc(name: str, tools: Sequence[str], tool_config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """An Agent using built-in tools; ``tool_config`` gives some of them a per-agent ``config``."""
+    configs = tool_config or {}
+    items = [{"ref": base_tool(t), "config": configs[t]} if t in configs else base_tool(t) for t in tools]
     return {
         "apiVersion": API,
         "kind": "Agent",
         "metadata": {"name": name},
-        "spec": {"modelConfig": {"modelRef": "Model/m"}, "tools": [base_tool(t) for t in tools]},
+        "spec": {"modelConfig": {"modelRef": "Model/m"}, "tools": items},
     }
 
 
-def write_bundle(root: Path, agents: Mapping[str, Sequence[str]], *, entry: str | None = None) -> Path:
+def write_bundle(
+    root: Path,
+    agents: Mapping[str, Sequence[str]],
+    *,
+    entry: str | None = None,
+    tool_config: Mapping[str, Any] | None = None,
+) -> Path:
     """A bundle with one forwarding python model and agents using the given built-in tools."""
     names = list(agents)
     docs: list[dict[str, Any]] = [
@@ -101,7 +110,7 @@ def write_bundle(root: Path, agents: Mapping[str, Sequence[str]], *, entry: str 
             "metadata": {"name": "m"},
             "spec": {"provider": "python", "model": "fake", "options": {"entry": "./model.py"}},
         },
-        *(agent_doc(n, t) for n, t in agents.items()),
+        *(agent_doc(n, t, tool_config) for n, t in agents.items()),
         {
             "apiVersion": API,
             "kind": "Swarm",
