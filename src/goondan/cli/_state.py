@@ -78,10 +78,10 @@ def active_runs(root: Path) -> list[dict[str, Any]]:
 
 
 def write_run(root: Path, workspace: str, record: dict[str, Any]) -> Path:
+    from ..storage._atomic import ensure_private_dirs, replace_atomically
+
     directory = runs_dir(root)
-    directory.mkdir(parents=True, exist_ok=True)
+    ensure_private_dirs(directory)
     target = directory / f"{workspace}.json"
-    tmp = directory / f".{workspace}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(record, indent=2), encoding="utf-8")
-    os.replace(tmp, target)
+    replace_atomically(target, json.dumps(record, indent=2).encode("utf-8"), durable=False)
     return target

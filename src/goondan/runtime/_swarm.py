@@ -126,7 +126,9 @@ class SwarmContext:
                 from ..storage import instance_dir_name
 
                 path = Path(self._tmpdir) / instance_dir_name(agent, key)
-            path.mkdir(parents=True, exist_ok=True)
+            from ..storage._atomic import ensure_private_dirs
+
+            ensure_private_dirs(path)
             return path
 
         return make

@@ -23,6 +23,50 @@ APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_BINARY | _O_CLOEXEC
 WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_BINARY | _O_CLOEXEC
 READ_FLAGS = os.O_RDONLY | _O_BINARY | _O_CLOEXEC
 
+#: Conversations, tool results and extension state are private to the user who runs the runtime:
+#: every directory and file created under the state root gets these modes, set explicitly so that
+#: the result does not depend on the process umask.
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def open_private(path: str | os.PathLike[str], flags: int) -> int:
+    """``os.open`` whose created file is ``FILE_MODE`` whatever the umask. An existing file this
+    process writes to is tightened too (state written by older versions was 0644)."""
+    fd = os.open(path, flags, FILE_MODE)
+    if flags & os.O_CREAT:
+        try:
+            if os.fstat(fd).st_mode & 0o777 != FILE_MODE:
+                os.fchmod(fd, FILE_MODE)
+        except OSError:
+            os.close(fd)
+            raise
+    return fd
+
+
+def make_private_dir(path: str | os.PathLike[str]) -> None:
+    """``mkdir`` with ``DIR_MODE`` whatever the umask (``FileExistsError`` if it exists)."""
+    os.mkdir(path, DIR_MODE)
+    os.chmod(path, DIR_MODE)
+
+
+def ensure_private_dirs(path: Path) -> None:
+    """``mkdir -p`` (without fsync) whose created directories are ``DIR_MODE``; existing ones are
+    left as they are."""
+    missing: list[Path] = []
+    current = path
+    while not current.is_dir():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for directory in reversed(missing):
+        try:
+            make_private_dir(directory)
+        except FileExistsError:
+            if not directory.is_dir():
+                raise
+
 
 def die() -> None:
     """Kill this process the hard way: no ``finally``, no atexit, no buffered flush."""
@@ -70,7 +114,7 @@ def ensure_dir(path: Path) -> None:
         current = current.parent
     for directory in reversed(missing):
         try:
-            directory.mkdir()
+            make_private_dir(directory)
         except FileExistsError:
             if not directory.is_dir():
                 raise
@@ -81,7 +125,7 @@ def ensure_dir(path: Path) -> None:
 def write_file_durably(path: Path, data: bytes | Iterable[bytes]) -> int:
     """Create/overwrite ``path`` with ``data`` (bytes, or chunks written in order) and fsync it (not
     its directory). Returns its inode."""
-    fd = os.open(path, WRITE_FLAGS, 0o644)
+    fd = open_private(path, WRITE_FLAGS)
     try:
         if isinstance(data, bytes):
             write_all(fd, data)
@@ -109,7 +153,7 @@ def replace_atomically(path: Path, data: bytes, *, durable: bool = True) -> None
         if durable:
             write_file_durably(tmp, data)
         else:
-            fd = os.open(tmp, WRITE_FLAGS, 0o644)
+            fd = open_private(tmp, WRITE_FLAGS)
             try:
                 write_all(fd, data)
             finally:
@@ -136,12 +180,17 @@ def unlink_if_exists(path: Path) -> bool:
 __all__ = [
     "APPEND_FLAGS",
     "CRASH_AT",
+    "DIR_MODE",
+    "FILE_MODE",
     "READ_FLAGS",
     "WRITE_FLAGS",
     "crash_point",
     "die",
     "ensure_dir",
+    "ensure_private_dirs",
     "fsync_dir",
+    "make_private_dir",
+    "open_private",
     "replace_atomically",
     "unlink_if_exists",
     "write_all",

@@ -28,6 +28,7 @@ from ._atomic import (
     die,
     ensure_dir,
     fsync_dir,
+    open_private,
     replace_atomically,
     unlink_if_exists,
     write_all,
@@ -214,7 +215,7 @@ class InstanceStore:
             if events and base:
                 self._recover_unfinished_append(base, base_offsets, events, warnings)
             self._ensure_files()
-            fd = os.open(self.events_path, APPEND_FLAGS, 0o644)
+            fd = open_private(self.events_path, APPEND_FLAGS)
         except OSError as exc:
             raise StorageError(
                 "E_STORAGE_READ",
@@ -357,7 +358,7 @@ class InstanceStore:
         created = False
         for path in (self.base_path, self.events_path, self.runtime_events_path):
             if not path.exists():
-                os.close(os.open(path, APPEND_FLAGS, 0o644))
+                os.close(open_private(path, APPEND_FLAGS))
                 created = True
         if created:
             fsync_dir(self.messages_dir)
@@ -436,7 +437,7 @@ class InstanceStore:
         data = b"".join([dumps_line(m.to_record()) for m in appended])
         path = self.base_path
         try:
-            fd = os.open(path, APPEND_FLAGS, 0o644)
+            fd = open_private(path, APPEND_FLAGS)
         except OSError as exc:
             raise _write_error(path, "open", exc) from exc
         try:
@@ -493,7 +494,7 @@ class InstanceStore:
         fd = self._events_fd
         try:
             if fd is None:
-                fd = self._events_fd = os.open(self.events_path, APPEND_FLAGS, 0o644)
+                fd = self._events_fd = open_private(self.events_path, APPEND_FLAGS)
             os.ftruncate(fd, 0)
             os.fsync(fd)
         except OSError as exc:
@@ -512,7 +513,7 @@ class InstanceStore:
         if fd is None:
             try:
                 ensure_dir(self.messages_dir)
-                fd = os.open(self.runtime_events_path, (APPEND_FLAGS & ~os.O_WRONLY) | os.O_RDWR, 0o644)
+                fd = open_private(self.runtime_events_path, (APPEND_FLAGS & ~os.O_WRONLY) | os.O_RDWR)
                 repair_tail(fd)
             except OSError as exc:
                 raise _write_error(self.runtime_events_path, "open", exc) from exc
@@ -646,7 +647,7 @@ class InstanceStore:
             unlink_if_exists(self.runtime_events_path)
             self._ensure_files()
             fsync_dir(self.messages_dir)
-            self._events_fd = os.open(self.events_path, APPEND_FLAGS, 0o644)
+            self._events_fd = open_private(self.events_path, APPEND_FLAGS)
         except OSError as exc:
             raise _write_error(self.messages_dir, "clear", exc) from exc
         self._events_size = 0
