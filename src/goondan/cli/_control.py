@@ -55,7 +55,9 @@ def identity_mismatch(expected: dict[str, Any], request: dict[str, Any]) -> dict
 async def serve_control(path: Path, handler: ControlHandler) -> asyncio.Server:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from ..storage._atomic import ensure_private_dirs
+
+    ensure_private_dirs(path.parent)
 
     async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
