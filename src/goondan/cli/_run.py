@@ -22,11 +22,13 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..errors import GoondanError
 from ._env import bundle_dir, load_env
+from ._lines import StatusLines, readline_buffer, route_logging
 from ._output import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, CliError, ErrorView, Style, print_error
 from ._state import active_runs, socket_path, state_root, state_root_arg, write_run
 
@@ -168,7 +170,7 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
             )
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    async with _runtime(args, bundle, env) as rt:
+    async with _routed_lines(args) as lines, _runtime(args, bundle, env) as rt:
         supervisor = None
         server = None
         record: Path | None = None
@@ -204,7 +206,7 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
                 },
             )
             if supervisor is None:
-                return await _session(rt, args, stop)
+                return await _session(rt, args, stop, lines)
             if args.verbose and not args.quiet:
                 off_events = rt.on_runtime_event(_turn_printer(args))
             if not args.quiet:
@@ -237,6 +239,17 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
                     record.unlink()
             with contextlib.suppress(OSError):
                 sock.unlink()
+
+
+@contextlib.asynccontextmanager
+async def _routed_lines(args: argparse.Namespace) -> AsyncIterator[StatusLines]:
+    """Log records and ``--watch`` reports of a long-running run go through one prompt-aware printer."""
+    lines = StatusLines()
+    undo = route_logging(args, lines)
+    try:
+        yield lines
+    finally:
+        undo()
 
 
 def _turn_printer(args: argparse.Namespace) -> Any:
@@ -326,8 +339,11 @@ class _LineReader:
     """Reads lines in a daemon thread so the event loop (control socket, Ctrl+C) stays responsive.
 
     On a terminal, ``input()`` gives readline line editing; history lives in ``<state_root>/history``.
-    The next prompt is shown only after the previous reply has been printed.
+    The next prompt is shown only after the previous reply has been printed. While the prompt is on
+    screen (:meth:`prompting`), status lines are printed above it and the prompt is redrawn.
     """
+
+    prompt = "> "
 
     def __init__(self, loop: asyncio.AbstractEventLoop, tty: bool, history: Path | None) -> None:
         self.loop = loop
@@ -336,6 +352,7 @@ class _LineReader:
         self.queue: asyncio.Queue[str | None] = asyncio.Queue()
         self.go = threading.Event()
         self.go.set()
+        self._waiting = False
         self._readline: Any = None
         if tty:
             try:
@@ -352,17 +369,26 @@ class _LineReader:
         while True:
             self.go.wait()
             self.go.clear()
+            self._waiting = self.tty
             try:
-                line: str | None = input("> ") if self.tty else sys.stdin.readline()
+                line: str | None = input(self.prompt) if self.tty else sys.stdin.readline()
                 if not self.tty and line == "":
                     line = None
             except EOFError:
                 line = None
             except Exception:
                 line = None
+            finally:
+                self._waiting = False
             self.loop.call_soon_threadsafe(self.queue.put_nowait, line)
             if line is None:
                 return
+
+    def prompting(self) -> bool:
+        return self._waiting
+
+    def typed(self) -> str:
+        return readline_buffer(self._readline)
 
     def save_history(self) -> None:
         if self._readline is not None and self.history is not None:
@@ -372,7 +398,14 @@ class _LineReader:
                 self._readline.write_history_file(str(self.history))
 
 
-async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event) -> int:
+async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event, lines: StatusLines) -> int:
+    """A chat: one request per line until /quit, end of input, Ctrl+C or SIGTERM.
+
+    A request that fails (a failed turn, or an error raised before the turn could start, such as a
+    tool file that no longer imports after a ``--watch`` reload) is reported and the session goes on.
+    Exit code: an interactive session ends with 0; read from a pipe it ends with 1 when any request
+    failed, so a script notices a failure even though every line was answered.
+    """
     tty = sys.stdin.isatty()
     agent = args.agent or rt.entry_agent
     key = args.instance_key or rt.swarm_instance_key
@@ -385,6 +418,10 @@ async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event) -> in
     style = Style(sys.stdout, not args.no_color)
     streamed = {"any": False, "step": -1}
     thinking = _Thinking(asyncio.get_running_loop(), Style(sys.stderr, tty and not args.no_color).enabled)
+    if tty:
+        lines.source = reader
+        lines.transient = thinking.text_on_screen
+    failures = 0
 
     def on_delta(record: dict[str, Any]) -> None:
         if record.get("agentName") != agent or record.get("instanceKey", key) != key:
@@ -412,22 +449,28 @@ async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event) -> in
             if line is None:
                 if tty:
                     sys.stdout.write("\n")
-                return EXIT_OK
+                return EXIT_INTERNAL if failures and not tty else EXIT_OK
             line = line.strip()
             if line in ("/quit", "/exit"):
-                return EXIT_OK
+                return EXIT_INTERNAL if failures and not tty else EXIT_OK
             if line:
                 streamed.update({"any": False, "step": -1})
                 thinking.start()
                 try:
                     result = await rt.request(line, agent=args.agent, instance_key=args.instance_key)
+                except GoondanError as exc:
+                    result = None
+                    error: Any = exc
                 finally:
                     thinking.clear()
-                if result.finish_reason == "error":
+                if result is None or result.finish_reason == "error":
+                    failures += 1
                     if streamed["any"]:
                         sys.stdout.write("\n")
                     sys.stdout.flush()
-                    print_error(ErrorView(result.error or {}), json_mode=False, color=not args.no_color)
+                    if result is not None:
+                        error = ErrorView(result.error or {})
+                    print_error(error, json_mode=False, color=not args.no_color)
                 elif streamed["any"]:
                     sys.stdout.write("\n")
                 elif result.text is not None:
@@ -435,6 +478,7 @@ async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event) -> in
                 sys.stdout.flush()
             reader.go.set()
     finally:
+        lines.source = lines.transient = None
         if off is not None:
             off()
         reader.save_history()
@@ -456,10 +500,15 @@ class _Thinking:
         if self.enabled:
             self._handle = self.loop.call_later(self.DELAY_SECONDS, self._show)
 
+    TEXT = "\033[2m... thinking\033[0m"
+
     def _show(self) -> None:
         self.shown = True
-        sys.stderr.write("\033[2m... thinking\033[0m")
+        sys.stderr.write(self.TEXT)
         sys.stderr.flush()
+
+    def text_on_screen(self) -> str:
+        return self.TEXT if self.shown else ""
 
     def clear(self) -> None:
         if self._handle is not None:

@@ -4,15 +4,23 @@ Each agent gets a fingerprint over everything its instances are built from: its 
 Model (and a ``python`` model's entry file), its Tools and Extensions (resources and entry files,
 with per-agent config) and the Swarm. After a change the bundle is reloaded and only agents whose
 fingerprint changed are restarted; a Swarm change changes every fingerprint, so everything restarts.
+
+A change that does not load (a tool file saved half-way through an edit, a YAML typo) is reported and
+*not* applied: the agents keep running the last good version, and the next save that loads is applied
+and reported as ``reloaded: <files>``. The reports go to the ``goondan.watch`` logger (INFO for a
+reload, ERROR for a change that cannot be applied), which ``gdn run --watch`` always shows.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("goondan.watch")
 
 SKIP_DIRS = {".git", ".goondan", "__pycache__", "node_modules", ".venv", "dist"}
 
@@ -77,4 +85,58 @@ def changed_agents(before: dict[str, str], after: dict[str, str]) -> list[str]:
     return sorted(name for name in after if before.get(name) != after[name])
 
 
-__all__ = ["agent_fingerprints", "changed_agents", "scan"]
+def describe_problem(exc: BaseException) -> list[str]:
+    """``[CODE] file:line: message`` for every problem of ``exc`` (a ``ConfigError`` lists them all)."""
+    issues = getattr(exc, "errors", None) or [exc]
+    out: list[str] = []
+    for issue in issues:
+        code = getattr(issue, "code", type(issue).__name__)
+        message = getattr(issue, "message", None) or str(issue)
+        file, line = getattr(issue, "file", None), getattr(issue, "line", None)
+        where = f"{file}:{line}" if file and line is not None else file
+        out.append(f"[{code}] {where}: {message}" if where else f"[{code}] {message}")
+    return out
+
+
+class WatchReport:
+    """Tells the user what each saved change did: applied (``reloaded: ...``) or not (``reload failed``).
+
+    Why it keeps state: the files named in ``reloaded:`` are every file changed since the last
+    applied reload, so the save that fixes a broken file reports that file even when the fixed content
+    equals the version still running (no agent restarts then, but the user must learn it is fixed).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.pending: set[str] = set()
+        self.broken = False
+
+    def touched(self, before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> None:
+        for path in set(before) | set(after):
+            if before.get(path) != after.get(path):
+                try:
+                    self.pending.add(Path(path).relative_to(self.root).as_posix())
+                except ValueError:
+                    self.pending.add(path)
+
+    def failed(self, exc: BaseException) -> None:
+        self.broken = True
+        lines = describe_problem(exc)
+        log.error(
+            "reload failed: %s\n  still serving the last good version; save the fixed file to reload",
+            "\n  ".join(lines),
+        )
+
+    def applied(self, restarted: list[str]) -> None:
+        files = ", ".join(sorted(self.pending)) or "bundle"
+        if restarted:
+            log.info("reloaded: %s (restarted %s)", files, ", ".join(restarted))
+        elif self.broken:
+            log.info("reloaded: %s (same as the running version)", files)
+        else:
+            log.info("reloaded: %s (no agent affected)", files)
+        self.pending.clear()
+        self.broken = False
+
+
+__all__ = ["WatchReport", "agent_fingerprints", "changed_agents", "describe_problem", "log", "scan"]

@@ -644,33 +644,35 @@ class Runtime:
                 await self._orch.ensure_started(handle.agent, handle.key)
 
     async def _watch_loop(self) -> None:
-        from ..orchestrator._watch import agent_fingerprints, changed_agents, scan
+        from ..orchestrator._watch import WatchReport, agent_fingerprints, changed_agents, scan
 
         root = Path(self.bundle.root)
         files = scan(root)
+        report = WatchReport(root)
         while True:
             await asyncio.sleep(self._watch_interval_ms / 1000)
             now = scan(root)
             if now == files:
                 continue
+            report.touched(files, now)
             files = now
             try:
                 bundle = self._load()
                 after = agent_fingerprints(bundle, self._swarm_arg)
             except GoondanError as exc:
-                self.log.error("bundle change not applied: %s", exc)
+                report.failed(exc)  # not applied: the agents keep the last good version
                 continue
             changed = changed_agents(self._fingerprints, after)
             self._fingerprints = after
-            if not changed:
-                continue
-            self.log.info("bundle changed: restarting %s", ", ".join(changed))
-            assert self._restart_lock is not None
-            try:
-                async with self._restart_lock:
-                    await self._restart_locked(changed, fresh=False, reload=True)
-            except GoondanError as exc:
-                self.log.error("restart after a bundle change failed: %s", exc)
+            if changed:
+                assert self._restart_lock is not None
+                try:
+                    async with self._restart_lock:
+                        await self._restart_locked(changed, fresh=False, reload=True)
+                except GoondanError as exc:
+                    report.failed(exc)
+                    continue
+            report.applied(changed)
 
 
 def run(
