@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
 from typing import Any
@@ -20,7 +21,9 @@ from typing import Any
 from .._ids import new_id
 from ..errors import AgentRequestError, GoondanError
 from ..runtime._agents import AgentsHub
-from ._ipc import ORCHESTRATOR, Connection, message
+from ._ipc import ORCHESTRATOR, Connection, FrameTooLarge, IpcError, frame_error, message
+
+log = logging.getLogger("goondan.orchestrator")
 
 
 class ProcessBackend:
@@ -33,7 +36,14 @@ class ProcessBackend:
         self._rpcs: dict[str, asyncio.Future[Any]] = {}
 
     def _event(self, kind: str, **fields: Any) -> None:
-        if not self._conn.send(message("event", self._agent, ORCHESTRATOR, {"kind": kind, **fields})):
+        try:
+            sent = self._conn.send(message("event", self._agent, ORCHESTRATOR, {"kind": kind, **fields}))
+        except FrameTooLarge as exc:
+            err = frame_error(exc)
+            raise AgentRequestError(
+                err.code, err.message, target=fields.get("target"), suggestion=err.suggestion
+            ) from None
+        if not sent:
             raise AgentRequestError("IPC_DELIVERY_FAILED", "the orchestrator connection is closed")
 
     async def run_request(self, target: str, key: str, event: dict[str, Any]) -> str:
@@ -117,7 +127,21 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
     key: str = spec["instanceKey"]
 
     def send(kind: str, **fields: Any) -> None:
-        conn.send(message("event", agent, ORCHESTRATOR, {"kind": kind, **fields}))
+        try:
+            conn.send(message("event", agent, ORCHESTRATOR, {"kind": kind, **fields}))
+        except FrameTooLarge as exc:
+            # nothing was written; the one request this message belonged to fails, the channel stays
+            if kind == "turn_done":
+                err = frame_error(exc).to_dict()
+                result = {"turnId": fields["result"].get("turnId", ""), "finishReason": "error", "text": None}
+                send("turn_done", ticket=fields["ticket"], result={**result, "responseMessage": None, "error": err})
+            elif kind == "start_error":
+                error = dict(fields["error"])
+                error["message"] = str(error.get("message", ""))[:4096]
+                error.pop("traceback", None)
+                conn.send(message("event", agent, ORCHESTRATOR, {"kind": kind, "error": error}))
+            else:
+                log.warning("%s@%s: %s message dropped: %s", agent, key, kind, exc)
 
     backend = ProcessBackend(conn, agent)
     hub = AgentsHub(ctx, backend)
@@ -161,7 +185,11 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
     current = loop.create_task(turns())
     background: set[asyncio.Task[Any]] = set()
     while True:
-        msg = await conn.recv()
+        try:
+            msg = await conn.recv()
+        except IpcError as exc:
+            log.error("%s@%s: skipped a frame from the orchestrator: %s", agent, key, exc)
+            continue
         if msg is None:
             os._exit(0)
         mtype = msg["type"]

@@ -33,7 +33,7 @@ from .._ids import new_id, now_iso
 from ..errors import AgentRequestError, ExtensionError, GoondanError
 from ..runtime._agents import SpawnRegistry
 from ._clock import Clock, RealClock
-from ._ipc import ORCHESTRATOR, Connection, message
+from ._ipc import ORCHESTRATOR, Connection, FrameTooLarge, IpcError, frame_error, message
 
 log = logging.getLogger("goondan.orchestrator")
 
@@ -264,7 +264,14 @@ class Orchestrator:
 
     async def _read_loop(self, h: InstanceHandle, conn: Connection, ready: asyncio.Future[None]) -> None:
         while True:
-            msg = await conn.recv()
+            try:
+                msg = await conn.recv()
+            except FrameTooLarge as exc:
+                self._on_oversized(h, exc)
+                continue
+            except IpcError as exc:
+                log.error("%s sent a frame that is not an IPC message (skipped): %s", h.name, exc)
+                continue
             if msg is None:
                 break
             try:
@@ -341,6 +348,20 @@ class Orchestrator:
             fut = h.syncs.pop(str(payload.get("id")), None)
             if fut is not None and not fut.done():
                 fut.set_result(None)
+
+    def _on_oversized(self, h: InstanceHandle, exc: FrameTooLarge) -> None:
+        """An agent process sent a frame above the limit (its own check should have stopped it).
+        The frame was skipped; if it was the current turn's result that turn would wait forever,
+        so the turn fails now and a late ``turn_done`` for its ticket is ignored."""
+        log.error("%s: %s (skipped)", h.name, exc)
+        work, h.current = h.current, None
+        if work is None:
+            return
+        self._fail(work, frame_error(exc))
+        h.last_active = self.clock.now_ms()
+        if h.status == "processing":
+            h.status = "idle"
+        self._pump(h)
 
     def _emit(self, listeners: list[Listener], record: Any) -> None:
         for listener in listeners:
@@ -481,6 +502,9 @@ class Orchestrator:
             except TypeError as exc:  # not JSON: refuse this event, keep serving the queue
                 self._fail(work, GoondanError("E_IPC_NOT_JSON", f"the event cannot cross the process boundary: {exc}"))
                 continue
+            except FrameTooLarge as exc:  # nothing was written: refuse this event, keep serving
+                self._fail(work, frame_error(exc))
+                continue
             if not sent:
                 # the process is gone and its exit is on the way: the next process takes the event
                 h.queue.appendleft(work)
@@ -518,7 +542,27 @@ class Orchestrator:
     # --- inter-agent routing ----------------------------------------------------------------------------
 
     def _reply(self, caller: InstanceHandle, payload: dict[str, Any]) -> None:
-        if caller.conn is None or not caller.conn.send(message("event", ORCHESTRATOR, caller.agent, payload)):
+        if caller.conn is None:
+            log.warning("response for %s dropped: its process is gone", caller.name)
+            return
+        try:
+            sent = caller.conn.send(message("event", ORCHESTRATOR, caller.agent, payload))
+        except FrameTooLarge as exc:
+            event = payload.get("event") or {}
+            err = frame_error(exc)
+            source = event.get("source") or {}
+            payload = {
+                "kind": "error_response",
+                "type": "error_response",
+                "source": source,
+                "metadata": {
+                    "inReplyTo": (event.get("metadata") or {}).get("inReplyTo"),
+                    "errorCode": err.code,
+                    "errorMessage": f"the response of agent '{source.get('name')}': {err.message}",
+                },
+            }
+            sent = caller.conn.send(message("event", ORCHESTRATOR, caller.agent, payload))
+        if not sent:
             log.warning("response for %s dropped: its process is gone", caller.name)
 
     def _error_response(self, caller: InstanceHandle, corr: Any, target: str, code: str, text: str) -> None:
@@ -649,7 +693,13 @@ class Orchestrator:
                 "ok": False,
                 "error": {**exc.to_dict(), "target": getattr(exc, "target", None)},
             }
-        conn.send(message("event", ORCHESTRATOR, h.agent, reply))
+        try:
+            conn.send(message("event", ORCHESTRATOR, h.agent, reply))
+        except FrameTooLarge as exc:
+            err = frame_error(exc)
+            conn.send(
+                message("event", ORCHESTRATOR, h.agent, {**reply, "ok": False, "value": None, "error": err.to_dict()})
+            )
 
     # --- graceful shutdown ----------------------------------------------------------------------------
 

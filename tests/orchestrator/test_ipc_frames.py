@@ -1,0 +1,98 @@
+"""The IPC framing survives frames above the limit and frames that are not messages: the bad frame
+is refused (sender) or skipped (reader), and every later frame on the same stream arrives."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from goondan.orchestrator import _ipc
+from goondan.orchestrator._ipc import HEADER, Connection, FrameTooLarge, IpcError, encode, message
+
+LIMIT = 4096
+
+
+@pytest.fixture(autouse=True)
+def small_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_ipc, "MAX_FRAME", LIMIT)
+
+
+def test_a_message_above_the_limit_is_refused_by_the_sender_and_the_stream_goes_on() -> None:
+    async def main() -> list[Any]:
+        left, right = socket.socketpair()
+        a = Connection(*await asyncio.open_unix_connection(sock=left))
+        b = Connection(*await asyncio.open_unix_connection(sock=right))
+        assert a.send(message("event", "a", "orchestrator", {"kind": "x", "n": 1}))
+        with pytest.raises(FrameTooLarge) as info:
+            a.send(message("event", "a", "orchestrator", {"kind": "turn_done", "text": "y" * LIMIT}))
+        assert info.value.kind == "turn_done" and info.value.limit == LIMIT
+        assert a.send(message("event", "a", "orchestrator", {"kind": "x", "n": 2}))
+        a.close()
+        got = []
+        while (msg := await b.recv()) is not None:
+            got.append(msg["payload"]["n"])
+        b.close()
+        return got
+
+    assert asyncio.run(main()) == [1, 2]
+
+
+Frame = tuple[str, int]  # ("ok", n) a valid message; ("big", size) an oversized frame; ("junk", size) not JSON
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("ok"), st.integers(0, 100)),
+            st.tuples(st.just("big"), st.integers(LIMIT + 1, 3 * LIMIT)),
+            st.tuples(st.just("junk"), st.integers(0, 64)),
+        ),
+        max_size=12,
+    )
+)
+def test_the_reader_skips_oversized_and_malformed_frames_and_keeps_every_valid_one(frames: list[Frame]) -> None:
+    raw = b""
+    for kind, n in frames:
+        if kind == "ok":
+            raw += encode(message("event", "a", "b", {"n": n}))
+        elif kind == "big":
+            raw += HEADER.pack(n) + b"x" * n
+        else:
+            raw += HEADER.pack(n) + b"\xff" * n
+
+    async def main() -> list[Frame]:
+        reader = asyncio.StreamReader()
+        reader.feed_data(raw)
+        reader.feed_eof()
+        got: list[Frame] = []
+        while True:
+            try:
+                msg = await _ipc.read_message(reader)
+            except FrameTooLarge as exc:
+                got.append(("big", exc.size))
+                continue
+            except IpcError:
+                got.append(("junk", -1))
+                continue
+            if msg is None:
+                return got
+            got.append(("ok", msg["payload"]["n"]))
+
+    expected = [(k, n if k != "junk" else -1) for k, n in frames]
+    assert asyncio.run(main()) == expected
+
+
+def test_a_truncated_oversized_frame_is_end_of_stream() -> None:
+    async def main() -> Any:
+        reader = asyncio.StreamReader()
+        reader.feed_data(HEADER.pack(LIMIT * 2) + b"x" * 10)
+        reader.feed_eof()
+        return await _ipc.read_message(reader)
+
+    assert asyncio.run(main()) is None
