@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ._json import copy_json, dumps, json_problem
-from ._modules import import_path
+from ._modules import import_path, reproduce_command
 from .errors import ExtensionError, GoondanError
 from .pipeline import ExtensionPipeline, PipelineRegistry
 from .tools import ToolRegistry
@@ -310,7 +310,7 @@ def load_module(name: str, entry: Path) -> Any:
             "E_EXT_LOAD",
             f"extension {name}: importing {entry.name} failed: {type(exc).__name__}: {exc}",
             extension_name=name,
-            suggestion=f"Run `python {entry}` to see the import error.",
+            suggestion=f"Run `{reproduce_command(entry)}` to see the import error with its traceback.",
         ) from exc
     return module
 

@@ -354,8 +354,7 @@ def test_tool_export_without_handler_is_a_load_error(tmp_path: Path, state_root:
         tmp_path,
         agents=[agent_doc("a", tools=["t"])],
         tools=[tool_doc("t", "./tools/t.py", [export("present"), export("absent")])],
-        # built at run time, so only the runtime's import-time check (not the static one) can see the gap
-        files={"tools/t.py": "handlers = {}\nhandlers['present'] = lambda ctx, args: 1\n"},
+        files={"tools/t.py": "handlers = {'present': lambda ctx, args: 1}\n"},
     )
     k.MODEL = scripted(text("never"))
 

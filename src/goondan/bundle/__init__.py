@@ -1,8 +1,13 @@
 """Loading and validating Goondan bundles (``goondan.yaml`` plus resource files).
 
-``validate_bundle`` reports every problem it can find; ``load_bundle`` is the fail-fast form used by
-the runtime and raises :class:`goondan.errors.ConfigError` for the first one (``.errors`` has all).
-Python entry modules are only checked to exist here; importing them is the runtime's job.
+``validate_bundle`` reports every problem it can find; ``load_bundle`` is the form used by the runtime
+and raises :class:`goondan.errors.ConfigError` for the first one (``.errors`` has all of them).
+
+Python entry modules are never imported here. ``validate_bundle`` also reads them without running them
+(syntax, ``handlers``/``register``/``run``/``generate``, literal ``handlers`` keys, extension config
+against ``CONFIG_SCHEMA``: see ``_code``); ``load_bundle`` leaves those to the runtime, whose import of
+the module reports the same problems (``E_TOOL_LOAD``, ``E_EXT_LOAD``, ``E_EXT_CONFIG``) before any
+model call. Environment variables a used Model or a Connection reads are checked by both.
 """
 
 from __future__ import annotations
@@ -38,9 +43,13 @@ def validate_bundle(
     *,
     env: Mapping[str, str] | None = None,
     state_root: Path | None = None,
+    check_code: bool = True,
 ) -> ValidationReport:
-    """Check the bundle at ``path`` (a directory or its goondan.yaml) and report every problem."""
-    loader = Loader(os.environ if env is None else env, state_root)
+    """Check the bundle at ``path`` (a directory or its goondan.yaml) and report every problem.
+
+    ``check_code=False`` skips the static checks of Python entry files (the runtime's form).
+    """
+    loader = Loader(os.environ if env is None else env, state_root, check_code=check_code)
     bundle = loader.load(path)
     return ValidationReport(errors=loader.errors, warnings=loader.warnings, bundle=bundle)
 
@@ -52,7 +61,7 @@ def load_bundle(
     state_root: Path | None = None,
 ) -> Bundle:
     """Load the bundle at ``path``; raise ConfigError for the first problem (all of them in ``.errors``)."""
-    report = validate_bundle(path, env=env, state_root=state_root)
+    report = validate_bundle(path, env=env, state_root=state_root, check_code=False)
     if report.bundle is None:
         errors = report.errors or [ConfigIssue("E_CONFIG_SCHEMA_INVALID", "the bundle could not be loaded")]
         raise ConfigError.from_issue(errors[0], errors=errors)

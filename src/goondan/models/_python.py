@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .._ids import new_id
-from .._modules import import_path
+from .._modules import import_path, reproduce_command
 from ..errors import ModelError
 from ._base import ModelRequest, ModelResponse, ModelToolCall, normalize_usage
 
@@ -31,7 +31,7 @@ class PythonModel:
                 raise ModelError(
                     "E_MODEL_LOAD",
                     f"cannot import python model {self._entry}: {type(exc).__name__}: {exc}",
-                    suggestion="Fix the module so that `python <file>` imports cleanly.",
+                    suggestion=f"Run `{reproduce_command(self._entry)}` to see the import error with its traceback.",
                 ) from exc
             fn = getattr(module, "generate", None)
             if not callable(fn):

@@ -27,7 +27,7 @@ from .._json import (
     repair_json,
     repair_text,
 )
-from .._modules import import_path
+from .._modules import import_path, reproduce_command
 from ..conversation import ConversationState
 from ..errors import ExtensionError, GoondanError, ModelError
 from ..extensions import EventBus, ExtensionApi, ExtensionState, load_module, register_extension
@@ -325,7 +325,7 @@ class AgentInstance:
                 raise GoondanError(
                     "E_TOOL_LOAD",
                     f"Tool/{res.name}: importing {entry.name} failed: {type(exc).__name__}: {exc}",
-                    suggestion=f"Run `python {entry}` to see the import error.",
+                    suggestion=f"Run `{reproduce_command(entry)}` to see the import error with its traceback.",
                 ) from exc
             handlers = getattr(module, "handlers", None)
             if not isinstance(handlers, dict):
