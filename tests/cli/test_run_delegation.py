@@ -77,7 +77,6 @@ def test_a_control_request_naming_another_bundle_is_refused_by_the_running_sessi
     tmp_path: Path, running_a: tuple[Path, str, subprocess.Popen[str]]
 ) -> None:
     """The check also holds on the serving side, so a stale or reused registration cannot misroute."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
     from goondan.cli._control import control_request
 
     bundle, state, _ = running_a

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._output import EXIT_OK, Style
+from ._output import EXIT_OK, EXIT_USAGE, CliError, Style
 from ._state import state_root
 
 _STANDARD = {"type", "timestamp", "agentName", "instanceKey", "traceId", "spanId", "parentSpanId", "turnId"}
@@ -39,7 +39,54 @@ def _keep(record: dict[str, Any], args: argparse.Namespace) -> bool:
         return False
     if args.agent is not None and record.get("agentName") != args.agent:
         return False
-    return args.trace is None or record.get("traceId") == args.trace
+    return args.trace is None or _trace_matches(record.get("traceId"), args.trace, getattr(args, "trace_prefix", False))
+
+
+MIN_TRACE_PREFIX = 8
+
+
+def _trace_matches(trace: object, wanted: str, prefix: bool) -> bool:
+    """Exactly ``wanted``, or (for a prefix still unresolved under ``--follow``) starting with it."""
+    if not isinstance(trace, str):
+        return False
+    return trace == wanted or (prefix and trace.lower().startswith(wanted.lower()))
+
+
+def resolve_trace(given: str, known: set[str], *, follow: bool) -> str | None:
+    """The trace id ``--trace`` means: an exact id, else the one id starting with ``given``.
+
+    Why prefixes: ``gdn logs`` prints ``trace=`` with the first 12 characters, and that is what a user
+    copies. A prefix must be at least 8 characters (a shorter one matches by accident as logs grow),
+    and must name one trace; ``None`` means "not seen yet" (only with ``--follow``, where it may come).
+    """
+    wanted = given.strip()
+    if wanted in known:
+        return wanted
+    if len(wanted) < MIN_TRACE_PREFIX:
+        raise CliError(
+            "E_LOGS_TRACE_SHORT",
+            f"--trace {given!r} is too short to name a trace",
+            exit_code=EXIT_USAGE,
+            suggestion=f"Give the full trace id or at least {MIN_TRACE_PREFIX} of its first characters.",
+        )
+    matches = sorted(t for t in known if t.lower().startswith(wanted.lower()))
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        listed = ", ".join(t[:16] for t in matches[:5]) + (", ..." if len(matches) > 5 else "")
+        raise CliError(
+            "E_LOGS_TRACE_AMBIGUOUS",
+            f"--trace {given!r} matches {len(matches)} traces: {listed}",
+            exit_code=EXIT_USAGE,
+            suggestion="Give more characters of the trace id.",
+        )
+    if follow:
+        return None
+    raise CliError(
+        "E_LOGS_TRACE_NOT_FOUND",
+        f"no runtime event has a trace id starting with {given!r}",
+        suggestion="Run `gdn logs` without --trace to see the trace ids (trace=...), or check --state-root.",
+    )
 
 
 def render_record(record: dict[str, Any], style: Style) -> str:
@@ -106,7 +153,13 @@ def cmd_logs(args: argparse.Namespace) -> int:
         out.flush()
 
     tail = _Tail()
-    first = [r for r in tail.read_new(_event_files(root, args.workspace)) if _keep(r, args)]
+    records = tail.read_new(_event_files(root, args.workspace))
+    if args.trace is not None:
+        known = {t for t in (r.get("traceId") for r in records) if isinstance(t, str)}
+        resolved = resolve_trace(args.trace, known, follow=args.follow)
+        args.trace_prefix = resolved is None
+        args.trace = resolved or args.trace.strip()
+    first = [r for r in records if _keep(r, args)]
     if not args.json and not args.quiet:
         filters = " ".join(
             f"{name}={value}"
