@@ -186,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lg.add_argument("-i", "--instance", metavar="KEY", help="only this instance key")
     lg.add_argument("-a", "--agent", metavar="NAME", help="only this agent")
-    lg.add_argument("--trace", metavar="ID", help="only this trace id")
+    lg.add_argument("--trace", metavar="ID", help="only this trace (its id or a unique prefix of 8+ characters)")
     lg.add_argument("-w", "--workspace", metavar="ID", help="only this workspace")
     lg.add_argument("-l", "--lines", type=int, default=200, help="last N records (default 200, 0 = all)")
     lg.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
