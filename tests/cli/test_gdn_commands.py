@@ -84,7 +84,7 @@ def test_init_refuses_an_existing_bundle_unless_forced(tmp_path: Path) -> None:
 
 def test_init_rejects_an_invalid_package_name(tmp_path: Path) -> None:
     proc = gdn(tmp_path, "init", "x", "--name", "Bad Name")
-    assert proc.returncode == 2 and "[INVALID_ARGUMENT]" in proc.stderr
+    assert proc.returncode == 2 and "[E_INVALID_ARGUMENT]" in proc.stderr
     assert not (tmp_path / "x" / "goondan.yaml").exists()
 
 
@@ -94,11 +94,11 @@ def test_init_rejects_an_invalid_package_name(tmp_path: Path) -> None:
 def test_run_errors_use_the_standard_format_and_exit_codes(tmp_path: Path) -> None:
     bundle = write_bundle(tmp_path / "b")
     both = gdn(tmp_path, "run", str(bundle), "--input", "a", "--input-file", "f")
-    assert both.returncode == 2 and both.stderr.startswith("[INVALID_ARGUMENT]")
+    assert both.returncode == 2 and both.stderr.startswith("[E_INVALID_ARGUMENT]")
     missing_file = gdn(tmp_path, "run", str(bundle), "--input-file", "nope.txt")
     assert missing_file.returncode == 2
     missing_env = gdn(tmp_path, "run", str(bundle), "--input", "a", "--env-file", "nope.env")
-    assert missing_env.returncode == 1 and "[E_ENV_FILE_NOT_FOUND]" in missing_env.stderr
+    assert missing_env.returncode == 3 and "[E_ENV_FILE_NOT_FOUND]" in missing_env.stderr
     no_bundle = gdn(tmp_path, "run", str(tmp_path / "empty"), "--input", "a")
     assert no_bundle.returncode == 3
     bad_agent = gdn(tmp_path, "run", str(bundle), "--input", "a", "--agent", "ghost", "--state-root", "s")

@@ -27,7 +27,7 @@ def parse_env_file(path: Path) -> dict[str, str]:
 
 def load_env(bundle_dir: Path, env_file: str | None) -> dict[str, str]:
     """Environment for a run: system < ``.env`` < ``.env.local`` < ``--env-file`` (digest §8)."""
-    from ..errors import GoondanError
+    from ..errors import ConfigError
 
     env = dict(os.environ)
     for name in (".env", ".env.local"):
@@ -37,10 +37,12 @@ def load_env(bundle_dir: Path, env_file: str | None) -> dict[str, str]:
     if env_file:
         path = Path(env_file)
         if not path.is_file():
-            raise GoondanError(
+            # a config error like a missing goondan.yaml: exit 3 from `gdn run`, 4 from `gdn validate`
+            raise ConfigError(
                 "E_ENV_FILE_NOT_FOUND",
                 f"--env-file {env_file} does not exist",
                 suggestion="Pass an existing file, or drop --env-file to use .env/.env.local.",
+                file=env_file,
             )
         env.update(parse_env_file(path))
     return env

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -38,7 +39,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     name = package_name(args.name or target.name)
     if args.name and name != args.name:
         raise CliError(
-            "INVALID_ARGUMENT",
+            "E_INVALID_ARGUMENT",
             f"package name {args.name!r} is not valid (lowercase letters, digits, '.', '_', '-')",
             exit_code=EXIT_USAGE,
             suggestion=f"Use --name {name}.",
@@ -62,9 +63,10 @@ def cmd_init(args: argparse.Namespace) -> int:
         subprocess.run(["git", "init", "-q", str(target)], check=False)
     if not args.quiet:
         out = sys.stdout
-        out.write(f"Created {args.template} bundle '{name}' in {target}\n")
+        out.write(f"Created {args.template} bundle '{name}' in {shlex.quote(str(target))}\n")
         for path in written:
-            out.write(f"  {path.relative_to(target)}\n")
-        where = "" if target == Path.cwd() else f" {args.path}"
+            out.write(f"  {shlex.quote(str(path.relative_to(target)))}\n")
+        # a command to paste: a directory like "My Project" must stay one argument
+        where = "" if target == Path.cwd() else f" {shlex.quote(args.path)}"
         out.write(f"Next: gdn validate{where} && gdn run{where}\n")
     return EXIT_OK

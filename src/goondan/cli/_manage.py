@@ -121,7 +121,7 @@ def _pick_run(root: Path, key: str | None) -> dict[str, Any]:
     if len(runs) > 1:
         keys = ", ".join(str(r.get("instanceKey")) for r in runs)
         raise CliError(
-            "INVALID_ARGUMENT",
+            "E_INVALID_ARGUMENT",
             f"{len(runs)} gdn runs are active ({keys}); choose one",
             exit_code=EXIT_USAGE,
             suggestion="Pass --instance-key KEY.",

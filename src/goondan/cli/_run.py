@@ -35,13 +35,13 @@ from ._state import active_runs, socket_path, state_root, state_root_arg, write_
 
 def cmd_run(args: argparse.Namespace) -> int:
     if args.input is not None and args.input_file is not None:
-        raise CliError("INVALID_ARGUMENT", "use either --input or --input-file, not both", exit_code=EXIT_USAGE)
+        raise CliError("E_INVALID_ARGUMENT", "use either --input or --input-file, not both", exit_code=EXIT_USAGE)
     text: str | None = args.input
     if args.input_file is not None:
         try:
             text = Path(args.input_file).read_text(encoding="utf-8")
         except OSError as exc:
-            raise CliError("INVALID_ARGUMENT", f"cannot read --input-file: {exc}", exit_code=EXIT_USAGE) from None
+            raise CliError("E_INVALID_ARGUMENT", f"cannot read --input-file: {exc}", exit_code=EXIT_USAGE) from None
     env = load_env(bundle_dir(args.path), args.env_file)
     from ..bundle import load_bundle
 

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from ._env import bundle_dir, load_env
@@ -18,29 +19,78 @@ def _issue_dict(issue: Any) -> dict[str, Any]:
     return data
 
 
+def _as_error(issue: Any) -> Any:
+    from ..errors import ConfigIssue
+
+    return ConfigIssue(
+        issue.code,
+        issue.message,
+        path=issue.path,
+        file=issue.file,
+        line=issue.line,
+        column=issue.column,
+        suggestion=issue.suggestion,
+        severity="error",
+    )
+
+
+def _from_cwd(file: str, root: Path) -> str:
+    """A bundle-relative file as a path from the working directory (what GitHub and editors open)."""
+    path = Path(file)
+    if not path.is_absolute():
+        path = root / path
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return str(path)
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _github(out: Any, errors: list[Any], warnings: list[Any], root: Path) -> None:
+    """Workflow commands: ``::error file=F,line=L,col=C,title=CODE::message%0Asuggestion: ...``."""
+    for level, items in (("error", errors), ("warning", warnings)):
+        for item in items:
+            attrs = []
+            if item.file:
+                attrs.append(f"file={_escape_property(_from_cwd(item.file, root))}")
+            if item.line:
+                attrs.append(f"line={item.line}")
+            if item.column:
+                attrs.append(f"col={item.column}")
+            attrs.append(f"title={_escape_property(item.code)}")
+            text = f"[{item.code}] {item.message}"
+            if item.suggestion:
+                text += f"\nsuggestion: {item.suggestion}"
+            out.write(f"::{level} {','.join(attrs)}::{_escape_data(text)}\n")
+    out.write(f"Summary: errors={len(errors)}, warnings={len(warnings)}\n")
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from ..bundle import validate_bundle
+    from ..errors import ConfigError, ConfigIssue
 
     directory = bundle_dir(args.path)
-    env = load_env(directory, getattr(args, "env_file", None)) if directory.is_dir() else dict(os.environ)
-    report = validate_bundle(args.path, env=env, state_root=state_root_arg(args))
-    errors = list(report.errors)
-    warnings = list(report.warnings)
-    if args.strict:
-        from ..errors import ConfigIssue
-
-        for w in warnings:
-            errors.append(
-                ConfigIssue(
-                    f"STRICT_{w.code}",
-                    w.message,
-                    path=w.path,
-                    file=w.file,
-                    line=w.line,
-                    column=w.column,
-                    suggestion=w.suggestion,
-                )
-            )
+    errors: list[ConfigIssue]
+    warnings: list[ConfigIssue]
+    try:
+        env = load_env(directory, getattr(args, "env_file", None)) if directory.is_dir() else dict(os.environ)
+    except ConfigError as exc:  # reported like any other problem of the bundle (exit 4)
+        errors = [ConfigIssue(exc.code, exc.message, file=exc.file, suggestion=exc.suggestion)]
+        warnings = []
+    else:
+        report = validate_bundle(args.path, env=env, state_root=state_root_arg(args))
+        errors = list(report.errors)
+        warnings = list(report.warnings)
+    if args.strict:  # warnings count as errors, under their own codes
+        errors.extend(_as_error(w) for w in warnings)
+        warnings = []
     valid = not errors
     out = sys.stdout
     fmt = "json" if args.json else args.format
@@ -52,18 +102,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         }
         out.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
     elif fmt == "github":
-        for level, items in (("error", errors), ("warning", warnings)):
-            for item in items:
-                attrs = []
-                if item.file:
-                    attrs.append(f"file={item.file}")
-                if item.line:
-                    attrs.append(f"line={item.line}")
-                if item.column:
-                    attrs.append(f"col={item.column}")
-                prefix = f"::{level} {','.join(attrs)}" if attrs else f"::{level}"
-                out.write(f"{prefix}::[{item.code}] {item.message}\n")
-        out.write(f"Summary: errors={len(errors)}, warnings={len(warnings)}\n")
+        _github(out, errors, warnings, directory.resolve() if directory.is_dir() else Path.cwd())
     else:
         style = Style(out, not args.no_color)
         if not args.quiet:
