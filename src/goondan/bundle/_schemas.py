@@ -237,6 +237,12 @@ class Shutdown(Spec):
 class SwarmPolicy(Spec):
     max_steps_per_turn: int | None = Field(default=None, ge=1)
     max_tool_calls_per_step: int | None = Field(default=None, ge=1)
+    max_call_depth: int | None = Field(default=None, ge=1)
+    """Most inter-agent hops one chain of requests and sends may take (default 8)."""
+    max_instance_spawns_per_second: float | None = Field(default=None, gt=0)
+    """New instances agents may create per second, swarm-wide (default 20; bursts of one second's worth)."""
+    max_instances: int | None = Field(default=None, ge=1)
+    """Live instances above which agents may not create another (default 1024)."""
     lifecycle: Lifecycle | None = None
     shutdown: Shutdown | None = None
 

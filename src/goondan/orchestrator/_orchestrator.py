@@ -31,7 +31,7 @@ from typing import Any
 
 from .._ids import new_id, now_iso
 from ..errors import AgentRequestError, ExtensionError, GoondanError
-from ..runtime._agents import SpawnRegistry
+from ..runtime._agents import AgentLimits, SpawnLimiter, SpawnRegistry, check_call_depth
 from ._clock import Clock, RealClock
 from ._ipc import ORCHESTRATOR, Connection, FrameTooLarge, IpcError, frame_error, message
 
@@ -136,6 +136,7 @@ class Orchestrator:
         delta_listeners: list[Listener] | None = None,
         on_restart_request: Callable[[InstanceHandle, str], Any] | None = None,
         on_process_gone: Callable[[InstanceHandle], None] | None = None,
+        limits: AgentLimits | None = None,
     ) -> None:
         self._spawner_factory = spawner_factory
         self.spawner: Any = None
@@ -160,6 +161,7 @@ class Orchestrator:
         self._eof_pids: set[int] = set()
         self.pending_requests: dict[str, dict[str, Any]] = {}
         self.registry = SpawnRegistry()
+        self.limiter = SpawnLimiter(limits or AgentLimits(), clock=lambda: self.clock.now_ms() / 1000)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reconciler: asyncio.Task[None] | None = None
         self.closing = False
@@ -226,6 +228,13 @@ class Orchestrator:
     def status(self, agent: str, key: str) -> str | None:
         h = self.handles.get((agent, key))
         return h.status if h else None
+
+    def _admit(self, target: str, key: str) -> None:
+        """An agent asks for ``target@key``: a new instance must pass the swarm's spawn limits."""
+        h = self.handles.get((target, key))
+        if h is not None and h.alive:
+            return
+        self.limiter.admit(target, key, sum(1 for x in self.handles.values() if x.alive))
 
     def _spawn(self, h: InstanceHandle) -> None:
         if h.alive or self.closing:
@@ -598,6 +607,12 @@ class Orchestrator:
             )
             return
         try:
+            check_call_depth(chain, node, self.limiter.limits.max_call_depth, target)
+            self._admit(target, key)
+        except AgentRequestError as exc:
+            self._error_response(caller, corr, target, exc.code, exc.message)
+            return
+        try:
             fut = self.submit(target, key, event)
         except GoondanError as exc:
             self._error_response(caller, corr, target, "IPC_DELIVERY_FAILED", f"[{exc.code}] {exc.message}")
@@ -656,6 +671,7 @@ class Orchestrator:
         if target not in self.agent_names:
             return
         try:
+            self._admit(target, key)
             fut = self.submit(target, key, payload.get("event") or {})
         except GoondanError as exc:
             log.warning("send to %s@%s failed: %s", target, key, exc)
@@ -671,6 +687,7 @@ class Orchestrator:
         try:
             if payload.get("op") == "spawn":
                 target, key = str(args["target"]), str(args["instanceKey"])
+                self._admit(target, key)
                 try:
                     await self.ensure_started(target, key)
                 except GoondanError as exc:

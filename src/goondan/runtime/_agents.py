@@ -6,6 +6,12 @@ carried over, the callee turn's parent span is the caller's span, and every call
 stack so that a cycle (A→B→A, through tools, middleware or both, and self-calls) fails at once with
 ``CIRCULAR_CALL_DETECTED`` instead of deadlocking until a timeout.
 
+The call stack also bounds how deep a chain may go (``Swarm.spec.policy.maxCallDepth``, default 8
+hops): without it a chain that uses a new instance key on every hop never closes a cycle and forks
+an instance per hop. Where instances live (this process, or the orchestrator for agent processes), a
+:class:`SpawnLimiter` holds agents to a swarm-wide rate of new instances and a cap on live ones; the
+host's own requests are not limited (they are the operator's traffic, not a runaway swarm).
+
 Where the target runs is the backend's business: :class:`InlineBackend` runs it in this process,
 the agent-process backend (``goondan.orchestrator``) sends the event to the orchestrator, which
 routes it to the target's own process. Event shapes, the call stack, timeouts and the async inbox
@@ -18,6 +24,8 @@ import asyncio
 import dataclasses
 import logging
 import math
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._ids import new_id, now_iso
@@ -33,6 +41,91 @@ log = logging.getLogger("goondan.runtime")
 
 DEFAULT_TIMEOUT_MS = 60000
 INBOX_LIMIT = 256
+DEFAULT_MAX_CALL_DEPTH = 8
+DEFAULT_SPAWNS_PER_SECOND = 20.0
+DEFAULT_MAX_INSTANCES = 1024
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AgentLimits:
+    """Bounds on inter-agent calls, from ``Swarm.spec.policy`` (``maxCallDepth``,
+    ``maxInstanceSpawnsPerSecond``, ``maxInstances``)."""
+
+    max_call_depth: int = DEFAULT_MAX_CALL_DEPTH
+    spawns_per_second: float = DEFAULT_SPAWNS_PER_SECOND
+    max_instances: int = DEFAULT_MAX_INSTANCES
+
+    @classmethod
+    def from_policy(cls, policy: Any) -> AgentLimits:
+        if policy is None:
+            return cls()
+        depth = getattr(policy, "max_call_depth", None)
+        rate = getattr(policy, "max_instance_spawns_per_second", None)
+        cap = getattr(policy, "max_instances", None)
+        return cls(
+            max_call_depth=int(depth) if depth is not None else DEFAULT_MAX_CALL_DEPTH,
+            spawns_per_second=float(rate) if rate is not None else DEFAULT_SPAWNS_PER_SECOND,
+            max_instances=int(cap) if cap is not None else DEFAULT_MAX_INSTANCES,
+        )
+
+
+def check_call_depth(chain: list[str], target_node: str, limit: int, target: str) -> None:
+    """``chain`` holds every agent the call passed through, the caller last: its length is the hop
+    count the new call would make."""
+    if len(chain) > limit:
+        shown = chain if len(chain) <= 6 else [*chain[:2], "...", *chain[-3:]]
+        raise AgentRequestError(
+            "E_AGENT_CALL_DEPTH",
+            f"the inter-agent call to '{target}' would be hop {len(chain)} of a chain limited to {limit} "
+            f"(maxCallDepth): {' -> '.join([*shown, target_node])}",
+            target=target,
+            suggestion="Answer without delegating further, or raise Swarm.spec.policy.maxCallDepth if the "
+            "swarm really needs deeper chains.",
+        )
+
+
+class SpawnLimiter:
+    """Swarm-wide admission of new instances that agents ask for: a token bucket (capacity one
+    second's worth, at least one) for the rate and a cap on live instances. One limiter serves the
+    whole swarm: the inline runtime's, or the orchestrator's in process mode."""
+
+    def __init__(self, limits: AgentLimits, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.limits = limits
+        self._tokens = max(1.0, limits.spawns_per_second)
+        self._at = clock()
+
+    def update(self, limits: AgentLimits) -> None:
+        self.limits = limits
+        self._tokens = min(self._tokens, max(1.0, limits.spawns_per_second))
+
+    def admit(self, target: str, key: str, live: int) -> None:
+        """Take one new instance ``target@key`` (``live`` instances exist now) or raise
+        ``E_AGENT_SPAWN_LIMIT``."""
+        limits = self.limits
+        if live >= limits.max_instances:
+            raise AgentRequestError(
+                "E_AGENT_SPAWN_LIMIT",
+                f"agent '{target}' instance '{key}' not created: {live} instances are live and the swarm "
+                f"allows {limits.max_instances} (maxInstances)",
+                target=target,
+                suggestion="Reuse an existing instance key, let idle instances be evicted "
+                "(policy.lifecycle.ttlSeconds), or raise Swarm.spec.policy.maxInstances.",
+            )
+        now = self._clock()
+        rate = limits.spawns_per_second
+        self._tokens = min(max(1.0, rate), self._tokens + (now - self._at) * rate)
+        self._at = now
+        if self._tokens < 1.0:
+            raise AgentRequestError(
+                "E_AGENT_SPAWN_LIMIT",
+                f"agent '{target}' instance '{key}' not created: agents may create {rate:g} new instances "
+                "per second in this swarm (maxInstanceSpawnsPerSecond)",
+                target=target,
+                suggestion="Reuse instance keys, create instances more slowly, or raise "
+                "Swarm.spec.policy.maxInstanceSpawnsPerSecond.",
+            )
+        self._tokens -= 1.0
 
 
 def normalize_timeout(value: Any) -> int:
@@ -70,6 +163,9 @@ class SwarmDirectory(Protocol):
     swarm_name: str
     entry_agent: str
     agent_names: frozenset[str]
+
+    @property
+    def max_call_depth(self) -> int: ...
 
 
 class HubBackend(Protocol):
@@ -190,6 +286,7 @@ class AgentsHub:
                 suggestion="An agent cannot (indirectly) call itself while the first call is still open; "
                 "use agents__send for fire-and-forget, or restructure the delegation.",
             )
+        check_call_depth(stack, target_node, self._directory.max_call_depth, target)
         meta: dict[str, Any] = copy_json(metadata) if isinstance(metadata, dict) else {}
         meta.update(
             {
@@ -497,13 +594,16 @@ class ToolRuntime(_AgentsCaller):
 
 
 __all__ = [
+    "AgentLimits",
     "AgentRequestResult",
     "AgentSendResult",
     "AgentsHub",
     "HubBackend",
     "MiddlewareAgents",
+    "SpawnLimiter",
     "SpawnRegistry",
     "ToolRuntime",
+    "check_call_depth",
     "delivery_failed",
     "request_failed",
 ]

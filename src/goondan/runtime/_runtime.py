@@ -22,7 +22,7 @@ from .._modules import forget_path
 from ..errors import GoondanError
 from ..messages import Message
 from ..results import TurnResult
-from ._agents import AgentsHub, SpawnRegistry, delivery_failed, request_failed
+from ._agents import AgentLimits, AgentsHub, SpawnLimiter, SpawnRegistry, delivery_failed, request_failed
 from ._instance import AgentInstance, RuntimeEventListener
 from ._swarm import SwarmContext
 
@@ -53,8 +53,13 @@ class InlineBackend:
     def __init__(self, runtime: Runtime) -> None:
         self._rt = runtime
         self.registry = SpawnRegistry()
+        self.limiter = SpawnLimiter(AgentLimits())
 
     async def _instance(self, target: str, key: str) -> AgentInstance:
+        rt = self._rt
+        if (target, key) not in rt._instances and (target, key) not in rt._starting:
+            self.limiter.update(rt.agent_limits)
+            self.limiter.admit(target, key, len(rt._instances) + len(rt._starting))
         try:
             return await self._rt.get_instance(target, key)
         except GoondanError as exc:
@@ -236,8 +241,18 @@ class Runtime:
             delta_listeners=self._delta_listeners,
             on_restart_request=self._self_restart,
             on_process_gone=self._process_gone,
+            limits=ctx.agent_limits,
         )
         await self._orch.start()
+
+    @property
+    def agent_limits(self) -> AgentLimits:
+        """Inter-agent bounds of the swarm's policy (call depth, instance spawn rate and cap)."""
+        return self._ctx.agent_limits if self._ctx is not None else AgentLimits()
+
+    @property
+    def max_call_depth(self) -> int:
+        return self.agent_limits.max_call_depth
 
     @property
     def orchestrator(self) -> Any:
@@ -578,6 +593,7 @@ class Runtime:
             self._adopt(bundle)
             if self._orch is not None:
                 self._orch.agent_names = self.agent_names
+                self._orch.limiter.update(self.agent_limits)
                 await self._orch.replace_spawner()
         wanted = set(agents) if agents is not None else None
         restarted: list[str] = []
@@ -632,6 +648,7 @@ class Runtime:
         self._adopt(bundle)
         if self._orch is not None:
             self._orch.agent_names = self.agent_names
+            self._orch.limiter.update(self.agent_limits)
             await self._orch.replace_spawner()
 
     async def _self_restart(self, handle: Any, reason: str) -> None:

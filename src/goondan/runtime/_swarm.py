@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GoondanError
+from ._agents import AgentLimits
 from ._info import SwarmInfo
 from ._instance import AgentInstance, RuntimeEventListener
 
@@ -64,6 +65,14 @@ class SwarmContext:
         if policy is None or policy.shutdown is None or policy.shutdown.grace_period_seconds is None:
             return DEFAULT_GRACE_MS
         return int(policy.shutdown.grace_period_seconds) * 1000
+
+    @property
+    def agent_limits(self) -> AgentLimits:
+        return AgentLimits.from_policy(self.swarm.spec.policy)
+
+    @property
+    def max_call_depth(self) -> int:
+        return self.agent_limits.max_call_depth
 
     # --- instances ------------------------------------------------------------------------------
 
