@@ -126,6 +126,7 @@ class Spec(BaseModel):
         populate_by_name=False,
         protected_namespaces=(),
         frozen=True,
+        use_attribute_docstrings=True,  # the docstring under a field is its schema description
     )
 
 
@@ -133,12 +134,20 @@ class Spec(BaseModel):
 
 
 class ModelSpec(Spec):
+    """Model: an LLM provider and model an Agent talks to (modelConfig.modelRef)."""
+
     provider: NonEmptyStr
+    """scripted, python, openai, anthropic, google or local."""
     model: NonEmptyStr
+    """The provider's model name (e.g. gpt-4o-mini, claude-sonnet-4-20250514)."""
     api_key: ValueSource | None = None
+    """API key as a ValueSource, e.g. {valueFrom: {env: MY_KEY}}; must be set when an agent uses the Model."""
     endpoint: str | None = None
+    """Base URL of an OpenAI-compatible or proxy server (http or https)."""
     options: dict[str, Any] = Field(default_factory=dict)
+    """Provider options (scripted: rules; python: entry; network providers: timeouts, retries, streaming)."""
     capabilities: dict[str, bool] = Field(default_factory=dict)
+    """Capability flags of the model (e.g. toolCalling: true)."""
 
     @field_validator("endpoint")
     @classmethod
@@ -149,9 +158,14 @@ class ModelSpec(Spec):
 
 
 class ScriptWhen(Spec):
+    """Condition of a scripted rule, matched against the last message (trailing system messages skipped)."""
+
     role: Literal["user", "assistant", "tool", "system"] | None = None
+    """Role the last message must have."""
     contains: str | None = None
+    """Text the last message must contain."""
     regex: str | None = None
+    """Regular expression the last message must match."""
 
     @field_validator("regex")
     @classmethod
@@ -165,47 +179,79 @@ class ScriptWhen(Spec):
 
 
 class ScriptToolCall(Spec):
+    """One tool call a scripted rule makes."""
+
     name: NonEmptyStr
+    """Tool name as the model sees it: <Tool>__<export>."""
     args: dict[str, Any] = Field(default_factory=dict)
+    """Arguments of the call ({{last}} is replaced by the last message's text)."""
 
 
 class ScriptReply(Spec):
+    """What a scripted rule answers: text, tool calls or both."""
+
     text: str | None = None
+    """Answer text; {{last}} is replaced by the last message's text."""
     tool_calls: list[ScriptToolCall] | None = None
+    """Tool calls to make in this step."""
 
 
 class ScriptRule(Spec):
+    """One rule of the scripted provider; the first rule whose `when` matches answers."""
+
     when: ScriptWhen | None = None
+    """Condition; a rule without one always matches."""
     reply: ScriptReply
+    """The answer of this rule."""
 
 
 class ScriptedOptions(Spec):
+    """Options of `provider: scripted`: ordered rules that answer offline."""
+
     rules: list[ScriptRule] = Field(min_length=1)
+    """Rules tried in order."""
 
 
 class PythonOptions(Spec):
+    """Options of `provider: python`; further keys are handed to the module's generate()."""
+
     model_config = ConfigDict(extra="allow")  # further options are handed to the user's generate()
     entry: NonEmptyStr
+    """Python file (relative to the bundle) defining generate(request)."""
 
 
 # ---------------------------------------------------------------- Agent
 
 
 class ModelParams(Spec):
+    """Sampling parameters sent with every model call of this agent."""
+
     temperature: float | None = Field(default=None, ge=0, le=2)
+    """Sampling temperature, 0 to 2."""
     max_tokens: int | None = Field(default=None, gt=0)
+    """Most tokens the model may generate per call."""
     top_p: float | None = Field(default=None, ge=0, le=1)
+    """Nucleus sampling probability mass, 0 to 1."""
     extra: dict[str, Any] | None = None
+    """Further provider-specific parameters passed through unchanged."""
 
 
 class ModelConfig(Spec):
+    """Which Model the agent uses and with which parameters."""
+
     model_ref: RefLike
+    """The Model to use: Model/<name> or {kind: Model, name, package?}."""
     params: ModelParams | None = None
+    """Sampling parameters for this agent."""
 
 
 class Prompt(Spec):
+    """The agent's system prompt, inline or from a file."""
+
     system: str | None = None
+    """System prompt text."""
     system_ref: NonEmptyStr | None = None
+    """File (relative to the bundle) holding the system prompt."""
 
     @model_validator(mode="after")
     def _xor(self) -> Prompt:
@@ -215,28 +261,46 @@ class Prompt(Spec):
 
 
 class AgentSpec(Spec):
+    """Agent: a model, a prompt, tools and extensions that together answer requests."""
+
     model_cfg: ModelConfig = Field(alias="modelConfig")
+    """The model this agent uses and its parameters."""
     prompt: Prompt | None = None
+    """System prompt; the built-in context-message extension is attached implicitly when set."""
     tools: list[ToolItemLike] = Field(default_factory=list)
+    """Tools the agent may call: Tool/<name>, {kind, name, package?} or {ref: ..., config?}."""
     extensions: list[ExtensionItem] = Field(default_factory=list)
+    """Extensions around turns, steps and tool calls: a ref, or {ref, config} merged over spec.config."""
     required_tools: list[NonEmptyStr] = Field(default_factory=list)
+    """Tools (<Tool>__<export>) the agent must call before it may finish a turn."""
 
 
 # ---------------------------------------------------------------- Swarm
 
 
 class Lifecycle(Spec):
+    """When idle agent instances are evicted and their state collected."""
+
     ttl_seconds: int | None = Field(default=None, ge=0)
+    """Idle seconds after which an agent instance's process is stopped."""
     gc_grace_seconds: int | None = Field(default=None, ge=0)
+    """Seconds before the state of a stopped instance may be collected."""
 
 
 class Shutdown(Spec):
+    """How long agents may finish their turn when the swarm stops."""
+
     grace_period_seconds: int | None = Field(default=None, ge=0)
+    """Seconds an agent may finish its turn when asked to stop."""
 
 
 class SwarmPolicy(Spec):
+    """Limits and lifecycle rules that apply to every agent of the swarm."""
+
     max_steps_per_turn: int | None = Field(default=None, ge=1)
+    """Most model calls (steps) in one turn."""
     max_tool_calls_per_step: int | None = Field(default=None, ge=1)
+    """Most tool calls the model may make in one step."""
     max_call_depth: int | None = Field(default=None, ge=1)
     """Most inter-agent hops one chain of requests and sends may take (default 8)."""
     max_instance_spawns_per_second: float | None = Field(default=None, gt=0)
@@ -244,14 +308,22 @@ class SwarmPolicy(Spec):
     max_instances: int | None = Field(default=None, ge=1)
     """Live instances above which agents may not create another (default 1024)."""
     lifecycle: Lifecycle | None = None
+    """Idle eviction and state collection."""
     shutdown: Shutdown | None = None
+    """Graceful shutdown."""
 
 
 class SwarmSpec(Spec):
+    """Swarm: the agents that run together, and the one that receives requests first."""
+
     entry_agent: RefLike
+    """The agent that receives requests (must be listed in agents)."""
     agents: list[RefItemLike] = Field(min_length=1)
+    """The agents of this swarm."""
     instance_key: str | None = None
+    """Conversation key used when a request names none."""
     policy: SwarmPolicy | None = None
+    """Limits and lifecycle rules."""
 
     @field_validator("instance_key")
     @classmethod
@@ -265,9 +337,14 @@ class SwarmSpec(Spec):
 
 
 class ToolExport(Spec):
+    """One function of a Tool as the model sees it (named <Tool>__<export>)."""
+
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]
+    """Export name (letters, digits, '_' and '-'; no '__')."""
     description: str
+    """What the function does, shown to the model."""
     parameters: dict[str, Any]
+    """JSON Schema (type: object) of the arguments."""
 
     @field_validator("name")
     @classmethod
@@ -298,51 +375,83 @@ class ToolExport(Spec):
 
 
 class ToolSpec(Spec):
+    """Tool: a Python module whose `handlers` dict implements the exported functions."""
+
     entry: NonEmptyStr
+    """Python file (relative to the bundle) defining handlers = {'<export>': handler(ctx, input)}."""
     exports: list[ToolExport] = Field(min_length=1)
+    """The functions this tool offers."""
     error_message_limit: int = Field(default=1000, ge=1)
+    """Most characters of an error message returned to the model."""
     config: dict[str, Any] = Field(default_factory=dict)  # handed to handlers as ctx.config
+    """Configuration handed to handlers as ctx.config; an agent's tools[].config is shallow-merged over it."""
 
 
 # ---------------------------------------------------------------- Extension
 
 
 class ExtensionSpec(Spec):
+    """Extension: a Python module whose register(api[, config]) hooks into the pipeline."""
+
     entry: NonEmptyStr
+    """Python file (relative to the bundle) defining register(api) or register(api, config)."""
     config: dict[str, Any] = Field(default_factory=dict)
+    """Configuration passed to register(); an agent's extensions[].config is shallow-merged over it."""
 
 
 # ---------------------------------------------------------------- Connector
 
 
 class EventProperty(Spec):
+    """Type of one property of a connector event."""
+
     type: Literal["string", "number", "boolean"]
+    """Type of the property value."""
     optional: bool = False
+    """Whether events may leave the property out."""
 
 
 class ConnectorEvent(Spec):
+    """An event a connector emits, with the properties ingress rules can match."""
+
     name: NonEmptyStr
+    """Event name, unique within the connector."""
     properties: dict[str, EventProperty] = Field(default_factory=dict)
+    """Properties of the event by name."""
 
 
 class ConnectorSpec(Spec):
+    """Connector: a Python module whose `async def run(ctx)` receives events from outside."""
+
     entry: NonEmptyStr
+    """Python file (relative to the bundle) defining async def run(ctx)."""
     events: list[ConnectorEvent] = Field(min_length=1)
+    """Events the connector emits."""
 
 
 # ---------------------------------------------------------------- Connection
 
 
 class IngressMatch(Spec):
+    """Which events a rule takes: by event name and property values (compared as strings)."""
+
     event: NonEmptyStr | None = None
+    """Event name to match."""
     properties: dict[str, Scalar] | None = None
+    """Property values to match, compared as strings."""
 
 
 class IngressRoute(Spec):
+    """Where a matched event goes: an agent and an instance key."""
+
     agent_ref: RefLike | None = None
+    """Agent that receives the event (default: the swarm's entryAgent)."""
     instance_key: str | None = None
+    """Fixed conversation key."""
     instance_key_property: NonEmptyStr | None = None
+    """Event property whose value becomes the conversation key."""
     instance_key_prefix: str | None = None
+    """Prefix added to the conversation key."""
 
     @model_validator(mode="after")
     def _key_xor(self) -> IngressRoute:
@@ -354,43 +463,71 @@ class IngressRoute(Spec):
 
 
 class IngressRule(Spec):
+    """One ingress rule; the first matching rule routes the event."""
+
     match: IngressMatch | None = None
+    """Which events; a rule without one matches every event."""
     route: IngressRoute
+    """Where they go."""
 
 
 class Ingress(Spec):
+    """How a Connection routes connector events to agents."""
+
     rules: list[IngressRule] = Field(default_factory=list)
+    """Rules tried in order."""
 
 
 class ConnectionSpec(Spec):
+    """Connection: binds a Connector to a Swarm with config, secrets and ingress rules."""
+
     connector_ref: RefLike
+    """The Connector this connection runs."""
     swarm_ref: RefLike | None = None
+    """The Swarm events go to (default: 'default' or the only swarm)."""
     config: dict[str, ValueSource] = Field(default_factory=dict)
+    """Connector configuration by key, each a ValueSource ({value} or {valueFrom: {env | secretRef}})."""
     secrets: dict[str, ValueSource] = Field(default_factory=dict)
+    """Connector secrets by key, each a ValueSource; a required variable that is unset fails at load."""
     ingress: Ingress | None = None
+    """How events are routed to agents."""
 
 
 # ---------------------------------------------------------------- Package
 
 
 class PackageDependency(Spec):
+    """A package this bundle depends on, installed under <state root>/packages."""
+
     name: NonEmptyStr
+    """Package name, e.g. @scope/name."""
     version: NonEmptyStr
+    """Exact version to use."""
 
 
 class PackageRegistry(Spec):
+    """Registry packages are published to."""
+
     url: NonEmptyStr
+    """Registry URL."""
 
 
 _SEMVER = r"^\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$"
 
 
 class PackageSpec(Spec):
+    """Package: the bundle's own name, version and dependencies (first document of goondan.yaml)."""
+
     version: Annotated[str, Field(pattern=_SEMVER)] | None = None
+    """Semantic version of this package."""
     description: str | None = None
+    """One-line description."""
     access: Literal["public", "restricted"] | None = None
+    """Who may install the package once published."""
     dependencies: list[PackageDependency] = Field(default_factory=list)
+    """Packages this bundle uses resources of."""
     registry: PackageRegistry | None = None
+    """Where the package is published."""
 
 
 SPEC_MODELS: dict[str, type[Spec]] = {

@@ -16,22 +16,37 @@ from ._output import EXIT_OK
 
 _REF_OBJECT = {
     "type": "object",
-    "properties": {"kind": {"type": "string"}, "name": {"type": "string"}, "package": {"type": "string"}},
+    "description": "A reference written as a mapping.",
+    "properties": {
+        "kind": {"type": "string", "description": "Kind of the referenced resource, e.g. Tool."},
+        "name": {"type": "string", "description": "metadata.name of the referenced resource."},
+        "package": {"type": "string", "description": 'Package holding it, e.g. "@goondan/base" (default: this one).'},
+    },
     "required": ["kind", "name"],
     "additionalProperties": False,
 }
-_REF = {"anyOf": [{"type": "string", "pattern": "^[A-Z][A-Za-z]*/[^/]+$"}, _REF_OBJECT]}
+_REF = {
+    "anyOf": [
+        {"type": "string", "pattern": "^[A-Z][A-Za-z]*/[^/]+$", "description": "Kind/name, e.g. Tool/calc."},
+        _REF_OBJECT,
+    ]
+}
 _REF_ITEM = {
     "anyOf": [
         *_REF["anyOf"],
-        {"type": "object", "properties": {"ref": _REF}, "required": ["ref"], "additionalProperties": False},
+        {
+            "type": "object",
+            "properties": {"ref": {**_REF, "description": "The referenced resource."}},
+            "required": ["ref"],
+            "additionalProperties": False,
+        },
     ]
 }
 _VALUE_SOURCE = {
     "oneOf": [
         {
             "type": "object",
-            "properties": {"value": {"type": "string"}},
+            "properties": {"value": {"type": "string", "description": "The value itself."}},
             "required": ["value"],
             "additionalProperties": False,
         },
@@ -39,10 +54,17 @@ _VALUE_SOURCE = {
             "type": "object",
             "properties": {
                 "valueFrom": {
+                    "description": "Where the value comes from: an environment variable or a secret.",
                     "oneOf": [
                         {
                             "type": "object",
-                            "properties": {"env": {"type": "string", "minLength": 1}},
+                            "properties": {
+                                "env": {
+                                    "type": "string",
+                                    "minLength": 1,
+                                    "description": "Environment variable to read (also from .env files).",
+                                }
+                            },
                             "required": ["env"],
                             "additionalProperties": False,
                         },
@@ -51,9 +73,14 @@ _VALUE_SOURCE = {
                             "properties": {
                                 "secretRef": {
                                     "type": "object",
+                                    "description": "Read GOONDAN_SECRET_<NAME>_<KEY> from the environment.",
                                     "properties": {
-                                        "ref": {"type": "string", "pattern": "^Secret/[^/]+$"},
-                                        "key": {"type": "string", "minLength": 1},
+                                        "ref": {
+                                            "type": "string",
+                                            "pattern": "^Secret/[^/]+$",
+                                            "description": "Secret/<name>.",
+                                        },
+                                        "key": {"type": "string", "minLength": 1, "description": "Key in the secret."},
                                     },
                                     "required": ["ref", "key"],
                                     "additionalProperties": False,
@@ -62,7 +89,7 @@ _VALUE_SOURCE = {
                             "required": ["secretRef"],
                             "additionalProperties": False,
                         },
-                    ]
+                    ],
                 }
             },
             "required": ["valueFrom"],
@@ -75,7 +102,10 @@ _EXTENSION_ITEM = {
         *_REF["anyOf"],
         {
             "type": "object",
-            "properties": {"ref": _REF, "config": {"type": "object"}},
+            "properties": {
+                "ref": {**_REF, "description": "The Extension."},
+                "config": {"type": "object", "description": "Shallow-merged over the Extension's spec.config."},
+            },
             "required": ["ref"],
             "additionalProperties": False,
         },
@@ -113,8 +143,11 @@ def build_schema() -> dict[str, Any]:
         spec_ref = refs[(model, "validation")]
         branches.append(
             {
-                "if": {"properties": {"kind": {"const": kind}}, "required": ["kind"]},
-                "then": {"properties": {"spec": spec_ref}, **({} if kind == "Package" else {"required": ["spec"]})},
+                "if": {"properties": {"kind": {"const": kind, "description": kind}}, "required": ["kind"]},
+                "then": {
+                    "properties": {"spec": {**spec_ref, "description": f"Specification of the {kind}."}},
+                    **({} if kind == "Package" else {"required": ["spec"]}),
+                },
             }
         )
     return {
@@ -123,19 +156,32 @@ def build_schema() -> dict[str, Any]:
         "title": "Goondan resource (one YAML document of goondan.yaml)",
         "type": "object",
         "properties": {
-            "apiVersion": {"const": API_VERSION},
-            "kind": {"enum": list(SPEC_MODELS)},
+            "apiVersion": {"const": API_VERSION, "description": "Resource format version."},
+            "kind": {"enum": list(SPEC_MODELS), "description": "Kind of resource this document defines."},
             "metadata": {
                 "type": "object",
+                "description": "Identity of the resource.",
                 "properties": {
-                    "name": {"type": "string", "minLength": 1},
-                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-                    "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "name": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "Unique per kind: lowercase letters, digits and '-' (@scope/name for Package).",
+                    },
+                    "labels": {
+                        "type": "object",
+                        "additionalProperties": {"type": "string"},
+                        "description": "Free-form string labels.",
+                    },
+                    "annotations": {
+                        "type": "object",
+                        "additionalProperties": {"type": "string"},
+                        "description": "Free-form string annotations.",
+                    },
                 },
                 "required": ["name"],
                 "additionalProperties": False,
             },
-            "spec": {"type": "object"},
+            "spec": {"type": "object", "description": "The kind's specification (see the kind's definition)."},
         },
         "required": ["apiVersion", "kind", "metadata"],
         "additionalProperties": False,
