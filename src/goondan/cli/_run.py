@@ -26,14 +26,32 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import GoondanError
+from ..errors import ConfigError, GoondanError
 from ._env import bundle_dir, load_env
 from ._lines import StatusLines, readline_buffer, route_logging
-from ._output import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, CliError, ErrorView, Style, print_error
+from ._output import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, CliError, ErrorView, Style, print_error
 from ._state import active_runs, socket_path, state_root, state_root_arg, write_run
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    try:
+        return _cmd_run(args)
+    except ConfigError as exc:
+        if args.json or len(exc.errors) < 2:
+            raise  # one problem (or --json): the standard error output says it all
+        _print_config_problems(exc, color=not args.no_color)
+        return EXIT_CONFIG
+
+
+def _print_config_problems(exc: ConfigError, *, color: bool) -> None:
+    """Every problem of a bundle that does not load, each with its file:line, as ``gdn validate``
+    shows them: fixing one at a time and re-running to find the next is the slow way."""
+    for issue in exc.errors:
+        print_error(issue, json_mode=False, color=color)
+    sys.stderr.write(f"{len(exc.errors)} problems: the bundle was not started\n")
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
     if args.input is not None and args.input_file is not None:
         raise CliError("E_INVALID_ARGUMENT", "use either --input or --input-file, not both", exit_code=EXIT_USAGE)
     text: str | None = args.input
@@ -81,10 +99,10 @@ def _delegate_to_active_run(args: argparse.Namespace, bundle: Any, text: str, en
 
     Two runtimes must never write the same instance directories at once; the running one owns them.
     """
-    from ..storage import workspace_id
+    from ..storage import bundle_workspace_identity
 
     swarm = bundle.select_swarm(args.swarm)
-    workspace = workspace_id(swarm.spec.instance_key or swarm.name)
+    workspace = bundle_workspace_identity(bundle, swarm).workspace_id
     from ._control import control_request, run_identity
 
     identity = run_identity(bundle, swarm.name, swarm.spec.instance_key or swarm.name)
@@ -154,12 +172,12 @@ async def _one_shot(args: argparse.Namespace, bundle: Any, text: str, env: Mappi
 
 
 async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str, str], plans: list[Any]) -> int:
-    from ..storage import workspace_id
+    from ..storage import bundle_workspace_identity
 
     root = state_root(args, dict(env))
     swarm = bundle.select_swarm(args.swarm)
     instance_key = swarm.spec.instance_key or swarm.name
-    workspace = workspace_id(instance_key)
+    workspace = bundle_workspace_identity(bundle, swarm).workspace_id
     # checked before the runtime starts: two runtimes must never own the same instance files
     for run in active_runs(root):
         if run.get("workspace") == workspace:
