@@ -44,7 +44,8 @@ def test_global_options_work_before_and_after_the_command(tmp_path: Path) -> Non
     before = gdn(tmp_path, "--state-root", str(state), "run", str(bundle), "--input", "one")
     after = gdn(tmp_path, "run", str(bundle), "--input", "two", "--state-root", str(state))
     assert before.returncode == after.returncode == 0
-    assert (state / "workspaces" / "default").is_dir()
+    [workspace] = (state / "workspaces").iterdir()  # both runs used the bundle's one workspace
+    assert workspace.name.startswith("cli-suite-default-")
     assert not (tmp_path / "home" / ".goondan").exists()
 
 
@@ -231,6 +232,7 @@ def test_instance_list_and_delete(tmp_path: Path) -> None:
     listing = gdn(tmp_path, "instance", "list", "--state-root", state)
     assert listing.stdout.splitlines()[0].split() == [
         "WORKSPACE",
+        "BUNDLE",
         "AGENT",
         "INSTANCE",
         "KEY",
@@ -244,14 +246,14 @@ def test_instance_list_and_delete(tmp_path: Path) -> None:
     only_helper = gdn(tmp_path, "instance", "list", "--agent", "helper", "--json", "--state-root", state)
     assert len(only_helper.stdout.splitlines()) == 1
 
-    deleted = gdn(tmp_path, "instance", "delete", "alpha", "--agent", "talker", "--state-root", state)
+    deleted = gdn(tmp_path, "instance", "delete", "alpha", "--agent", "talker", "--yes", "--state-root", state)
     assert deleted.returncode == 0 and "deleted talker@alpha" in deleted.stdout
     rows = gdn(tmp_path, "instance", "list", "--json", "--state-root", state).stdout.splitlines()
     assert sorted(json.loads(r)["agentName"] + "@" + json.loads(r)["instanceKey"] for r in rows) == [
         "helper@alpha",
         "talker@beta",
     ]
-    missing = gdn(tmp_path, "instance", "delete", "nope", "--state-root", state)
+    missing = gdn(tmp_path, "instance", "delete", "nope", "--yes", "--state-root", state)
     assert missing.returncode == 1 and missing.stderr.startswith("[E_INSTANCE_NOT_FOUND]")
 
 
@@ -343,10 +345,11 @@ def test_restart_reaches_a_running_session(tmp_path: Path) -> None:
         session.stdin.write("before\n")
         session.stdin.flush()
         assert session.stdout.readline() == "echo: before\n"
-        runs = Path(state) / "runtime" / "runs" / "default.json"
+        registry = Path(state) / "runtime" / "runs"
         deadline = time.monotonic() + 10
-        while not runs.exists() and time.monotonic() < deadline:
+        while not list(registry.glob("*.json")) and time.monotonic() < deadline:
             time.sleep(0.05)
+        [runs] = registry.glob("*.json")
         listing = gdn(tmp_path, "instance", "list", "--state-root", state)
         assert f"pid {session.pid}" in listing.stdout
         second = gdn(tmp_path, "run", str(bundle), "--state-root", state, stdin="x\n")

@@ -460,7 +460,7 @@ def test_invalid_metadata_reads_as_none(tmp_path: Path) -> None:
     assert store.read_metadata() is None
 
 
-def test_clear_history_deletes_conversation_but_keeps_extension_state(tmp_path: Path) -> None:
+def test_fresh_start_clears_conversation_and_extension_state(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     run_turn(store, [], [append_event(msg("m1"))])
     store.append_event(append_event(msg("m2")))
@@ -472,7 +472,15 @@ def test_clear_history_deletes_conversation_but_keeps_extension_state(tmp_path: 
     store.close()
     conv, _ = reload(tmp_path)
     assert [m.id for m in conv] == ["m3"]
-    assert InstanceStore(tmp_path).load_extension_state("e") == {"k": 1}
+    assert InstanceStore(tmp_path).load_extension_state("e") is None
+    assert list((tmp_path / "extensions").iterdir()) == []
+
+
+def test_fresh_start_of_the_memory_store_clears_extension_state() -> None:
+    store = MemoryInstanceStore()
+    store.save_extension_state("e", {"k": 1})
+    store.clear_history()
+    assert store.load_extension_state("e") is None
 
 
 def test_memory_store_touches_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -89,6 +89,7 @@ def test_delete_instance_removes_history_and_extension_state(tmp_path: Path) -> 
     assert store.closed
     assert [i.instance_key for i in ws.list_instances()] == ["user:2"]
     assert os.listdir(ws.instances_path) == [instance_dir_name("coder", "user:2")]
+    other.close()  # its lease: one writer at a time
     assert [m.id for m in reload(other.path)[0]] == ["o1"]
     # recreated from scratch afterwards
     again = ws.instance("coder", "user:1")

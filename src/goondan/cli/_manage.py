@@ -5,11 +5,78 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._output import EXIT_OK, EXIT_USAGE, CliError
+from ._output import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, CliError
 from ._state import active_runs, state_root
+
+MANIFEST = "goondan.yaml"
+LEGACY_BUNDLE = "(unknown: created before workspaces had a bundle)"
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """The bundle whose workspaces a ``gdn instance`` command acts on (PATH argument, else the
+    current directory when it holds a ``goondan.yaml``)."""
+
+    bundle: str
+    package: str | None
+
+    def owns(self, record: dict[str, Any] | None) -> bool:
+        if record is None:
+            return False
+        if self.package:
+            return bool(record.get("package") == self.package)
+        return not record.get("package") and record.get("bundle") == self.bundle
+
+    def owns_run(self, root: Path, run: dict[str, Any]) -> bool:
+        from ..storage import read_workspace_record
+
+        record = read_workspace_record(root / "workspaces" / str(run.get("workspace")))
+        if record is not None:
+            return self.owns(record)
+        return not self.package and run.get("bundle") == self.bundle
+
+
+def _package_name(manifest: Path) -> str | None:
+    """The bundle's ``Package`` name, read without loading the bundle (a bundle that does not load,
+    or whose secrets are not set, still has workspaces to list and delete)."""
+    import yaml
+
+    try:
+        for doc in yaml.safe_load_all(manifest.read_text(encoding="utf-8")):
+            if isinstance(doc, dict) and doc.get("kind") == "Package":
+                name = (doc.get("metadata") or {}).get("name")
+                return name if isinstance(name, str) and name else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError):
+        return None
+    return None
+
+
+def _scope(args: argparse.Namespace) -> _Scope | None:
+    if getattr(args, "all_workspaces", False) or getattr(args, "workspace", None):
+        return None
+    given = getattr(args, "path", None)
+    if given is None:
+        cwd = Path.cwd()
+        if not (cwd / MANIFEST).is_file():
+            return None
+        target = cwd
+    else:
+        target = Path(given)
+        if target.is_file() and target.name == MANIFEST:
+            target = target.parent
+        if not (target / MANIFEST).is_file():
+            raise CliError(
+                "E_CONFIG_NOT_A_BUNDLE",
+                f"{given} is not a bundle: it has no {MANIFEST}",
+                exit_code=EXIT_CONFIG,
+                suggestion="Pass a bundle directory, or --all-workspaces / -w ID to look at every bundle's state.",
+            )
+    directory = target.resolve()
+    return _Scope(str(directory), _package_name(directory / MANIFEST))
 
 
 def _workspaces(root: Path) -> list[str]:
@@ -19,32 +86,64 @@ def _workspaces(root: Path) -> list[str]:
     return sorted(p.name for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
-def _instances(root: Path, workspace: str | None) -> list[tuple[str, Any]]:
-    from ..storage import WorkspaceStore
+def _instances(
+    root: Path, workspace: str | None, scope: _Scope | None = None
+) -> list[tuple[str, dict[str, Any] | None, Any]]:
+    """``(workspace id, workspace.json record, InstanceInfo)`` of every instance in scope."""
+    from ..storage import WorkspaceStore, read_workspace_record
 
-    out: list[tuple[str, Any]] = []
+    out: list[tuple[str, dict[str, Any] | None, Any]] = []
     for ws in _workspaces(root):
         if workspace is not None and ws != workspace:
             continue
-        out.extend((ws, info) for info in WorkspaceStore(root, ws).list_instances())
+        record = read_workspace_record(root / "workspaces" / ws)
+        if scope is not None and not scope.owns(record):
+            continue
+        out.extend((ws, record, info) for info in WorkspaceStore(root, ws).list_instances())
     return out
+
+
+def _bundle_label(record: dict[str, Any] | None) -> str:
+    if record is None:
+        return LEGACY_BUNDLE
+    package = record.get("package")
+    bundle = str(record.get("bundle") or "?")
+    return f"{package} ({bundle})" if package else bundle
+
+
+def _legacy_note(root: Path, scope: _Scope | None) -> None:
+    """Tell about state written before workspaces belonged to a bundle: it is hidden by the scope."""
+    from ..storage import read_workspace_record
+
+    if scope is None:
+        return
+    legacy = [ws for ws in _workspaces(root) if read_workspace_record(root / "workspaces" / ws) is None]
+    if legacy:
+        sys.stderr.write(
+            f"note: {len(legacy)} workspace(s) from an older goondan ({', '.join(legacy[:3])}"
+            f"{', ...' if len(legacy) > 3 else ''}) belong to no bundle; see `gdn instance list --all-workspaces`\n"
+        )
 
 
 def cmd_instance_list(args: argparse.Namespace) -> int:
     root = state_root(args)
+    scope = _scope(args)
     running = {r.get("workspace"): r for r in active_runs(root)}
     rows = [
-        (ws, info)
-        for ws, info in _instances(root, args.workspace)
+        (ws, record, info)
+        for ws, record, info in _instances(root, args.workspace, scope)
         if args.agent is None or info.agent_name == args.agent
     ]
-    rows.sort(key=lambda row: row[1].updated_at, reverse=True)
+    rows.sort(key=lambda row: row[2].updated_at, reverse=True)
     if args.limit and not args.all:
         rows = rows[: args.limit]
     if args.json:
-        for ws, info in rows:
-            record = {
+        for ws, record, info in rows:
+            out = {
                 "workspace": ws,
+                "bundle": record.get("bundle") if record else None,
+                "package": record.get("package") if record else None,
+                "swarm": record.get("swarm") if record else None,
                 "agentName": info.agent_name,
                 "instanceKey": info.instance_key,
                 "status": info.status,
@@ -53,23 +152,27 @@ def cmd_instance_list(args: argparse.Namespace) -> int:
                 "running": ws in running,
                 "path": str(info.path),
             }
-            sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+            sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
         return EXIT_OK
+    if not args.quiet:
+        _legacy_note(root, scope)
     if not rows:
         if not args.quiet:
-            sys.stdout.write(f"No instances under {root}.\n")
+            where = f" of bundle {scope.package or scope.bundle}" if scope else ""
+            sys.stdout.write(f"No instances{where} under {root}.\n")
         return EXIT_OK
-    header = ("WORKSPACE", "AGENT", "INSTANCE KEY", "STATUS", "UPDATED", "RUN")
+    header = ("WORKSPACE", "BUNDLE", "AGENT", "INSTANCE KEY", "STATUS", "UPDATED", "RUN")
     table = [header] + [
         (
             ws,
+            _bundle_label(record),
             info.agent_name,
             info.instance_key,
             info.status,
             info.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
             f"pid {running[ws]['pid']}" if ws in running else "-",
         )
-        for ws, info in rows
+        for ws, record, info in rows
     ]
     widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
     for row in table:
@@ -77,38 +180,63 @@ def cmd_instance_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _confirm(matches: list[tuple[str, dict[str, Any] | None, Any]]) -> bool:
+    """Ask on the terminal; without one the caller must have said ``--yes``."""
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        raise CliError(
+            "E_CONFIRMATION_REQUIRED",
+            f"deleting {len(matches)} instance(s) needs a confirmation and there is no terminal to ask on",
+            exit_code=EXIT_USAGE,
+            suggestion="Pass --yes (-y) to delete without asking.",
+        )
+    sys.stderr.write("This deletes the conversation and state of:\n")
+    for ws, record, info in matches:
+        sys.stderr.write(f"  {info.agent_name}@{info.instance_key}  (workspace {ws}, bundle {_bundle_label(record)})\n")
+    sys.stderr.write(f"Delete {len(matches)} instance(s)? [y/N] ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline().strip().lower()
+    return answer in ("y", "yes")
+
+
 def cmd_instance_delete(args: argparse.Namespace) -> int:
     from ..storage import WorkspaceStore
 
     root = state_root(args)
+    scope = _scope(args)
     matches = [
-        (ws, info)
-        for ws, info in _instances(root, args.workspace)
+        (ws, record, info)
+        for ws, record, info in _instances(root, args.workspace, scope)
         if info.instance_key == args.key and (args.agent is None or info.agent_name == args.agent)
     ]
     if not matches:
+        where = f" of bundle {scope.package or scope.bundle}" if scope else ""
         raise CliError(
             "E_INSTANCE_NOT_FOUND",
-            f"no instance with key {args.key!r} under {root}",
-            suggestion="List instances with `gdn instance list`.",
+            f"no instance with key {args.key!r}{where} under {root}",
+            suggestion="List instances with `gdn instance list` (`--all-workspaces` for every bundle).",
         )
     running = {r.get("workspace"): r for r in active_runs(root)}
-    busy = sorted({ws for ws, _ in matches if ws in running})
+    busy = sorted({ws for ws, _, _ in matches if ws in running})
     if busy and not args.force:
         raise CliError(
             "E_RUN_ACTIVE",
             f"workspace {busy[0]!r} is in use by a running gdn run (pid {running[busy[0]]['pid']})",
             suggestion="Stop that gdn run first, or pass --force.",
         )
-    for ws, info in matches:
-        WorkspaceStore(root, ws).delete_instance(info.agent_name, info.instance_key)
+    if not args.yes and not _confirm(matches):
+        sys.stderr.write("Aborted; nothing was deleted.\n")
+        return EXIT_INTERNAL
+    for ws, _record, info in matches:
+        WorkspaceStore(root, ws).delete_instance(info.agent_name, info.instance_key, force=args.force)
         if not args.quiet:
             sys.stdout.write(f"deleted {info.agent_name}@{info.instance_key} (workspace {ws})\n")
     return EXIT_OK
 
 
-def _pick_run(root: Path, key: str | None) -> dict[str, Any]:
+def _pick_run(root: Path, key: str | None, scope: _Scope | None = None) -> dict[str, Any]:
     runs = active_runs(root)
+    if scope is not None:
+        runs = [r for r in runs if scope.owns_run(root, r)]
     if key is not None:
         runs = [r for r in runs if r.get("instanceKey") == key or r.get("workspace") == key]
     if not runs:
@@ -133,7 +261,7 @@ def _restart(args: argparse.Namespace, key: str | None, agent: str | None) -> in
     from ._control import control_request
 
     root = state_root(args)
-    run = _pick_run(root, key)
+    run = _pick_run(root, key, _scope(args))
     try:
         reply = control_request(str(run["socket"]), {"op": "restart", "agent": agent, "fresh": bool(args.fresh)})
     except OSError as exc:

@@ -147,7 +147,16 @@ def build_parser() -> argparse.ArgumentParser:
         "Agent instances are conversations on disk under <state-root>/workspaces.",
     )
     isub = inst.add_subparsers(dest="instance_command", metavar="<action>", required=True)
-    il = _sub(isub, "list", common, "list instances (newest first)", "List agent instances of every workspace.")
+    il = _sub(
+        isub,
+        "list",
+        common,
+        "list instances (newest first)",
+        "List agent instances of the bundle in PATH (default: the current directory when it holds a\n"
+        "goondan.yaml, else every bundle's), with the bundle each workspace belongs to.",
+    )
+    il.add_argument("path", nargs="?", metavar="PATH", help="bundle directory (default: current directory)")
+    il.add_argument("-A", "--all-workspaces", action="store_true", help="every bundle's instances")
     il.add_argument("-a", "--agent", metavar="NAME", help="only this agent")
     il.add_argument("-w", "--workspace", metavar="ID", help="only this workspace")
     il.add_argument("-n", "--limit", type=int, default=20, help="at most N rows (default 20)")
@@ -158,9 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
         "delete",
         common,
         "delete an instance's conversation and state",
-        "Delete every agent instance with KEY (or only --agent's).",
+        "Delete every agent instance with KEY (or only --agent's) of the bundle in PATH (default: the\n"
+        "current directory when it holds a goondan.yaml, else every bundle's). Asks before deleting.",
     )
     idel.add_argument("key", help="instance key")
+    idel.add_argument("path", nargs="?", metavar="PATH", help="bundle directory (default: current directory)")
+    idel.add_argument("-A", "--all-workspaces", action="store_true", help="match instances of every bundle")
+    idel.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     idel.add_argument("-a", "--agent", metavar="NAME", help="only this agent's instance")
     idel.add_argument("-w", "--workspace", metavar="ID", help="only in this workspace")
     idel.add_argument("-f", "--force", action="store_true", help="delete even while a gdn run uses the workspace")
@@ -173,6 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Restart a running `gdn run` identified by its swarm instance key.",
     )
     ire.add_argument("key", help="swarm instance key (see `gdn instance list`)")
+    ire.add_argument("path", nargs="?", metavar="PATH", help="bundle directory (default: current directory)")
+    ire.add_argument("-A", "--all-workspaces", action="store_true", help="consider runs of every bundle")
     ire.add_argument("--fresh", action="store_true", help="clear conversation state")
     ire.set_defaults(func=cmd_instance_restart)
 

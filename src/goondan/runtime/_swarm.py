@@ -32,7 +32,7 @@ class SwarmContext:
         state_root: Path,
         persist: bool,
     ) -> None:
-        from ..storage import WorkspaceStore, workspace_id
+        from ..storage import WorkspaceStore, bundle_workspace_identity
 
         self.bundle = bundle
         self.swarm = bundle.select_swarm(swarm)
@@ -45,7 +45,13 @@ class SwarmContext:
         self.swarm_instance_key: str = spec.instance_key or self.swarm_name
         self.state_root = state_root
         self.persist = persist
-        self.workspace: Any = WorkspaceStore(state_root, workspace_id(self.swarm_instance_key)) if persist else None
+        # the workspace belongs to this bundle and swarm: other bundles never share its conversations
+        self.workspace_identity = bundle_workspace_identity(bundle, self.swarm)
+        self.workspace: Any = (
+            WorkspaceStore(state_root, self.workspace_identity.workspace_id, identity=self.workspace_identity)
+            if persist
+            else None
+        )
         self._plans: dict[str, Any] = {}
         self._tmpdir: str | None = None
 

@@ -2,7 +2,9 @@
 
 Layout::
 
+    <stateRoot>/workspaces/<workspaceId>/workspace.json   {workspaceId, bundle, package, swarm, instanceKey}
     <stateRoot>/workspaces/<workspaceId>/instances/<instanceDir>/
+        lease.lock, lease.json        single-writer lease (see _lease)
         metadata.json                 {agentName, instanceKey, status, createdAt, updatedAt}
         messages/base.jsonl           committed messages, one JSON record per line
         messages/events.jsonl         message events of the turn in progress (residual after a crash)
@@ -78,7 +80,9 @@ directory fsync); ``runtime-events.jsonl`` is append-only without fsync and read
 
 from __future__ import annotations
 
+from ._identity import WorkspaceIdentity, bundle_workspace_identity, read_workspace_record, workspace_identity
 from ._instance import InstanceStore, LoadedConversation, MemoryInstanceStore
+from ._lease import InstanceLease
 from ._paths import instance_dir_name, parse_instance_dir_name, resolve_state_root, workspace_id
 from ._workspace import InstanceInfo, WorkspaceStore
 
@@ -88,12 +92,17 @@ AnyInstanceStore = InstanceStore | MemoryInstanceStore
 __all__ = [
     "AnyInstanceStore",
     "InstanceInfo",
+    "InstanceLease",
     "InstanceStore",
     "LoadedConversation",
     "MemoryInstanceStore",
+    "WorkspaceIdentity",
     "WorkspaceStore",
+    "bundle_workspace_identity",
     "instance_dir_name",
     "parse_instance_dir_name",
+    "read_workspace_record",
     "resolve_state_root",
     "workspace_id",
+    "workspace_identity",
 ]

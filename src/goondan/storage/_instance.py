@@ -43,6 +43,7 @@ from ._jsonl import (
     torn_warning,
     truncate_file,
 )
+from ._lease import InstanceLease
 from ._paths import component_file_name
 
 CODE_WRITE = "E_STORAGE_WRITE"
@@ -160,6 +161,8 @@ class InstanceStore:
         self._pending: list[str | None] = []
         # Set after a failed commit left base/events in a state only a full rewrite is sure to fix.
         self._force_rewrite = False
+        # The single-writer lease, taken by load() (or clear_history) and released by close().
+        self._lease: InstanceLease | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -174,7 +177,8 @@ class InstanceStore:
         self.close()
 
     def close(self) -> None:
-        """Close the open file descriptors. Nothing is lost: every event is already in the file."""
+        """Close the open file descriptors and release the lease. Nothing is lost: every event is
+        already in the file."""
         for fd in (self._events_fd, self._runtime_fd):
             if fd is not None:
                 with contextlib.suppress(OSError):
@@ -183,6 +187,39 @@ class InstanceStore:
         self._runtime_fd = None
         self._loaded = False
         self._closed = True
+        self._release_lease()
+
+    @property
+    def lease(self) -> InstanceLease | None:
+        """The single-writer lease while this store holds it (see :mod:`goondan.storage._lease`)."""
+        return self._lease
+
+    def _take_lease(self) -> None:
+        """Become the instance's one writer, or raise ``E_INSTANCE_LOCKED`` naming the holder."""
+        lease = self._lease
+        if lease is not None and lease.held:
+            return
+        try:
+            self._lease = InstanceLease.acquire(self.path)
+        except OSError as exc:
+            raise StorageError(
+                "E_STORAGE_READ",
+                f"could not open {self.path}: {exc}",
+                file=str(self.path),
+                suggestion="Check permissions of the state root (--state-root / GOONDAN_STATE_ROOT).",
+            ) from exc
+
+    def _release_lease(self) -> None:
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            lease.release()
+
+    def _check_lease(self) -> None:
+        lease = self._lease
+        if lease is None:
+            self._take_lease()
+        else:
+            lease.check()
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
@@ -197,6 +234,7 @@ class InstanceStore:
         :class:`StorageError` ``E_STORAGE_CORRUPT`` (with file and line) for damage a crash cannot
         explain.
         """
+        self._take_lease()  # before anything is read or repaired: another writer may be mid-commit
         self._closed = False
         if self._events_fd is not None:
             with contextlib.suppress(OSError):
@@ -420,6 +458,7 @@ class InstanceStore:
         base.jsonl - otherwise the base is rewritten, which is always correct.
         """
         self._require_loaded()
+        self._check_lease()
         if (
             appended is not None
             and not self._force_rewrite
@@ -631,8 +670,10 @@ class InstanceStore:
     # ------------------------------------------------------------------ fresh start
 
     def clear_history(self) -> None:
-        """Delete the conversation and runtime events (``restart --fresh``); extension state and
-        metadata are kept."""
+        """A fresh start (``restart --fresh``): delete the conversation, the runtime events and every
+        extension's saved state (a memory or summary kept by an extension belongs to the conversation
+        and would otherwise leak into the new one). ``metadata.json`` is kept."""
+        self._check_lease()
         for fd in (self._events_fd, self._runtime_fd):
             if fd is not None:
                 with contextlib.suppress(OSError):
@@ -645,6 +686,7 @@ class InstanceStore:
             for path in (self.marker_path, self.tmp_path, self.events_path, self.base_path):
                 unlink_if_exists(path)
             unlink_if_exists(self.runtime_events_path)
+            self._clear_extension_states()
             self._ensure_files()
             fsync_dir(self.messages_dir)
             self._events_fd = open_private(self.events_path, APPEND_FLAGS)
@@ -656,6 +698,16 @@ class InstanceStore:
         self._force_rewrite = False
         self._loaded = True
         self._closed = False
+
+    def _clear_extension_states(self) -> None:
+        try:
+            entries = list(os.scandir(self.extensions_dir))
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            if entry.name.endswith(".json") and entry.is_file(follow_symlinks=False):
+                unlink_if_exists(Path(entry.path))
+        fsync_dir(self.extensions_dir)
 
 
 class MemoryInstanceStore:
@@ -744,6 +796,7 @@ class MemoryInstanceStore:
 
     def clear_history(self) -> None:
         self._runtime_events.clear()
+        self._extension_state.clear()
 
     def close(self) -> None:
         self._closed = True

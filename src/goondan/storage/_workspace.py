@@ -8,13 +8,17 @@ import shutil
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from .._ids import parse_iso
-from ..errors import StorageError
-from ._atomic import fsync_dir
+from .._json import dumps_pretty
+from ..errors import GoondanError, StorageError
+from ._atomic import ensure_dir, fsync_dir, replace_atomically
+from ._identity import WORKSPACE_FILE, WorkspaceIdentity, read_workspace_record
 from ._instance import METADATA_FILE, InstanceStore
+from ._lease import CODE_LOCKED, InstanceLease
 from ._paths import instance_dir_name
 
 _DELETING_PREFIX = ".deleting-"
@@ -60,7 +64,13 @@ class WorkspaceStore:
     path: Path
     instances_path: Path
 
-    def __init__(self, state_root: str | os.PathLike[str], workspace_id: str) -> None:
+    def __init__(
+        self,
+        state_root: str | os.PathLike[str],
+        workspace_id: str,
+        *,
+        identity: WorkspaceIdentity | None = None,
+    ) -> None:
         if (
             not workspace_id
             or workspace_id in (".", "..")
@@ -74,6 +84,29 @@ class WorkspaceStore:
         self.path = self.state_root / "workspaces" / workspace_id
         self.instances_path = self.path / "instances"
         self._stores: dict[tuple[str, str], InstanceStore] = {}
+        self.identity = identity
+        self._recorded = identity is None
+
+    def record(self) -> dict[str, Any] | None:
+        """What ``workspace.json`` says about the bundle this workspace belongs to."""
+        return read_workspace_record(self.path)
+
+    def _record_identity(self) -> None:
+        """Write ``workspace.json`` once, when the first instance is opened (read-only commands and
+        runtimes that never write leave nothing behind). The bundle directory is refreshed when a
+        package-named bundle was moved."""
+        if self._recorded or self.identity is None:
+            return
+        wanted = self.identity.record()
+        try:
+            if read_workspace_record(self.path) != wanted:
+                ensure_dir(self.path)
+                replace_atomically(self.path / WORKSPACE_FILE, dumps_pretty(wanted))
+        except OSError as exc:
+            raise StorageError(
+                "E_STORAGE_WRITE", f"could not write {self.path / WORKSPACE_FILE}: {exc}", file=str(self.path)
+            ) from exc
+        self._recorded = True
 
     def instance_path(self, agent_name: str, instance_key: str) -> Path:
         return self.instances_path / instance_dir_name(agent_name, instance_key)
@@ -84,6 +117,7 @@ class WorkspaceStore:
         key = (agent_name, instance_key)
         store = self._stores.get(key)
         if store is None or store.closed:
+            self._record_identity()
             store = InstanceStore(
                 self.instance_path(agent_name, instance_key),
                 agent_name=agent_name,
@@ -109,11 +143,14 @@ class WorkspaceStore:
         infos.sort(key=lambda i: (i.agent_name, i.instance_key, i.path.name))
         return infos
 
-    def delete_instance(self, agent_name: str, instance_key: str) -> bool:
+    def delete_instance(self, agent_name: str, instance_key: str, *, force: bool = False) -> bool:
         """Remove the instance (history, runtime events, extension state, metadata).
 
         Returns ``False`` if there was nothing to delete. The directory is first renamed to a hidden
         name (atomic), so a crash mid-way never leaves a half-deleted instance that still looks valid.
+        An instance another runtime holds raises ``E_INSTANCE_LOCKED`` unless ``force`` (its writer
+        then fails its next commit with ``E_INSTANCE_LEASE_LOST`` instead of writing into a deleted
+        directory's successor).
         """
         store = self._stores.pop((agent_name, instance_key), None)
         if store is not None:
@@ -131,19 +168,34 @@ class WorkspaceStore:
             )
         deleted = False
         for target in targets:
-            doomed = target.with_name(f"{_DELETING_PREFIX}{target.name[:150]}-{os.urandom(4).hex()}")
+            lease: InstanceLease | None = None
             try:
-                os.rename(target, doomed)
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                raise StorageError("E_STORAGE_WRITE", f"could not delete {target}: {exc}", file=str(target)) from exc
-            with contextlib.suppress(OSError):
-                fsync_dir(self.instances_path)
-            shutil.rmtree(doomed, ignore_errors=True)
-            deleted = True
+                lease = InstanceLease.acquire(target, wait_for_dead_holder=0)
+            except GoondanError as exc:
+                if exc.code != CODE_LOCKED or not force:
+                    raise
+            try:
+                deleted = self._delete_dir(target) or deleted
+            finally:
+                if lease is not None:
+                    lease.release()
         self._sweep_deleting()
         return deleted
+
+    def _delete_dir(self, target: Path) -> bool:
+        if not target.is_dir():
+            return False
+        doomed = target.with_name(f"{_DELETING_PREFIX}{target.name[:150]}-{os.urandom(4).hex()}")
+        try:
+            os.rename(target, doomed)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise StorageError("E_STORAGE_WRITE", f"could not delete {target}: {exc}", file=str(target)) from exc
+        with contextlib.suppress(OSError):
+            fsync_dir(self.instances_path)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
 
     def _sweep_deleting(self) -> None:
         """Finish deletions a crashed process left half done."""

@@ -1,0 +1,233 @@
+"""The single-writer lease of one agent instance directory.
+
+Two runtimes writing the same instance would each fold only their own turns into ``base.jsonl`` and
+silently lose the other's (a rewrite commit replaces the whole file). So whoever opens an instance for
+writing first takes its lease:
+
+* **A kernel lock** - ``flock(LOCK_EX | LOCK_NB)`` on ``lease.lock`` in the instance directory, opened
+  ``O_CLOEXEC``. The kernel drops it when the holder's last descriptor closes, in particular when the
+  process dies in any way (SIGKILL included), so a crashed holder never leaves a stale lease. flock
+  locks belong to the *open file description*: a second ``open`` in the same process conflicts too.
+* **Holder info** - ``lease.json`` ``{pid, host, since, token, owner}`` written after the lock is
+  taken, so that a refused opener can name the holder (``E_INSTANCE_LOCKED``).
+* **A fencing token** - ``token`` counts acquisitions of this instance (read from the previous
+  ``lease.json`` and incremented). Every commit re-reads ``lease.json`` and refuses to write
+  (``E_INSTANCE_LEASE_LOST``) when the token or owner is no longer its own: that happens only when
+  the lock stopped protecting the files (the instance was deleted and recreated under a running
+  holder, a filesystem without working ``flock``), and a stale writer must then fail rather than
+  overwrite the new holder's history.
+
+Fork: a descriptor inherited by ``fork()`` keeps the lock alive for as long as the child lives. Agent
+processes open (and lock) their instance themselves after being forked, and the fork server never
+opens one; as a safety net, every lease descriptor is closed in the child right after any ``fork()``
+(``os.register_at_fork``), so a child can never hold its parent's lease. Closing the inherited copy
+does not unlock the parent's (the description stays open in the parent).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import socket
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .._ids import now_iso
+from ..errors import GoondanError, StorageError
+from ._atomic import ensure_dir, open_private, replace_atomically
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no kernel lock, the token still fences
+    fcntl = None  # type: ignore[assignment]
+
+LOCK_FILE = "lease.lock"
+HOLDER_FILE = "lease.json"
+
+CODE_LOCKED = "E_INSTANCE_LOCKED"
+CODE_LOST = "E_INSTANCE_LEASE_LOST"
+
+#: How long an opener waits when the recorded holder is a process of this host that no longer
+#: exists: its descriptors are being closed by the kernel right now (a crashed agent process being
+#: restarted by the orchestrator), so the lock is about to be free.
+DEAD_HOLDER_WAIT_S = 3.0
+
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+
+# Every open lease of this process, so that a forked child can close their descriptors.
+_OPEN: weakref.WeakSet[InstanceLease] = weakref.WeakSet()
+
+
+def _close_in_child() -> None:
+    for lease in list(_OPEN):
+        lease._forget_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_in_child)
+
+
+def _host() -> str:
+    return socket.gethostname()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_holder(directory: Path) -> dict[str, Any] | None:
+    """``lease.json`` of an instance directory (``None`` if missing or unreadable)."""
+    try:
+        value = orjson.loads((directory / HOLDER_FILE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def describe_holder(holder: dict[str, Any] | None) -> str:
+    if not holder:
+        return "another process (holder unknown)"
+    return f"pid {holder.get('pid', '?')} on {holder.get('host', '?')} since {holder.get('since', '?')}"
+
+
+def locked_error(directory: Path, holder: dict[str, Any] | None) -> GoondanError:
+    return GoondanError(
+        CODE_LOCKED,
+        f"agent instance {directory.name} is in use by {describe_holder(holder)}",
+        suggestion=(
+            "Another runtime (a `gdn run`, a program using goondan.Runtime) is writing this conversation. "
+            "Send the request through it, stop it first, or use another --instance-key or --state-root."
+        ),
+    )
+
+
+class InstanceLease:
+    """A held lease; :meth:`acquire` takes one, :meth:`release` (or process exit) gives it back."""
+
+    directory: Path
+    token: int
+
+    def __init__(self, directory: Path, fd: int, token: int, owner: str) -> None:
+        self.directory = directory
+        self.token = token
+        self._fd: int | None = fd
+        self._owner = owner
+        self._holder_path = directory / HOLDER_FILE
+        _OPEN.add(self)
+
+    @classmethod
+    def acquire(cls, directory: Path, *, wait_for_dead_holder: float = DEAD_HOLDER_WAIT_S) -> InstanceLease:
+        """Take the lease of ``directory`` (created if missing) or raise ``E_INSTANCE_LOCKED``."""
+        ensure_dir(directory)
+        fd = open_private(directory / LOCK_FILE, _LOCK_FLAGS)
+        try:
+            cls._lock(directory, fd, wait_for_dead_holder)
+            previous = read_holder(directory) or {}
+            last = previous.get("token")
+            token = (last if isinstance(last, int) and last >= 0 else 0) + 1
+            owner = os.urandom(8).hex()
+            record = {"pid": os.getpid(), "host": _host(), "since": now_iso(), "token": token, "owner": owner}
+            # Not fsynced: after a power loss every holder is gone anyway, and the kernel lock (not
+            # this file) is what keeps two live holders apart.
+            replace_atomically(directory / HOLDER_FILE, orjson.dumps(record), durable=False)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(directory, fd, token, owner)
+
+    @staticmethod
+    def _lock(directory: Path, fd: int, wait_for_dead_holder: float) -> None:
+        if fcntl is None:  # pragma: no cover
+            return
+        deadline: float | None = None
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise StorageError(
+                        "E_STORAGE_WRITE",
+                        f"could not lock {directory / LOCK_FILE}: {exc}",
+                        file=str(directory / LOCK_FILE),
+                    ) from exc
+            holder = read_holder(directory)
+            pid = holder.get("pid") if holder else None
+            dead = isinstance(pid, int) and holder is not None and holder.get("host") == _host()
+            dead = dead and not _pid_alive(int(pid))  # type: ignore[arg-type]
+            if not dead or wait_for_dead_holder <= 0:
+                raise locked_error(directory, holder)
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + wait_for_dead_holder
+            elif now >= deadline:
+                raise locked_error(directory, holder)
+            time.sleep(0.02)
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def check(self) -> None:
+        """Fencing: fail unless ``lease.json`` still names this lease (called before every commit)."""
+        if self._fd is None:
+            raise StorageError(
+                CODE_LOST,
+                f"the lease of {self.directory} was released; this store may no longer write",
+                file=str(self.directory),
+                suggestion="Open the instance again (load()) before writing.",
+            )
+        holder = read_holder(self.directory)
+        if holder is not None and holder.get("token") == self.token and holder.get("owner") == self._owner:
+            return
+        raise StorageError(
+            CODE_LOST,
+            f"lost the lease of {self.directory.name} (token {self.token}); it is now held by "
+            f"{describe_holder(holder)}. Nothing was written",
+            file=str(self.directory),
+            suggestion=(
+                "Another runtime took over this conversation (or its directory was deleted). Stop one of "
+                "them; the turn that was refused is kept only in the runtime that produced it."
+            ),
+        )
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        _OPEN.discard(self)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)  # closing the description drops the flock
+
+    def _forget_after_fork(self) -> None:
+        """In a forked child: close the inherited descriptor without unlocking the parent's lease."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.release()
+
+
+__all__ = [
+    "CODE_LOCKED",
+    "CODE_LOST",
+    "HOLDER_FILE",
+    "LOCK_FILE",
+    "InstanceLease",
+    "describe_holder",
+    "locked_error",
+    "read_holder",
+]

@@ -1,0 +1,141 @@
+"""Workspaces belong to a bundle: two bundles never share a conversation, `gdn instance` shows and acts
+on the current bundle's instances, and deleting asks first."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cli_testkit import ECHO_BUNDLE, env_for, gdn, write_bundle
+
+NO_PACKAGE = ECHO_BUNDLE.split("---\n", 1)[1]
+
+
+def run(tmp_path: Path, bundle: Path, text: str, state: Path, *extra: str) -> str:
+    proc = gdn(tmp_path, "run", str(bundle), "--input", text, "--state-root", str(state), *extra)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def listing(cwd: Path, state: Path, *args: str) -> list[dict[str, object]]:
+    proc = gdn(cwd, "instance", "list", "--json", "--state-root", str(state), *args)
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def test_bundles_in_different_directories_never_share_a_conversation(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    first = write_bundle(tmp_path / "one", NO_PACKAGE)  # same swarm name "default", no Package
+    second = write_bundle(tmp_path / "two", NO_PACKAGE)
+    run(tmp_path, first, "from one", state)
+    run(tmp_path, second, "from two", state)
+    workspaces = sorted(p.name for p in (state / "workspaces").iterdir())
+    assert len(workspaces) == 2 and all(w.startswith(("one-default-", "two-default-")) for w in workspaces)
+    for bundle, text in ((first, "from one"), (second, "from two")):
+        [row] = listing(tmp_path, state, str(bundle))
+        assert row["bundle"] == str(bundle.resolve()) and row["swarm"] == "default"
+        [base] = Path(str(row["path"])).glob("messages/base.jsonl")
+        assert text in base.read_text() and ("from two" if text == "from one" else "from one") not in base.read_text()
+
+
+def test_the_package_name_is_the_identity_and_survives_a_move(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    bundle = write_bundle(tmp_path / "here")
+    run(tmp_path, bundle, "before the move", state)
+    moved = tmp_path / "there"
+    bundle.rename(moved)
+    run(tmp_path, moved, "after the move", state)
+    [row] = listing(tmp_path, state, str(moved))
+    assert row["package"] == "cli-suite" and row["bundle"] == str(moved.resolve())
+    base = (Path(str(row["path"])) / "messages" / "base.jsonl").read_text()
+    assert "before the move" in base and "after the move" in base
+    other = write_bundle(tmp_path / "other", ECHO_BUNDLE.replace("name: cli-suite", "name: other-suite"))
+    run(tmp_path, other, "elsewhere", state)
+    assert len(list((state / "workspaces").iterdir())) == 2
+
+
+def test_instance_list_shows_the_bundle_and_defaults_to_the_current_one(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    mine = write_bundle(tmp_path / "mine", NO_PACKAGE)
+    theirs = write_bundle(tmp_path / "theirs", NO_PACKAGE)
+    run(tmp_path, mine, "a", state)
+    run(tmp_path, theirs, "b", state)
+    inside = listing(mine, state)
+    assert [row["bundle"] for row in inside] == [str(mine.resolve())]
+    assert len(listing(mine, state, "--all-workspaces")) == 2
+    assert len(listing(tmp_path, state)) == 2  # not inside a bundle: every bundle's
+    text = gdn(mine, "instance", "list", "--state-root", str(state))
+    assert text.stdout.splitlines()[0].split()[:2] == ["WORKSPACE", "BUNDLE"]
+    assert str(mine.resolve()) in text.stdout and str(theirs.resolve()) not in text.stdout
+
+
+def test_instance_delete_acts_on_the_current_bundle_only(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    mine = write_bundle(tmp_path / "mine", NO_PACKAGE)
+    theirs = write_bundle(tmp_path / "theirs", NO_PACKAGE)
+    run(tmp_path, mine, "a", state)
+    run(tmp_path, theirs, "b", state)
+    proc = gdn(mine, "instance", "delete", "default", "--yes", "--state-root", str(state))
+    assert proc.returncode == 0, proc.stderr
+    assert listing(mine, state) == []
+    assert [row["bundle"] for row in listing(tmp_path, state)] == [str(theirs.resolve())]
+
+
+def test_instance_delete_without_a_terminal_needs_yes(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    bundle = write_bundle(tmp_path / "b")
+    run(tmp_path, bundle, "keep me", state)
+    refused = gdn(tmp_path, "instance", "delete", "default", str(bundle), "--state-root", str(state))
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("[E_CONFIRMATION_REQUIRED]") and "--yes" in refused.stderr
+    assert len(listing(tmp_path, state)) == 1
+    done = gdn(tmp_path, "instance", "delete", "default", str(bundle), "-y", "--state-root", str(state))
+    assert done.returncode == 0 and listing(tmp_path, state) == []
+
+
+def _ask_on_a_terminal(tmp_path: Path, state: Path, answer: bytes) -> tuple[int, str]:
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "goondan", "instance", "delete", "default", "--state-root", str(state)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env_for(tmp_path, TERM="xterm"),
+        cwd=tmp_path / "b",
+        close_fds=True,
+    )
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + 30
+    while b"[y/N]" not in seen:
+        assert time.monotonic() < deadline, seen
+        seen += os.read(master, 4096)
+    os.write(master, answer)
+    code = proc.wait(30)
+    try:
+        while True:
+            chunk = os.read(master, 4096)
+            if not chunk:
+                break
+            seen += chunk
+    except OSError:
+        pass
+    os.close(master)
+    return code, seen.decode(errors="replace")
+
+
+def test_instance_delete_asks_on_a_terminal(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    bundle = write_bundle(tmp_path / "b")
+    run(tmp_path, bundle, "hello", state)
+    code, out = _ask_on_a_terminal(tmp_path, state, b"n\n")
+    assert code == 1 and "talker@default" in out and "nothing was deleted" in out
+    assert len(listing(tmp_path, state)) == 1
+    code, out = _ask_on_a_terminal(tmp_path, state, b"y\n")
+    assert code == 0 and "deleted talker@default" in out
+    assert listing(tmp_path, state) == []

@@ -1,0 +1,145 @@
+"""Single writer: an instance is written by one process at a time (a kernel lock that dies with its
+holder, holder info, and a fencing token checked on every commit)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from storage_testkit import child_env, msg, records, reload, run_turn
+
+from goondan.errors import GoondanError, StorageError
+from goondan.messages import append_event
+from goondan.storage import InstanceStore
+
+HOLDER = """
+import os, sys, time
+from pathlib import Path
+from goondan.storage import InstanceStore
+store = InstanceStore(Path(sys.argv[1]))
+store.load()
+if len(sys.argv) > 2 and sys.argv[2] == "fork-then-close":
+    child = os.fork()
+    if child == 0:
+        time.sleep(60)
+        os._exit(0)
+    store.close()
+    print(child, flush=True)
+print("ready", flush=True)
+sys.stdin.readline()
+store.close()
+"""
+
+
+def start_holder(path: Path, *args: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path), *args],
+        env=child_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return proc
+
+
+def wait_ready(proc: subprocess.Popen[str]) -> list[str]:
+    assert proc.stdout is not None
+    lines = []
+    while True:
+        line = proc.stdout.readline().strip()
+        assert line, "holder exited early"
+        if line == "ready":
+            return lines
+        lines.append(line)
+
+
+def test_second_writer_gets_instance_locked_naming_the_holder(tmp_path: Path) -> None:
+    holder = start_holder(tmp_path)
+    try:
+        wait_ready(holder)
+        with pytest.raises(GoondanError) as info:
+            InstanceStore(tmp_path).load()
+        err = info.value
+        assert err.code == "E_INSTANCE_LOCKED"
+        assert f"pid {holder.pid}" in err.message and socket.gethostname() in err.message
+        assert "since 20" in err.message
+        assert err.suggestion
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_lease_of_a_killed_holder_is_free_at_once(tmp_path: Path) -> None:
+    holder = start_holder(tmp_path)
+    wait_ready(holder)
+    token = json.loads((tmp_path / "lease.json").read_text())["token"]
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    store = InstanceStore(tmp_path)
+    store.load()
+    assert store.lease is not None and store.lease.token == token + 1
+    lease = json.loads((tmp_path / "lease.json").read_text())
+    assert lease["pid"] == os.getpid() and lease["token"] == token + 1
+    store.close()
+
+
+def test_lease_is_released_on_close(tmp_path: Path) -> None:
+    store = InstanceStore(tmp_path)
+    store.load()
+    store.close()
+    holder = start_holder(tmp_path)
+    try:
+        wait_ready(holder)  # the other process got it
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        holder.wait(timeout=10)
+    assert holder.returncode == 0
+
+
+def test_two_stores_in_one_process_are_two_writers(tmp_path: Path) -> None:
+    first = InstanceStore(tmp_path)
+    first.load()
+    with pytest.raises(GoondanError) as info:
+        InstanceStore(tmp_path).load()
+    assert info.value.code == "E_INSTANCE_LOCKED"
+    first.load()  # re-opening by the holder itself is fine
+    first.close()
+
+
+def test_a_forked_child_never_keeps_its_parents_lease(tmp_path: Path) -> None:
+    holder = start_holder(tmp_path, "fork-then-close")
+    child = int(wait_ready(holder)[0])
+    try:
+        store = InstanceStore(tmp_path)
+        store.load()  # the parent closed its store; the still running child must not hold the lock
+        store.close()
+    finally:
+        os.kill(child, signal.SIGKILL)
+        holder.kill()
+        holder.wait()
+
+
+def test_commit_of_a_stale_holder_fails_instead_of_overwriting(tmp_path: Path) -> None:
+    path = tmp_path / "inst"
+    stale = InstanceStore(path)
+    base = run_turn(stale, stale.load().base, [append_event(msg("a1"))])
+    # the directory is deleted under the running holder and a new writer starts over
+    os.rename(path, tmp_path / "gone")
+    fresh = InstanceStore(path)
+    run_turn(fresh, fresh.load().base, [append_event(msg("b1"))])
+    fresh.close()
+    stale.append_event(append_event(msg("a2")))
+    with pytest.raises(StorageError) as info:
+        stale.commit([*base, msg("a2")], None)
+    assert info.value.code == "E_INSTANCE_LEASE_LOST"
+    stale.close()
+    conv, _ = reload(path)
+    assert records(conv) == records([msg("b1")])
