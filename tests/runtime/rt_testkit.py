@@ -249,10 +249,8 @@ def tool_results(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def history(rt: Any, agent: str | None = None, key: str | None = None) -> list[dict[str, Any]]:
     """The committed conversation of an instance (``base.jsonl`` plus residual events) as LLM messages."""
-    from goondan.storage import WorkspaceStore, workspace_id
-
     name = agent or rt.entry_agent
-    store = WorkspaceStore(Path(rt.state_root), workspace_id(rt.swarm_instance_key))
+    store = rt.workspace  # the bundle's workspace (its id derives from the bundle and the swarm)
     path = store.instance_path(name, key or rt.swarm_instance_key) / "messages"
     records = read_jsonl(path / "base.jsonl")
     assert read_jsonl(path / "events.jsonl") == [], "history() expects a committed conversation"
