@@ -40,7 +40,7 @@ def test_quickstart_turns_give_the_same_results_in_both_modes(tmp_path: Path, st
     # the step middleware hid shell__wipe, so the executor refused the call and the handler never ran
     assert "E_TOOL_NOT_IN_CATALOG" in results[1].text
     # the extension's state counted all three turns (persisted and restored inside the instance)
-    assert results[2].text == 'Tool said: {"turns":3,"instance":"default"}'
+    assert results[2].text == 'Tool said: {"turns":3,"instance":"quickstart"}'
     inst = _instance_dir(state_root)
     assert json.loads((inst / "extensions" / "turn-counter.json").read_text()) == {"turns": 3}
     roles = [r["data"]["role"] for r in _jsonl(inst / "messages" / "base.jsonl")]
