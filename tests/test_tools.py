@@ -142,6 +142,8 @@ def test_handler_exception_copies_code_suggestion_help_url():
 
     reg, _ = _registry(boom)
     err = _exec(reg, "bash__exec", {"command": "x"}).error
+    trace = err.pop("traceback")  # kept for the runtime event and -v, never sent to the model
+    assert "raise CodedError" in trace
     assert err == {
         "name": "CodedError",
         "message": "disk on fire",

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from ._json import copy_json, dumps, json_problem
 from ._modules import import_path, reproduce_command
+from ._usercode import captured, exit_error
 from .errors import ExtensionError, GoondanError
 from .pipeline import ExtensionPipeline, PipelineRegistry
 from .tools import ToolRegistry
@@ -275,7 +276,8 @@ def _wrap_register_error(name: str, exc: BaseException) -> ExtensionError:
         "E_EXT_INIT",
         f"failed to initialize extension {name}: {type(exc).__name__}: {exc}",
         extension_name=name,
-        suggestion="Fix the error raised inside register(); run the agent with -v to see the traceback.",
+        suggestion="Fix the error raised inside register(); `gdn run -v` prints its traceback, and "
+        "`gdn logs -v` shows it from the extension.failed event.",
     )
 
 
@@ -335,12 +337,15 @@ async def register_extension(name: str, module: Any, api: ExtensionApi, config: 
     except (TypeError, ValueError):
         takes_config = False
     try:
-        result = register(api, copy_json(config)) if takes_config else register(api)
-        if inspect.isawaitable(result):
-            await result
+        with captured(f"extension {name} register()", api.logger):
+            result = register(api, copy_json(config)) if takes_config else register(api)
+            if inspect.isawaitable(result):
+                await result
     except BaseException as exc:
-        if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
+        if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
             raise
+        if isinstance(exc, SystemExit):  # sys.exit() in register() must not end the host
+            raise _wrap_register_error(name, exit_error(f"register() of extension {name}", exc)) from exc
         raise _wrap_register_error(name, exc) from exc
 
 

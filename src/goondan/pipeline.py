@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import bisect
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
 
+from ._usercode import _Capture, exit_error
+from ._usercode import _current as _user_output
+from ._usercode import install as _install_capture
 from .errors import ExtensionError, GoondanError
 from .results import StepResult, ToolCallResult, TurnResult
 
@@ -32,13 +36,15 @@ S = TypeVar("S")
 
 
 class _Entry:
-    __slots__ = ("extension", "fn", "priority", "seq")
+    __slots__ = ("extension", "fn", "label", "logger", "priority", "seq")
 
     def __init__(self, fn: Callable[[Any], Any], priority: int, seq: int, extension: str | None) -> None:
         self.fn = fn
         self.priority = priority
         self.seq = seq
         self.extension = extension
+        self.label = ""  # set by PipelineRegistry.register, which knows the middleware type
+        self.logger = logging.getLogger(f"goondan.extension.{extension}" if extension else "goondan.pipeline")
 
     def sort_key(self) -> tuple[int, int]:
         return (self.priority, self.seq)
@@ -124,17 +130,33 @@ class _LayerContext(Generic[S, R]):
         self._used = True
         chain = self._chain
         pos = self._pos
-        if pos == chain._n:
-            return await chain._core(self._s)
-        entry = chain._entries[pos]
-        ctx: _LayerContext[S, R] = _new_object(chain._ctx_cls)  # no Python-level __init__ on this path
-        ctx._s = self._s
-        ctx._chain = chain
-        ctx._pos = pos + 1
-        ctx._used = False
-        result: Any = entry.fn(ctx)
-        if type(result) is CoroutineType or inspect.isawaitable(result):  # exact type first: async def layers
-            result = await result
+        # the inner layers and the core are not the calling middleware's code: what they print is
+        # not its output (see goondan._usercode)
+        released = _user_output.set(None) if _user_output.get() is not None else None
+        try:
+            if pos == chain._n:
+                return await chain._core(self._s)
+            entry = chain._entries[pos]
+            ctx: _LayerContext[S, R] = _new_object(chain._ctx_cls)  # no Python-level __init__ on this path
+            ctx._s = self._s
+            ctx._chain = chain
+            ctx._pos = pos + 1
+            ctx._used = False
+            capture = _Capture(entry.label, entry.logger)
+            token = _user_output.set(capture)
+            try:
+                result: Any = entry.fn(ctx)
+                if type(result) is CoroutineType or inspect.isawaitable(result):  # exact type first: async def
+                    result = await result
+            except SystemExit as exc:  # sys.exit() in a middleware fails its turn or tool call, not the host
+                raise exit_error(entry.label, exc) from exc
+            finally:
+                _user_output.reset(token)
+                if capture.parts or capture.dropped:
+                    capture.report()
+        finally:
+            if released is not None:
+                _user_output.reset(released)
         expected = chain._result_type
         if type(result) is not expected and not isinstance(result, expected):
             raise chain.bad_result(entry, result)
@@ -487,6 +509,7 @@ class PipelineRegistry:
             )
         self._seq += 1
         entry = _Entry(fn, int(priority), self._seq, extension)
+        entry.label = f"{type} middleware {_describe(entry)}"
         entries = self._entries[type]
         bisect.insort(entries, entry, key=_Entry.sort_key)
         self._version += 1
@@ -503,6 +526,8 @@ class PipelineRegistry:
         return self._version
 
     def chain(self, mtype: MiddlewareType, core: Callable[[Any], Awaitable[Any]]) -> Chain[Any, Any]:
+        if self._entries[mtype]:
+            _install_capture()  # middleware output is kept from the answer stream (goondan._usercode)
         return Chain(mtype, list(self._entries[mtype]), _CTX_CLASSES[mtype], core)
 
 

@@ -29,6 +29,7 @@ from ._json import (
     to_frozen_json,
     to_json_value,
 )
+from ._usercode import captured, exit_error, format_traceback
 from .errors import GoondanError
 from .messages import Message
 from .results import ToolCallResult
@@ -285,8 +286,13 @@ def _error(tool_call_id: str, tool_name: str, name: str, code: str, message: str
     return ToolCallResult(tool_call_id, tool_name, None, "error", err)
 
 
-def error_from_exception(exc: BaseException, tool_call_id: str, tool_name: str, limit: int) -> ToolCallResult:
-    """Shape a handler exception as an error result, copying ``code``/``suggestion``/``helpUrl``."""
+def error_from_exception(
+    exc: BaseException, tool_call_id: str, tool_name: str, limit: int, *, keep_traceback: bool = True
+) -> ToolCallResult:
+    """Shape a handler exception as an error result, copying ``code``/``suggestion``/``helpUrl``.
+
+    The traceback is kept in ``error["traceback"]`` for the runtime event and ``-v`` (the model gets
+    only code, message and suggestion: see :func:`result_output_part`)."""
     if isinstance(exc, Exception):
         message = str(exc) or type(exc).__name__
         err: dict[str, Any] = {"name": type(exc).__name__, "message": truncate_message(message, limit)}
@@ -301,6 +307,8 @@ def error_from_exception(exc: BaseException, tool_call_id: str, tool_name: str, 
                 err[key] = value
         if isinstance(exc, GoondanError):
             err["message"] = truncate_message(exc.message, limit)
+        if keep_traceback:
+            err["traceback"] = format_traceback(exc)
         return ToolCallResult(tool_call_id, tool_name, None, "error", err)
     return ToolCallResult(
         tool_call_id, tool_name, None, "error", {"name": "Error", "message": "Unknown tool execution error"}
@@ -357,12 +365,17 @@ async def execute_tool(
             suggestion="Export a handler for it in the Tool entry's `handlers` dict, or register it with "
             "api.tools.register.",
         )
+    ctx = make_context()
+    ctx.config = entry.config
     try:
-        output = entry.handler(make_context(), args)
-        if type(output) is CoroutineType or (type(output) not in _PLAIN_RESULTS and inspect.isawaitable(output)):
-            output = await output
+        with captured(f"tool {tool_name}", ctx.logger):
+            output = entry.handler(ctx, args)
+            if type(output) is CoroutineType or (type(output) not in _PLAIN_RESULTS and inspect.isawaitable(output)):
+                output = await output
     except Exception as exc:  # a tool failure never aborts the turn
         return error_from_exception(exc, tool_call_id, tool_name, limit)
+    except SystemExit as exc:  # nor does sys.exit() in a tool end the host
+        return error_from_exception(exit_error(f"tool '{tool_name}'", exc), tool_call_id, tool_name, limit)
     try:
         value = to_json_value(output)
     except JsonDepthError:

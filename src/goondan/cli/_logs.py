@@ -89,7 +89,21 @@ def resolve_trace(given: str, known: set[str], *, follow: bool) -> str | None:
     )
 
 
-def render_record(record: dict[str, Any], style: Style) -> str:
+def render_record(record: dict[str, Any], style: Style, *, verbose: bool = False) -> str:
+    """One record as one line; an ``error.traceback`` (a user's tool, extension or model raised)
+    follows it, indented, with ``verbose`` (``gdn logs -v``) and is left out otherwise."""
+    trace = None
+    error = record.get("error")
+    if isinstance(error, dict) and "traceback" in error:
+        trace = error.get("traceback")
+        record = {**record, "error": {k: v for k, v in error.items() if k != "traceback"}}
+    line = _render_line(record, style)
+    if verbose and isinstance(trace, str) and trace:
+        line += "\n" + "\n".join("    " + t for t in trace.splitlines())
+    return line
+
+
+def _render_line(record: dict[str, Any], style: Style) -> str:
     ts = str(record.get("timestamp", ""))
     clock = ts[11:23] if len(ts) >= 23 else ts
     etype = str(record.get("type", "?"))
@@ -149,7 +163,14 @@ def cmd_logs(args: argparse.Namespace) -> int:
         for record in records:
             if not _keep(record, args):
                 continue
-            out.write((json.dumps(record, ensure_ascii=False) if args.json else render_record(record, style)) + "\n")
+            out.write(
+                (
+                    json.dumps(record, ensure_ascii=False)
+                    if args.json
+                    else render_record(record, style, verbose=bool(args.verbose))
+                )
+                + "\n"
+            )
         out.flush()
 
     tail = _Tail()

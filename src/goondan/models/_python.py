@@ -6,13 +6,17 @@ Useful for tests, deterministic demos and wrapping any in-house inference code.
 from __future__ import annotations
 
 import inspect
+import logging
 from pathlib import Path
 from typing import Any
 
 from .._ids import new_id
 from .._modules import import_path, reproduce_command
+from .._usercode import captured, exit_error
 from ..errors import ModelError
 from ._base import ModelRequest, ModelResponse, ModelToolCall, normalize_usage
+
+_log = logging.getLogger("goondan.model.python")
 
 
 class PythonModel:
@@ -46,16 +50,25 @@ class PythonModel:
     async def generate(self, request: ModelRequest) -> ModelResponse:
         fn = self._load()
         try:
-            out = fn(request)
-            if type(out) is not dict and inspect.isawaitable(out):  # a sync generate() returns a dict
-                out = await out
+            with captured(f"python model {self._entry.name}", _log):
+                out = fn(request)
+                if type(out) is not dict and inspect.isawaitable(out):  # a sync generate() returns a dict
+                    out = await out
         except ModelError:
             raise
         except Exception as exc:
             raise ModelError(
                 "E_MODEL_CALL",
                 f"python model generate() raised {type(exc).__name__}: {exc}",
+                suggestion="Fix generate() in the model module; `gdn run -v` prints the traceback, and "
+                "`gdn logs -v` shows it from the turn.failed event.",
             ) from exc
+        except SystemExit as exc:  # sys.exit() in a model must not end the host
+            raise ModelError(
+                "E_MODEL_CALL",
+                f"python model generate() called sys.exit({exc.code!r})",
+                suggestion="Raise an exception instead of calling sys.exit().",
+            ) from exit_error(f"python model {self._entry.name}", exc)
         return parse_model_output(out, where=f"python model {self._entry.name}")
 
     async def aclose(self) -> None:

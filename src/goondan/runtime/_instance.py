@@ -28,6 +28,7 @@ from .._json import (
     repair_text,
 )
 from .._modules import import_path, reproduce_command
+from .._usercode import format_traceback, released, user_traceback
 from ..conversation import ConversationState
 from ..errors import ExtensionError, GoondanError, ModelError
 from ..extensions import EventBus, ExtensionApi, ExtensionState, load_module, register_extension
@@ -380,7 +381,29 @@ class AgentInstance:
             state = ExtensionState(self.store, name)
             self.states[name] = state
             api = ExtensionApi(name, pipeline=self.pipeline, tools=self.tools, state=state, bus=self.bus)
-            await register_extension(name, module, api, config)
+            try:
+                await register_extension(name, module, api, config)
+            except GoondanError as exc:
+                self._record_extension_failure(name, exc)
+                raise
+
+    def _record_extension_failure(self, name: str, exc: GoondanError) -> None:
+        """Keep a failed ``register()``'s traceback: in runtime-events.jsonl (``gdn logs -v``) and on
+        the log at -v, as the error's suggestion promises."""
+        trace = user_traceback(exc)
+        if trace is None:
+            return
+        self.logger.info("register() of extension %s raised:\n%s", name, trace)
+        record = {
+            **self._base_record("extension.failed", new_trace_id(), new_span_id(), None),
+            "extensionName": name,
+            "errorMessage": exc.message,
+            "error": {"code": exc.code, "traceback": trace},
+        }
+        try:
+            self.store.append_runtime_event(record)
+        except GoondanError:
+            self.logger.exception("could not record the extension failure")
 
     # --- runtime events -------------------------------------------------------------------
 
@@ -500,6 +523,7 @@ class AgentInstance:
             await pending
         result: TurnResult
         failure: BaseException | None = None
+        failure_trace: str | None = None
         try:
             if _may_end_unanswered(conversation.last_message()):
                 self._repair_interrupted_tool_calls()  # a failed write left a call without its result
@@ -510,6 +534,7 @@ class AgentInstance:
             raise
         except Exception as exc:
             failure = exc
+            failure_trace = user_traceback(exc)
             err = (
                 exc.to_dict()
                 if isinstance(exc, GoondanError)
@@ -519,10 +544,9 @@ class AgentInstance:
                 }
             )
             result = TurnResult(turn_id, None, "error", err, None)
-            if not isinstance(exc, GoondanError):
-                self.logger.error("turn %s failed", turn_id, exc_info=exc)
-            else:
-                self.logger.error("turn %s failed: %s", turn_id, exc)
+            self.logger.error("turn %s failed: %s", turn_id, exc if isinstance(exc, GoondanError) else err["message"])
+            if failure_trace:
+                self.logger.info("traceback of turn %s:\n%s", turn_id, failure_trace)
         turn.status = "failed" if failure else "completed"
         self._flush_inbox(None)
         try:
@@ -551,6 +575,10 @@ class AgentInstance:
                     "turnId": turn_id,
                     "duration": duration,
                     "errorMessage": str(failure),
+                    "error": {
+                        "code": getattr(failure, "code", None) or "E_TURN_FAILED",
+                        **({"traceback": failure_trace} if failure_trace else {}),
+                    },
                 }
             )
         return result
@@ -715,11 +743,12 @@ class AgentInstance:
                 "delta": delta,
             }
             self.bus.emit("text.delta", payload)
-            for listener in self._delta_listeners:
-                try:
-                    listener(payload)
-                except Exception:
-                    log.exception("text delta listener failed")
+            with released():  # a streamed answer is the runtime's output, not the model code's
+                for listener in self._delta_listeners:
+                    try:
+                        listener(payload)
+                    except Exception:
+                        log.exception("text delta listener failed")
 
         return sink
 
@@ -897,6 +926,8 @@ class AgentInstance:
         except Exception as exc:
             # middleware failures become error results too: an orphaned tool call would make the
             # next provider request invalid
+            trace = format_traceback(exc)
+            self.logger.info("toolCall middleware failed for %s (%s):\n%s", call.name, call.id, trace)
             await self._runtime_event(
                 {
                     "type": "tool.failed",
@@ -904,19 +935,21 @@ class AgentInstance:
                     **span_fields,
                     "duration": int((time.perf_counter() - t0) * 1000),
                     "errorMessage": str(exc),
+                    "error": {"code": getattr(exc, "code", None) or "E_TOOL_ERROR", "traceback": trace},
                 }
             )
-            result = error_from_exception(exc, call.id, call.name, DEFAULT_ERROR_MESSAGE_LIMIT)
+            result = error_from_exception(exc, call.id, call.name, DEFAULT_ERROR_MESSAGE_LIMIT, keep_traceback=False)
         else:
-            pending = self._record_event(
-                {
-                    "type": "tool.completed",
-                    "timestamp": now_iso(),
-                    **span_fields,
-                    "status": result.status,
-                    "duration": int((time.perf_counter() - t0) * 1000),
-                }
-            )
+            record: dict[str, Any] = {
+                "type": "tool.completed",
+                "timestamp": now_iso(),
+                **span_fields,
+                "status": result.status,
+                "duration": int((time.perf_counter() - t0) * 1000),
+            }
+            if result.status == "error":
+                record["error"] = self._tool_error_record(call, result)
+            pending = self._record_event(record)
             if pending is not None:
                 await pending
         result, output = stored_output_part(result, self._max_result_bytes)
@@ -926,6 +959,17 @@ class AgentInstance:
             if reason is not None:
                 self.restart_requested = reason
         return result
+
+    def _tool_error_record(self, call: ToolCall, result: ToolCallResult) -> dict[str, Any]:
+        """The ``error`` of a ``tool.completed`` record with status error: code, message and, when a
+        handler raised, its traceback (kept here and shown with -v; never sent to the model)."""
+        err = result.error if isinstance(result.error, dict) else {}
+        record = {"code": err.get("code") or "E_TOOL_ERROR", "message": str(err.get("message", ""))}
+        trace = err.get("traceback")
+        if isinstance(trace, str) and trace:
+            record["traceback"] = trace
+            self.logger.info("tool %s (%s) raised:\n%s", call.name, call.id, trace)
+        return record
 
     async def _core_tool_call(self, state: ToolCallState) -> ToolCallResult:
         step_state = state.step_state

@@ -1,0 +1,163 @@
+"""Running a user's own code (tool handlers, extension middleware and ``register()``, python models)
+so that it can neither end nor pollute the host.
+
+* ``sys.exit()`` in user code raises :class:`SystemExit`, which would end an inline host (or an agent
+  process) with it. :func:`exit_error` turns it into an ordinary error that the caller handles like
+  any other failure of that code. ``KeyboardInterrupt`` is left alone on purpose: it is how a real
+  Ctrl+C stops the host, and user code cannot be told apart from the terminal there.
+* What user code prints goes to ``sys.stdout``/``sys.stderr``, i.e. straight into the answer stream
+  of ``answer=$(gdn run --input ...)``. :func:`install` replaces both with proxies that, while a
+  :func:`captured` block runs in the current context (a ``contextvars`` value, so concurrent turns
+  and threads started with the context keep apart), keep the text instead and hand it to the logger
+  afterwards — bounded: the first :data:`KEEP_CHARS` characters per block are kept, the rest counted.
+  Outside such a block the proxies write through unchanged. Writes to the raw file descriptors
+  (``os.write(1, ...)``, child processes) are not Python-level and not seen here.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import sys
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+from .errors import GoondanError
+
+KEEP_CHARS = 64 * 1024
+TRACEBACK_CHARS = 16 * 1024
+
+
+class _Capture:
+    __slots__ = ("dropped", "kept", "label", "logger", "parts")
+
+    def __init__(self, label: str, logger: logging.Logger) -> None:
+        self.label = label
+        self.logger = logger
+        self.parts: dict[str, list[str]] = {}
+        self.kept = 0
+        self.dropped = 0
+
+    def add(self, stream: str, text: str) -> None:
+        room = KEEP_CHARS - self.kept
+        if room <= 0:
+            self.dropped += len(text)
+            return
+        if len(text) > room:
+            self.dropped += len(text) - room
+            text = text[:room]
+        self.kept += len(text)
+        self.parts.setdefault(stream, []).append(text)
+
+    def report(self) -> None:
+        for stream, chunks in self.parts.items():
+            text = "".join(chunks).rstrip("\n")
+            if text:
+                self.logger.info("%s wrote to %s:\n%s", self.label, stream, text)
+        if self.dropped:
+            self.logger.info(
+                "%s wrote %d more characters to stdout/stderr (not kept; the first %d are logged)",
+                self.label,
+                self.dropped,
+                KEEP_CHARS,
+            )
+
+
+_current: contextvars.ContextVar[_Capture | None] = contextvars.ContextVar("goondan_user_output", default=None)
+
+
+class _Proxy:
+    """Stands in for ``sys.stdout``/``sys.stderr``: writes go to the current capture, if any, else to
+    the stream it replaced. Everything else (``fileno``, ``encoding``, ``buffer``...) is the original's."""
+
+    def __init__(self, name: str, target: TextIO) -> None:
+        self._goondan_name = name
+        self._goondan_target = target
+
+    def write(self, text: str) -> int:
+        capture = _current.get()
+        if capture is None:
+            return self._goondan_target.write(text)
+        capture.add(self._goondan_name, str(text))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if _current.get() is None:
+            self._goondan_target.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._goondan_target, name)
+
+
+def install() -> None:
+    """Put the proxies in place (again, if something replaced them since). Cheap to repeat."""
+    if not isinstance(sys.stdout, _Proxy) and sys.stdout is not None:
+        sys.stdout = _Proxy("stdout", sys.stdout)
+    if not isinstance(sys.stderr, _Proxy) and sys.stderr is not None:
+        sys.stderr = _Proxy("stderr", sys.stderr)
+
+
+@contextmanager
+def captured(label: str, logger: logging.Logger) -> Iterator[None]:
+    """Keep what the code inside prints (see the module docstring) and log it when it ends."""
+    install()
+    capture = _Capture(label, logger)
+    token = _current.set(capture)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+        if capture.parts or capture.dropped:
+            capture.report()
+
+
+@contextmanager
+def released() -> Iterator[None]:
+    """Let the runtime's own output (streamed answer text, progress lines) through while it runs
+    inside a :func:`captured` block, e.g. ``ctx.next()`` of a middleware or a delta callback."""
+    token = _current.set(None)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+class UserCodeExit(GoondanError):
+    """User code called ``sys.exit()``; raised in place of :class:`SystemExit` so it fails only
+    that code's work (a tool call, a middleware, a model call), never the host."""
+
+
+def exit_error(where: str, exc: SystemExit) -> UserCodeExit:
+    error = UserCodeExit(
+        "E_USER_CODE_EXIT",
+        f"{where} called sys.exit({exc.code!r}); exiting is not allowed in user code",
+        suggestion="Raise an exception (or return an error value) instead of calling sys.exit().",
+    )
+    error.__cause__ = exc
+    return error
+
+
+def format_traceback(exc: BaseException) -> str:
+    """The traceback of ``exc`` (with its causes) as text, bounded, for runtime events and -v."""
+    text = "".join(traceback.format_exception(exc)).rstrip("\n")
+    if len(text) > TRACEBACK_CHARS:
+        text = text[: TRACEBACK_CHARS // 2] + "\n...\n" + text[-TRACEBACK_CHARS // 2 :]
+    return text
+
+
+def user_traceback(exc: BaseException) -> str | None:
+    """The traceback worth keeping for a failure: always for an unexpected exception, and for a
+    Goondan error only when it wraps one (user code raised; the wrapper's own frames say little)."""
+    if isinstance(exc, GoondanError):
+        cause = exc.__cause__
+        return format_traceback(cause) if cause is not None else None
+    return format_traceback(exc)
+
+
+__all__ = ["UserCodeExit", "captured", "exit_error", "format_traceback", "install", "released", "user_traceback"]
