@@ -131,3 +131,20 @@ def test_missing_rules_is_a_config_error() -> None:
     with pytest.raises(ModelError) as info:
         create_model_adapter("scripted", model="x", options={})
     assert info.value.code == "E_MODEL_CONFIG"
+
+
+def test_last_placeholder_is_filled_in_tool_call_args_recursively() -> None:
+    m = model(
+        {
+            "reply": {
+                "toolCalls": [
+                    {
+                        "name": "t__x",
+                        "args": {"q": "find {{last}}", "n": 3, "list": ["{{last}}", {"deep": "{{last}}!"}]},
+                    }
+                ]
+            }
+        }
+    )
+    [call] = ask(m, user("cats")).tool_calls
+    assert call.args == {"q": "find cats", "n": 3, "list": ["cats", {"deep": "cats!"}]}

@@ -53,6 +53,21 @@ class _Rule:
         return not (self.regex is not None and self.regex.search(text) is None)
 
 
+def _fill_last(value: Any, last: str, _depth: int = 0) -> Any:
+    """``{{last}}`` replaced in every string of a (copied) tool-call ``args`` tree, as in ``text``.
+    The rules come from the bundle's YAML, whose nesting the loader bounds; the depth guard only
+    keeps this walk from recursing without end on a pathological tree."""
+    if isinstance(value, str):
+        return value.replace("{{last}}", last)
+    if _depth > 64:
+        return value
+    if isinstance(value, dict):
+        return {k: _fill_last(v, last, _depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill_last(v, last, _depth + 1) for v in value]
+    return value
+
+
 class ScriptedModel:
     provider = "scripted"
 
@@ -87,7 +102,11 @@ class ScriptedModel:
                     out["text"] = reply["text"].replace("{{last}}", text)
                 calls = reply.get("toolCalls") or []
                 out["toolCalls"] = [
-                    {"id": new_id("call"), "name": c.get("name"), "args": copy_json(c.get("args") or {})}
+                    {
+                        "id": new_id("call"),
+                        "name": c.get("name"),
+                        "args": _fill_last(copy_json(c.get("args") or {}), text),
+                    }
                     for c in calls
                     if isinstance(c, dict)
                 ]
