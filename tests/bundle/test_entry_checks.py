@@ -170,3 +170,15 @@ def test_gdn_run_and_validate_report_the_unset_api_key_variable(tmp_path: Path) 
         assert proc.returncode == status, proc.stdout + proc.stderr
         output = proc.stdout + proc.stderr
         assert "E_CONFIG_ENV_MISSING" in output and "MY_BUNDLE_KEY" in output and "goondan.yaml:" in output
+
+
+def test_load_bundle_reports_syntax_errors_and_leaves_handler_checks_to_the_runtime(tmp_path: Path) -> None:
+    from goondan.bundle import load_bundle
+    from goondan.errors import ConfigError
+
+    root = bundle(tmp_path, [MODEL, tool_doc(["add"])], {"tools/calc.py": "x = 1\n"})
+    assert load_bundle(root, env={}) is not None  # no handlers: the runtime's import reports E_TOOL_LOAD
+    (root / "tools" / "calc.py").write_text("handlers = {\n")
+    with pytest.raises(ConfigError) as info:
+        load_bundle(root, env={})
+    assert info.value.code == "E_CONFIG_ENTRY_SYNTAX" and info.value.file == "tools/calc.py"

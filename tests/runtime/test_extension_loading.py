@@ -151,7 +151,8 @@ def test_missing_register_is_e_ext_load_naming_the_extension(tmp_path: Path, sta
 
 @pytest.mark.parametrize(
     "source",
-    ["import module_that_does_not_exist_xyz\n", "def register(api):\n    return (\n", "raise RuntimeError('x')\n"],
+    # (a syntax error is caught earlier, at load: E_CONFIG_ENTRY_SYNTAX)
+    ["import module_that_does_not_exist_xyz\n", "from . import missing_helper_xyz\n", "raise RuntimeError('x')\n"],
 )
 def test_import_failure_is_e_ext_load(tmp_path: Path, state_root: Path, source: str) -> None:
     root = bundle(tmp_path, {"broken": source})

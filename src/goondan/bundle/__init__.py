@@ -3,11 +3,13 @@
 ``validate_bundle`` reports every problem it can find; ``load_bundle`` is the form used by the runtime
 and raises :class:`goondan.errors.ConfigError` for the first one (``.errors`` has all of them).
 
-Python entry modules are never imported here. ``validate_bundle`` also reads them without running them
-(syntax, ``handlers``/``register``/``run``/``generate``, literal ``handlers`` keys, extension config
-against ``CONFIG_SCHEMA``: see ``_code``); ``load_bundle`` leaves those to the runtime, whose import of
-the module reports the same problems (``E_TOOL_LOAD``, ``E_EXT_LOAD``, ``E_EXT_CONFIG``) before any
-model call. Environment variables a used Model or a Connection reads are checked by both.
+Python entry modules are never imported here, but both compile them without running them: a syntax
+error is ``E_CONFIG_ENTRY_SYNTAX`` with its file:line at load (``gdn run --watch`` relies on it to
+keep the last good version). ``validate_bundle`` also reads what they define (``handlers``/``register``
+/``run``/``generate``, literal ``handlers`` keys, extension config against ``CONFIG_SCHEMA``: see
+``_code``); ``load_bundle`` leaves those to the runtime, whose import of the module reports the same
+problems (``E_TOOL_LOAD``, ``E_EXT_LOAD``, ``E_EXT_CONFIG``) before any model call. Environment
+variables a used Model or a Connection reads are checked by both.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def validate_bundle(
 ) -> ValidationReport:
     """Check the bundle at ``path`` (a directory or its goondan.yaml) and report every problem.
 
-    ``check_code=False`` skips the static checks of Python entry files (the runtime's form).
+    ``check_code=False`` (the runtime's form) checks Python entry files for syntax errors only.
     """
     loader = Loader(os.environ if env is None else env, state_root, check_code=check_code)
     bundle = loader.load(path)

@@ -650,7 +650,7 @@ class Loader:
 
     def _check_code(self, res: Resource, path: Path, field_path: str) -> None:
         """Syntax and required attributes of an entry file, read without running it (see ``_code``)."""
-        if res.package is not None or not self.check_code:
+        if res.package is not None:
             return  # installed packages are checked when they are published, not in every bundle using them
         module = self._entry_module(path)
         shown = self._display(path, res.package)
@@ -665,6 +665,8 @@ class Loader:
             issue.file, issue.line, issue.column = shown, problem.line, problem.column
             self.errors.append(issue)
             return
+        if not self.check_code:
+            return  # the runtime's import checks the rest, with its own codes
         kind = "Model" if isinstance(res.spec, ModelSpec) else res.kind
         attribute = REQUIRED_ATTRIBUTE.get(kind)
         if attribute is None or module.opaque:
