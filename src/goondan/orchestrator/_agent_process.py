@@ -114,6 +114,61 @@ class ProcessBackend:
             )
 
 
+_RECORD_FIELDS = (
+    "name",
+    "levelno",
+    "levelname",
+    "pathname",
+    "filename",
+    "module",
+    "lineno",
+    "funcName",
+    "created",
+    "msecs",
+    "process",
+    "processName",
+    "threadName",
+    "stack_info",
+)
+
+
+class IpcLogHandler(logging.Handler):
+    """Sends this process's log records to the orchestrator, which hands them to the host's logging:
+    an agent process has no terminal of its own (its fds 1 and 2 go to the instance's output log),
+    so this is how ``-v`` shows its info records and the tracebacks they carry."""
+
+    def __init__(self, send: Any) -> None:
+        super().__init__()
+        self._send = send
+        self._busy = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._busy:  # a record about a failed send must not send again
+            return
+        self._busy = True
+        try:
+            fields: dict[str, Any] = {k: getattr(record, k, None) for k in _RECORD_FIELDS}
+            fields["msg"] = record.getMessage()
+            fields["args"] = None
+            exc_text = record.exc_text
+            if record.exc_info and not exc_text:
+                exc_text = logging.Formatter().formatException(record.exc_info)
+            fields["exc_text"] = exc_text
+            self._send("log", record=fields)
+        except Exception:
+            pass
+        finally:
+            self._busy = False
+
+
+def _forward_logging(send: Any, level: Any) -> None:
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    root.addHandler(IpcLogHandler(send))
+    root.setLevel(level if isinstance(level, int) and level > 0 else logging.WARNING)
+
+
 def error_dict(exc: BaseException) -> dict[str, Any]:
     out = exc.to_dict() if isinstance(exc, GoondanError) else {"code": "E_AGENT_START", "message": f"{exc}"}
     out["class"] = type(exc).__name__
@@ -143,6 +198,7 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
             else:
                 log.warning("%s@%s: %s message dropped: %s", agent, key, kind, exc)
 
+    _forward_logging(send, spec.get("logLevel"))
     backend = ProcessBackend(conn, agent)
     hub = AgentsHub(ctx, backend)
     listeners = [lambda record: send("runtime_event", record=record)]

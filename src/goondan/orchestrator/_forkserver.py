@@ -67,9 +67,23 @@ def _warm(init: dict[str, Any]) -> Any:
     return SwarmContext(bundle, swarm=init.get("swarm"), state_root=Path(init["stateRoot"]), persist=init["persist"])
 
 
-def _child(ctl: socket.socket, wake: tuple[int, int], fd: int, spec: dict[str, Any], ctx: Any) -> None:
+def _redirect_output(out: int | None) -> None:
+    """The child's fds 1 and 2 become the host's output pipe: prints, C-level writes and the output
+    of subprocesses a tool starts land in the instance's bounded log, never on the host's stdout."""
+    if out is None:
+        return
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
+
+
+def _child(ctl: socket.socket, wake: tuple[int, int], fd: int, out: int | None, spec: dict[str, Any], ctx: Any) -> None:
     code = 70
     try:
+        _redirect_output(out)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for w in wake:
@@ -159,14 +173,17 @@ def serve(ctl: socket.socket) -> int:
                         os.close(fd)
                     continue
                 fd = fds[0]
-                for extra in fds[1:]:
+                out = fds[1] if len(fds) > 1 else None
+                for extra in fds[2:]:
                     os.close(extra)
                 spec = dict(payload)
                 spec["forkServerPid"] = me
                 pid = os.fork()
                 if pid == 0:
-                    _child(ctl, (wake_r, wake_w), fd, spec, ctx)
+                    _child(ctl, (wake_r, wake_w), fd, out, spec, ctx)
                 os.close(fd)
+                if out is not None:
+                    os.close(out)
                 children.add(pid)
                 _packet(ctl, "spawned", id=payload["id"], pid=pid)
     finally:

@@ -57,7 +57,8 @@ MAX_FRAME = _max_frame_from_env()
 # {error}, ``turn_accepted`` {ticket} (sent when the process takes the event, before the turn
 # runs), ``turn_done`` {ticket, result}, ``request`` {event, target, instanceKey}, ``send`` {event,
 # target, instanceKey}, ``rpc`` {rpcId, op, args}, ``runtime_event`` {record}, ``text_delta``
-# {delta}, ``restart_request`` {reason}, ``sync_ack`` {id}.
+# {delta}, ``restart_request`` {reason}, ``sync_ack`` {id}, ``log`` {record} (a log record's fields,
+# message formatted and traceback as text).
 EVENT_KINDS = (
     "turn",
     "response",
@@ -75,6 +76,7 @@ EVENT_KINDS = (
     "text_delta",
     "restart_request",
     "sync_ack",
+    "log",
 )
 
 

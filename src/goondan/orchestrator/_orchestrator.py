@@ -27,6 +27,7 @@ import logging
 import signal
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from .._ids import new_id, now_iso
@@ -34,6 +35,7 @@ from ..errors import AgentRequestError, ExtensionError, GoondanError
 from ..runtime._agents import AgentLimits, SpawnLimiter, SpawnRegistry, check_call_depth
 from ._clock import Clock, RealClock
 from ._ipc import ORCHESTRATOR, Connection, FrameTooLarge, IpcError, frame_error, message
+from ._output import OutputSink
 
 log = logging.getLogger("goondan.orchestrator")
 
@@ -87,6 +89,7 @@ class InstanceHandle:
         self.outstanding = 0  # inter-agent requests this instance is waiting for
         self.syncs: dict[str, asyncio.Future[None]] = {}
         self.spawner: Any = None
+        self.output: OutputSink | None = None
 
     @property
     def name(self) -> str:
@@ -137,6 +140,7 @@ class Orchestrator:
         on_restart_request: Callable[[InstanceHandle, str], Any] | None = None,
         on_process_gone: Callable[[InstanceHandle], None] | None = None,
         limits: AgentLimits | None = None,
+        output_path: Callable[[str, str], Path | None] | None = None,
     ) -> None:
         self._spawner_factory = spawner_factory
         self.spawner: Any = None
@@ -161,6 +165,8 @@ class Orchestrator:
         self._eof_pids: set[int] = set()
         self.pending_requests: dict[str, dict[str, Any]] = {}
         self.registry = SpawnRegistry()
+        self._output_path = output_path
+        self._sinks: set[OutputSink] = set()
         self.limiter = SpawnLimiter(limits or AgentLimits(), clock=lambda: self.clock.now_ms() / 1000)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reconciler: asyncio.Task[None] | None = None
@@ -207,6 +213,10 @@ class Orchestrator:
         for sp in [*self._old_spawners, self.spawner]:
             if sp is not None:
                 await sp.close()
+        for sink in list(self._sinks):
+            sink.drain()
+            sink.close()
+        self._sinks.clear()
         for task in list(self._tasks):
             task.cancel()
 
@@ -245,10 +255,15 @@ class Orchestrator:
 
     async def _do_spawn(self, h: InstanceHandle, ready: asyncio.Future[None]) -> None:
         spawner = self.spawner
+        spec = {
+            "agent": h.agent,
+            "instanceKey": h.key,
+            "deltas": bool(self.delta_listeners),
+            # the process logs at the host's level and sends its records here (``log`` events)
+            "logLevel": logging.getLogger("goondan").getEffectiveLevel(),
+        }
         try:
-            pid, conn = await spawner.spawn(
-                {"agent": h.agent, "instanceKey": h.key, "deltas": bool(self.delta_listeners)}
-            )
+            spawned = await spawner.spawn(spec)
         except BaseException as exc:
             h.spawn_task = None
             h.status = "crashed"
@@ -259,6 +274,14 @@ class Orchestrator:
                 ready.exception()
             self._fail_queue(h, err)
             return
+        pid, conn = spawned[0], spawned[1]
+        if len(spawned) > 2:
+            path = self._output_path(h.agent, h.key) if self._output_path is not None else None
+            sink = OutputSink(spawned[2], path, h.name)
+            sink.start()
+            self._sinks.add(sink)
+            sink.on_close = self._sinks.discard
+            h.output = sink
         h.pid = pid
         h.conn = conn
         self._pid_by_conn[id(conn)] = pid
@@ -348,6 +371,8 @@ class Orchestrator:
             self._route_send(payload)
         elif kind == "rpc":
             self._track(self._rpc(h, conn, payload))
+        elif kind == "log":
+            self._log_record(h, payload.get("record"))
         elif kind == "text_delta":
             self._emit(self.delta_listeners, payload.get("delta"))
         elif kind == "restart_request":
@@ -357,6 +382,20 @@ class Orchestrator:
             fut = h.syncs.pop(str(payload.get("id")), None)
             if fut is not None and not fut.done():
                 fut.set_result(None)
+
+    def _log_record(self, h: InstanceHandle, fields: Any) -> None:
+        """A log record of an agent process, handled by the host's logging as if it were its own
+        (``-v`` shows the agent's info records and the tracebacks they carry)."""
+        if not isinstance(fields, dict):
+            return
+        name = str(fields.get("name") or "goondan.agent")
+        logger = logging.getLogger(name)
+        level = fields.get("levelno")
+        if not isinstance(level, int) or not logger.isEnabledFor(level):
+            return
+        record = logging.makeLogRecord(fields)
+        record.agentProcess = h.name
+        logger.handle(record)
 
     def _on_oversized(self, h: InstanceHandle, exc: FrameTooLarge) -> None:
         """An agent process sent a frame above the limit (its own check should have stopped it).
@@ -468,7 +507,8 @@ class Orchestrator:
             else:
                 h.status = "crashed"
                 h.next_spawn_allowed_at = now
-                log.warning("agent process %s (pid %d) crashed with exit code %d", h.name, pid, code)
+                where = f"; its output is in {h.output.path}" if h.output is not None and h.output.path else ""
+                log.warning("agent process %s (pid %d) crashed with exit code %d%s", h.name, pid, code, where)
         if h.exited is not None and not h.exited.done():
             h.exited.set_result(code)
         if self._on_process_gone is not None:

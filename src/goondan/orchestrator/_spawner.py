@@ -43,10 +43,13 @@ class ForkServer:
         loop = asyncio.get_running_loop()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
+            # whatever the server itself prints (a bundle import's side effects) goes to the host's
+            # stderr: the host's stdout carries answers only
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "goondan.orchestrator._forkserver", str(child.fileno())],
                 pass_fds=[child.fileno()],
                 stdin=subprocess.DEVNULL,
+                stdout=2,
             )
         finally:
             child.close()
@@ -142,28 +145,34 @@ class ForkServer:
             self.children.discard(pid)
             self._on_exit(pid, -signal.SIGKILL)
 
-    async def spawn(self, spec: dict[str, Any]) -> tuple[int, Connection]:
+    async def spawn(self, spec: dict[str, Any]) -> tuple[int, Connection, int]:
+        """A new agent process: its pid, its message stream and the read end of the pipe its fds 1
+        and 2 write to (the caller drains and closes it)."""
         if not self.alive:
             raise GoondanError("E_FORKSERVER_EXITED", "the fork server is not running")
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        out_r, out_w = os.pipe()
         spawn_id = next(self._ids)
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._spawns[spawn_id] = fut
         try:
-            self._send({"kind": "spawn", "id": spawn_id, **spec}, [theirs.fileno()])
+            self._send({"kind": "spawn", "id": spawn_id, **spec}, [theirs.fileno(), out_w])
         except BaseException:
             self._spawns.pop(spawn_id, None)
             mine.close()
+            os.close(out_r)
             raise
         finally:
             theirs.close()
+            os.close(out_w)
         try:
             pid = await fut
         except BaseException:
             mine.close()
+            os.close(out_r)
             raise
         reader, writer = await asyncio.open_unix_connection(sock=mine, limit=64 * 1024 * 1024)
-        return pid, Connection(reader, writer)
+        return pid, Connection(reader, writer), out_r
 
     def kill(self, pid: int, sig: int) -> None:
         if pid in self.children:

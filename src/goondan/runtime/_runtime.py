@@ -242,8 +242,18 @@ class Runtime:
             on_restart_request=self._self_restart,
             on_process_gone=self._process_gone,
             limits=ctx.agent_limits,
+            output_path=self._output_path,
         )
         await self._orch.start()
+
+    def _output_path(self, agent: str, key: str) -> Path | None:
+        """Where an agent process's raw output (fds 1 and 2) is kept, bounded: next to its
+        conversation. Without persistence it is read and dropped."""
+        if not self.persist or self.workspace is None:
+            return None
+        from ..orchestrator._output import OUTPUT_FILE
+
+        return Path(self.workspace.instance_path(agent, key)) / OUTPUT_FILE
 
     @property
     def agent_limits(self) -> AgentLimits:
