@@ -82,3 +82,48 @@ def test_queued_requests_behind_a_dead_idle_process_each_run_exactly_once(tmp_pa
 
     asyncio.run(main())
     assert users(state_root, "k")[1:] == [f"m{i}" for i in range(5)]
+
+
+def test_a_request_arriving_while_its_instance_is_evicted_is_served_by_the_next_process(
+    tmp_path: Path, state_root: Path
+) -> None:
+    from goondan.orchestrator import ManualClock
+
+    root = pk.bundle(tmp_path / "b", ttl_seconds=1)
+    clock = ManualClock()
+
+    async def main() -> None:
+        async with runtime(root, state_root, clock=clock, reconcile_interval_ms=0) as rt:
+            orch = rt.orchestrator
+            first = pid_of(await rt.request(call("pid"), instance_key="k"))
+            await clock.advance(1_000)
+            assert (await orch.reconcile()).to_terminate == ["a:k"]
+            await until(lambda: rt.process_status("a", "k") == "draining", what="draining")
+            result = await rt.request("during eviction", instance_key="k")
+            assert result.text == "a@k got: during eviction"
+            assert orch.handles[("a", "k")].pid not in (None, first)
+
+    asyncio.run(main())
+    assert users(state_root, "k")[-1] == "during eviction"
+
+
+def test_a_request_arriving_during_a_restart_is_served_once_by_the_new_process(
+    tmp_path: Path, state_root: Path
+) -> None:
+    root = pk.bundle(tmp_path / "b")
+
+    async def main() -> None:
+        async with runtime(root, state_root) as rt:
+            first = pid_of(await rt.request(call("pid"), instance_key="k"))
+            restarting = asyncio.ensure_future(rt.restart("a"))
+            await until(lambda: rt.process_status("a", "k") != "idle", what="the restart")
+            result = await rt.request("during restart", instance_key="k")
+            assert result.text == "a@k got: during restart"
+            await restarting
+            assert orch_pid(rt) not in (None, first)
+
+    def orch_pid(rt: Any) -> Any:
+        return rt.orchestrator.handles[("a", "k")].pid
+
+    asyncio.run(main())
+    assert users(state_root, "k").count("during restart") == 1
