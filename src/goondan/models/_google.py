@@ -64,6 +64,7 @@ def _modules() -> tuple[Any, Any, Any]:
 
 class GoogleModel(NetworkAdapter):
     provider = "google"
+    default_endpoint = "https://generativelanguage.googleapis.com"
 
     def __init__(self, model: str, options: dict[str, Any], api_key: str | None, endpoint: str | None) -> None:
         parsed = check_options(options)

@@ -17,11 +17,13 @@ from ._base import ModelRequest, ModelResponse, TextDeltaCallback
 from ._errors import ProviderError, scrub
 from ._options import NetworkOptions
 from ._pool import acquire, release, secret_fingerprint
-from ._retry import Failure, call_with_retries
+from ._retry import Failure, call_with_retries, endpoint_label
 
 
 class NetworkAdapter(abc.ABC):
     provider: str = ""
+    # the base URL the provider's SDK uses when Model.spec.endpoint is not set (named in errors)
+    default_endpoint: str = ""
 
     def __init__(self, model: str, options: NetworkOptions, api_key: str | None, endpoint: str | None) -> None:
         self.model = model
@@ -91,6 +93,7 @@ class NetworkAdapter(abc.ABC):
                 classify=self._classify,
                 secret=self.__api_key,
                 delivered=lambda: delivered,
+                endpoint=self._endpoint_name(),
             )
         except ModelError:
             raise
@@ -98,9 +101,13 @@ class NetworkAdapter(abc.ABC):
             # anything else the SDK raised (an SDK/API mismatch, a bug): still one clear model error
             raise ProviderError(
                 "E_MODEL_CALL",
-                f"{self.provider} call failed: {type(exc).__name__}: {scrub(str(exc), self.__api_key)}",
+                f"{self.provider} call to {self._endpoint_name()} failed: {type(exc).__name__}: "
+                f"{scrub(str(exc), self.__api_key)}",
                 provider=self.provider,
             ) from exc
+
+    def _endpoint_name(self) -> str:
+        return endpoint_label(self.endpoint) if self.endpoint else self.default_endpoint or "its default endpoint"
 
     async def aclose(self) -> None:
         if self._client is not None and self._client_loop is asyncio.get_running_loop():

@@ -90,7 +90,25 @@ _CODES = {
 }
 
 
-def failure_error(failure: Failure, *, provider: str, attempts: int, secret: str | None) -> ProviderError:
+def endpoint_label(url: str) -> str:
+    """``scheme://host:port/path`` of an endpoint URL: user info, query and fragment (where
+    credentials hide) are left out, so the label can go into errors and logs."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        return "(unparsable endpoint URL)"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else f"{host}{port}{parts.path}"
+
+
+def failure_error(
+    failure: Failure, *, provider: str, attempts: int, secret: str | None, endpoint: str | None = None
+) -> ProviderError:
     code, suggestion = _CODES.get(failure.kind, ("E_MODEL_PROVIDER_ERROR", None))
     status = failure.status
     if failure.kind == "status" and status is not None:
@@ -104,7 +122,7 @@ def failure_error(failure: Failure, *, provider: str, attempts: int, secret: str
             suggestion = "Check Model.spec.model, Agent.spec.modelConfig.params and the tool schemas."
         else:
             suggestion = "The provider failed; retry later."
-    parts = [f"{provider} request failed"]
+    parts = [f"{provider} request to {endpoint} failed" if endpoint else f"{provider} request failed"]
     if status is not None:
         parts.append(f"with HTTP {status}")
     if attempts > 1:
@@ -133,6 +151,7 @@ async def call_with_retries(
     secret: str | None,
     delivered: Callable[[], bool] = lambda: False,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    endpoint: str | None = None,
 ) -> T:
     """Run ``attempt`` until it succeeds, a failure is not retryable, or retries run out.
 
@@ -163,7 +182,9 @@ async def call_with_retries(
                         f" (the server asked to retry after {failure.retry_after:g}s, more than "
                         f"options.maxRetryAfterSeconds={options.max_retry_after:g})"
                     )
-                raise failure_error(failure, provider=provider, attempts=attempts, secret=secret) from exc
+                raise failure_error(
+                    failure, provider=provider, attempts=attempts, secret=secret, endpoint=endpoint
+                ) from exc
             log.warning(
                 "%s model call failed (%s%s); retry %d/%d in %.2fs",
                 provider,
