@@ -51,6 +51,10 @@ class _Capture:
         self.kept += len(text)
         self.parts.setdefault(stream, []).append(text)
 
+    def clear(self) -> None:
+        self.parts = {}
+        self.kept = self.dropped = 0
+
     def report(self) -> None:
         for stream, chunks in self.parts.items():
             text = "".join(chunks).rstrip("\n")

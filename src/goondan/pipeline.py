@@ -36,7 +36,7 @@ S = TypeVar("S")
 
 
 class _Entry:
-    __slots__ = ("extension", "fn", "label", "logger", "priority", "seq")
+    __slots__ = ("capture", "extension", "fn", "label", "logger", "priority", "seq")
 
     def __init__(self, fn: Callable[[Any], Any], priority: int, seq: int, extension: str | None) -> None:
         self.fn = fn
@@ -45,6 +45,7 @@ class _Entry:
         self.extension = extension
         self.label = ""  # set by PipelineRegistry.register, which knows the middleware type
         self.logger = logging.getLogger(f"goondan.extension.{extension}" if extension else "goondan.pipeline")
+        self.capture = _Capture("", self.logger)
 
     def sort_key(self) -> tuple[int, int]:
         return (self.priority, self.seq)
@@ -142,7 +143,7 @@ class _LayerContext(Generic[S, R]):
             ctx._chain = chain
             ctx._pos = pos + 1
             ctx._used = False
-            capture = _Capture(entry.label, entry.logger)
+            capture = entry.capture  # one per middleware: an instance runs its layers one at a time
             token = _user_output.set(capture)
             try:
                 result: Any = entry.fn(ctx)
@@ -154,6 +155,7 @@ class _LayerContext(Generic[S, R]):
                 _user_output.reset(token)
                 if capture.parts or capture.dropped:
                     capture.report()
+                    capture.clear()
         finally:
             if released is not None:
                 _user_output.reset(released)
@@ -509,7 +511,7 @@ class PipelineRegistry:
             )
         self._seq += 1
         entry = _Entry(fn, int(priority), self._seq, extension)
-        entry.label = f"{type} middleware {_describe(entry)}"
+        entry.label = entry.capture.label = f"{type} middleware {_describe(entry)}"
         entries = self._entries[type]
         bisect.insort(entries, entry, key=_Entry.sort_key)
         self._version += 1
