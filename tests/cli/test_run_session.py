@@ -91,11 +91,6 @@ def test_run_shows_every_config_problem_with_file_and_line(tmp_path: Path) -> No
     assert "more problem(s)" not in proc.stderr
 
 
-@pytest.mark.xfail(
-    reason="inline: the interrupted turn's instance status stays 'processing' (the runtime's status write on "
-    "cancellation is being fixed separately); the exit code 130 part holds",
-    strict=False,
-)
 def test_ctrl_c_during_a_turn_exits_130_and_leaves_nothing_processing(tmp_path: Path) -> None:
     bundle = _flaky_bundle(tmp_path)
     state = tmp_path / "state"

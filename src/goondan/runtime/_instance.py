@@ -9,6 +9,7 @@ end; a failed turn still commits what it emitted, so the conversation stays inta
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -530,7 +531,11 @@ class AgentInstance:
             self._append_inbound(event, conversation)
             turn_chain, _, _ = self._get_chains()
             result = await turn_chain.run(turn_state)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            # an interrupted turn (Ctrl+C, a cancelled task) must not leave "processing" on disk
+            self.status = "idle"
+            with contextlib.suppress(Exception):
+                self.store.write_metadata(agent_name=self.agent_name, instance_key=self.instance_key, status="idle")
             raise
         except Exception as exc:
             failure = exc
