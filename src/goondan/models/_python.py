@@ -1,6 +1,22 @@
 """The ``python`` provider: a user module's ``generate(request)`` is the model (CONTRACT §3).
 
-Useful for tests, deterministic demos and wrapping any in-house inference code.
+Useful for tests, deterministic demos and wrapping any in-house inference code. ``docs/python-provider.md``
+is the user-facing description; in short:
+
+* ``generate(request)`` (sync or ``async``) gets a :class:`~goondan.models.ModelRequest`:
+  ``messages`` (read-only sequence of ``{"role", "content"}`` dicts, oldest first; content is a string
+  or a list of ``text`` / ``tool-call`` / ``tool-result`` parts), ``tools`` (the step's catalog,
+  ``{"name", "description", "parameters"}``), ``params`` (``Agent.spec.modelConfig.params``),
+  ``model``, ``agent_name``, ``instance_key`` and ``on_text_delta`` (a callable or None).
+* The system prompt has no field of its own: ``spec.prompt`` is one ``role: "system"`` message in
+  ``messages`` (appended once per history by the context-message extension, after the first turn's
+  user message).
+* It returns ``{"text": str | None, "toolCalls": [{"name", "args", "id"?}], "usage"?: {...},
+  "finishReason"?: str}``, e.g. ``{"toolCalls": [{"name": "calc__add", "args": {"a": 2, "b": 3}}]}``
+  and, once the tool result is the last message, ``{"text": "5"}``.
+
+What ``generate`` prints is kept out of the answer stream and logged; an exception (or
+``sys.exit()``) in it is ``E_MODEL_CALL`` with the traceback kept on the ``turn.failed`` event.
 """
 
 from __future__ import annotations
