@@ -588,7 +588,7 @@ class Runtime:
         """Restart one agent's instances (or all): the bundle is reloaded (a broken bundle raises
         :class:`ConfigError` and nothing restarts), running instances finish their turn and stop, and
         come back on the new configuration. ``fresh=True`` also clears their conversation history
-        (extension state is kept). Returns the restarted ``agent:instanceKey`` names."""
+        and their extensions' saved state. Returns the restarted ``agent:instanceKey`` names."""
         self._require_started()
         if agent is not None:
             assert self._ctx is not None
