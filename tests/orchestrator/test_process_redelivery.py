@@ -98,7 +98,12 @@ def test_a_request_arriving_while_its_instance_is_evicted_is_served_by_the_next_
             first = pid_of(await rt.request(call("pid"), instance_key="k"))
             await clock.advance(1_000)
             assert (await orch.reconcile()).to_terminate == ["a:k"]
-            await until(lambda: rt.process_status("a", "k") == "draining", what="draining")
+            handle = orch.handles[("a", "k")]
+            for _ in range(1000):  # the eviction's stop starts within a few loop iterations
+                if handle.stop_task is not None:
+                    break
+                await asyncio.sleep(0)
+            assert handle.stop_task is not None
             result = await rt.request("during eviction", instance_key="k")
             assert result.text == "a@k got: during eviction"
             assert orch.handles[("a", "k")].pid not in (None, first)
