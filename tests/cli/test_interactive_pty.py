@@ -98,6 +98,8 @@ def test_chat_with_line_editing_history_and_quit(tmp_path: Path) -> None:
     finally:
         term.close()
     assert "hello there" in (state / "history").read_text()
+    # typed lines are as private as the conversations they started
+    assert (state / "history").stat().st_mode & 0o777 == 0o600
 
 
 def test_ctrl_c_exits_130_and_ctrl_d_exits_0(tmp_path: Path) -> None:

@@ -177,3 +177,23 @@ def test_a_connector_process_that_dies_is_started_again(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "exited unexpectedly (code -9); restarting" in proc.stderr
     assert out.read_text() == "echo: back"
+
+
+def test_user_connector_imports_helpers_beside_it_without_shadowing_installed_modules(tmp_path: Path) -> None:
+    bundle = write_bundle(tmp_path / "b", USER_CONNECTION)
+    # a helper beside the connector, and a file named like a stdlib module that must not shadow it
+    (bundle / "greeting.py").write_text("WORD = 'hello from a helper'\n", encoding="utf-8")
+    (bundle / "json.py").write_text("raise RuntimeError('the bundle json.py shadowed the stdlib')\n")
+    (bundle / "custom.py").write_text(
+        "import json, os\nfrom greeting import WORD\nfrom .greeting import WORD as SAME\n\n\n"
+        "async def run(ctx):\n"
+        "    with open(os.environ['CUSTOM_OUT'], 'w') as fh:\n"
+        "        json.dump({'word': WORD, 'same': SAME == WORD}, fh)\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "custom.json"
+    proc = gdn(
+        tmp_path, "run", str(bundle), CUSTOM_OUT=str(out), CUSTOM_SETTING="x", GOONDAN_SECRET_CUSTOM_API_TOKEN="t"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text()) == {"word": "hello from a helper", "same": True}

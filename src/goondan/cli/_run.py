@@ -410,10 +410,13 @@ class _LineReader:
 
     def save_history(self) -> None:
         if self._readline is not None and self.history is not None:
+            from ..storage._atomic import FILE_MODE, ensure_private_dirs
+
             with contextlib.suppress(OSError):
-                self.history.parent.mkdir(parents=True, exist_ok=True)
+                ensure_private_dirs(self.history.parent)
                 self._readline.set_history_length(1000)
                 self._readline.write_history_file(str(self.history))
+                os.chmod(self.history, FILE_MODE)  # typed lines are as private as the conversations
 
 
 async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event, lines: StatusLines) -> int:

@@ -39,11 +39,9 @@ async def _serve(fd: int) -> int:
     try:
         from .._modules import import_path
 
+        # import_path gives the entry's bundle its own package: sibling and bundle-root imports work
+        # without touching sys.path (which would let a user's `slack.py` shadow a real package).
         entry = Path(str(start["entry"])).resolve()
-        base = Path(__file__).resolve().parent.parent / "base"
-        if base not in entry.parents:
-            # user connectors may import modules next to them; built-ins must not shadow e.g. `slack`
-            sys.path.insert(0, str(entry.parent))
         module = import_path(entry)
         run = getattr(module, "run", None)
         if run is None or not inspect.iscoroutinefunction(run):
