@@ -12,14 +12,26 @@ import inspect
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
+from ._api_types import (
+    StepCompletedEvent,
+    StepFailedEvent,
+    StepStartedEvent,
+    ToolCalledEvent,
+    ToolCompletedEvent,
+    ToolDefinition,
+    ToolFailedEvent,
+    TurnCompletedEvent,
+    TurnFailedEvent,
+    TurnStartedEvent,
+)
 from ._json import copy_json, dumps, json_problem
 from ._modules import import_path, reproduce_command
 from ._usercode import captured, exit_error
 from .errors import ExtensionError, GoondanError
 from .pipeline import ExtensionPipeline, PipelineRegistry
-from .tools import ToolRegistry
+from .tools import ToolHandler, ToolRegistry
 
 log = logging.getLogger("goondan.extensions")
 
@@ -132,7 +144,42 @@ class ExtensionEvents:
         self._bus = bus
         self._name = name
 
-    def on(self, event: str, handler: Callable[..., Any]) -> Callable[[], None]:
+    # the runtime events have typed records (one overload each); any other name is an event the
+    # extensions of this instance emit to each other, with whatever arguments they agree on
+    @overload
+    def on(
+        self, event: Literal["turn.started"], handler: Callable[[TurnStartedEvent], object]
+    ) -> Callable[[], None]: ...
+    @overload
+    def on(
+        self, event: Literal["turn.completed"], handler: Callable[[TurnCompletedEvent], object]
+    ) -> Callable[[], None]: ...
+    @overload
+    def on(self, event: Literal["turn.failed"], handler: Callable[[TurnFailedEvent], object]) -> Callable[[], None]: ...
+    @overload
+    def on(
+        self, event: Literal["step.started"], handler: Callable[[StepStartedEvent], object]
+    ) -> Callable[[], None]: ...
+    @overload
+    def on(
+        self, event: Literal["step.completed"], handler: Callable[[StepCompletedEvent], object]
+    ) -> Callable[[], None]: ...
+    @overload
+    def on(self, event: Literal["step.failed"], handler: Callable[[StepFailedEvent], object]) -> Callable[[], None]: ...
+    @overload
+    def on(self, event: Literal["tool.called"], handler: Callable[[ToolCalledEvent], object]) -> Callable[[], None]: ...
+    @overload
+    def on(
+        self, event: Literal["tool.completed"], handler: Callable[[ToolCompletedEvent], object]
+    ) -> Callable[[], None]: ...
+    @overload
+    def on(self, event: Literal["tool.failed"], handler: Callable[[ToolFailedEvent], object]) -> Callable[[], None]: ...
+    @overload
+    def on(self, event: str, handler: Callable[..., object]) -> Callable[[], None]: ...
+
+    def on(self, event: str, handler: Callable[..., object]) -> Callable[[], None]:
+        """Subscribe; returns the function that unsubscribes. Async handlers are awaited in order
+        for runtime events; a handler's exception is logged, never raised to the emitter."""
         return self._bus.on(event, handler, self._name)
 
     def emit(self, event: str, *args: Any) -> None:
@@ -202,7 +249,9 @@ class ExtensionTools:
         self._registry = registry
         self._name = name
 
-    def register(self, item: Mapping[str, Any], handler: Callable[..., Any]) -> None:
+    def register(self, item: ToolDefinition, handler: ToolHandler) -> None:
+        """Add the tool ``item["name"]`` (``<extension>__<tool>``); a later registration of the same
+        name replaces it."""
         self._registry.register_dynamic(self._name, item, handler)
 
     def unregister(self, name: str) -> None:
@@ -243,18 +292,26 @@ class ExtensionApi:
         self.events = ExtensionEvents(bus, name)
         self.logger = logger or logging.getLogger(f"goondan.extension.{name}")
 
-    def __getattr__(self, attr: str) -> Any:
-        if attr in _REMOVED_API:
-            raise ExtensionError(
-                "E_EXT_COMPAT",
-                _REMOVED_API[attr],
-                extension_name=self._name,
-                suggestion="Use the five goondan.ai/v1 parts: api.pipeline.register(...), api.tools.register(...), "
-                "api.state.get()/set(), api.events.on()/emit() and api.logger.",
+    pipeline: ExtensionPipeline
+    tools: ExtensionTools
+    state: ExtensionState
+    events: ExtensionEvents
+    logger: logging.Logger
+
+    if not TYPE_CHECKING:  # hidden from type checkers, so that a misspelled part is flagged
+
+        def __getattr__(self, attr: str) -> Any:
+            if attr in _REMOVED_API:
+                raise ExtensionError(
+                    "E_EXT_COMPAT",
+                    _REMOVED_API[attr],
+                    extension_name=self._name,
+                    suggestion="Use the five goondan.ai/v1 parts: api.pipeline.register(...), "
+                    "api.tools.register(...), api.state.get()/set(), api.events.on()/emit() and api.logger.",
+                )
+            raise AttributeError(
+                f"ExtensionApi has no attribute {attr!r}; it offers pipeline, tools, state, events and logger"
             )
-        raise AttributeError(
-            f"ExtensionApi has no attribute {attr!r}; it offers pipeline, tools, state, events and logger"
-        )
 
 
 # --- loading ------------------------------------------------------------------------------------
@@ -353,6 +410,8 @@ __all__ = [
     "RUNTIME_EVENT_TYPES",
     "EventBus",
     "ExtensionApi",
+    "ExtensionEvents",
     "ExtensionState",
+    "ExtensionTools",
     "register_extension",
 ]

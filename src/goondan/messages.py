@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from ._ids import iso, new_id, parse_iso, utc_now
 from ._json import copy_json, json_problem
@@ -216,19 +216,53 @@ def tool_message(
 # --- message events -------------------------------------------------------------------------
 
 
-def append_event(message: Message) -> dict[str, Any]:
+class MessageRecord(TypedDict):
+    """A message as stored JSON (``Message.to_record()``); events may carry one instead of a Message."""
+
+    id: str
+    data: dict[str, Any]
+    metadata: dict[str, Any]
+    createdAt: str
+    source: dict[str, Any]
+
+
+class AppendEvent(TypedDict):
+    type: Literal["append"]
+    message: Message | MessageRecord
+
+
+class ReplaceEvent(TypedDict):
+    type: Literal["replace"]
+    targetId: str
+    message: Message | MessageRecord
+
+
+class RemoveEvent(TypedDict):
+    type: Literal["remove"]
+    targetId: str
+
+
+class TruncateEvent(TypedDict):
+    type: Literal["truncate"]
+
+
+# What ``ctx.emit_message_event`` takes: exactly one of these four shapes (checked at run time too).
+MessageEvent = AppendEvent | ReplaceEvent | RemoveEvent | TruncateEvent
+
+
+def append_event(message: Message) -> AppendEvent:
     return {"type": "append", "message": message}
 
 
-def replace_event(target_id: str, message: Message) -> dict[str, Any]:
+def replace_event(target_id: str, message: Message) -> ReplaceEvent:
     return {"type": "replace", "targetId": target_id, "message": message}
 
 
-def remove_event(target_id: str) -> dict[str, Any]:
+def remove_event(target_id: str) -> RemoveEvent:
     return {"type": "remove", "targetId": target_id}
 
 
-def truncate_event() -> dict[str, Any]:
+def truncate_event() -> TruncateEvent:
     return {"type": "truncate"}
 
 
@@ -341,7 +375,13 @@ def event_from_record(record: Any) -> dict[str, Any]:
 
 
 __all__ = [
+    "AppendEvent",
     "Message",
+    "MessageEvent",
+    "MessageRecord",
+    "RemoveEvent",
+    "ReplaceEvent",
+    "TruncateEvent",
     "append_event",
     "assistant_message",
     "check_message_event",

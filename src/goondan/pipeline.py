@@ -17,8 +17,9 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from types import CoroutineType
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
+from ._api_types import AgentsApi, RuntimeInfo, ToolCatalogItem
 from ._usercode import _Capture, exit_error
 from ._usercode import _current as _user_output
 from ._usercode import install as _install_capture
@@ -27,6 +28,7 @@ from .results import StepResult, ToolCallResult, TurnResult
 
 if TYPE_CHECKING:
     from .conversation import ConversationState
+    from .messages import MessageEvent
 
 MiddlewareType = Literal["turn", "step", "toolCall"]
 MIDDLEWARE_TYPES: tuple[MiddlewareType, ...] = ("turn", "step", "toolCall")
@@ -263,7 +265,7 @@ class Turn:
 class StepState:
     __slots__ = ("metadata", "step_index", "tool_catalog", "turn_state")
 
-    def __init__(self, turn_state: TurnState, step_index: int, tool_catalog: list[dict[str, Any]]) -> None:
+    def __init__(self, turn_state: TurnState, step_index: int, tool_catalog: list[ToolCatalogItem]) -> None:
         self.turn_state = turn_state
         self.step_index = step_index
         self.tool_catalog = tool_catalog
@@ -313,7 +315,7 @@ class TurnContext(_LayerContext[TurnState, TurnResult]):
     def conversation_state(self) -> ConversationState:
         return self._s.conversation_state
 
-    def emit_message_event(self, event: Any) -> None:
+    def emit_message_event(self, event: MessageEvent) -> None:
         self._s.emit_message_event(event)
 
     @property
@@ -325,12 +327,14 @@ class TurnContext(_LayerContext[TurnState, TurnResult]):
         self._s.metadata = _require_dict(value, "metadata")
 
     @property
-    def agents(self) -> Any:
-        return self._s.agents
+    def agents(self) -> AgentsApi:
+        """Requests and sends to other agents of the swarm."""
+        return self._s.agents  # type: ignore[no-any-return]
 
     @property
-    def runtime(self) -> Any:
-        return self._s.runtime
+    def runtime(self) -> RuntimeInfo:
+        """This agent, its swarm, the inbound event and (for an inter-agent call) the caller."""
+        return self._s.runtime  # type: ignore[no-any-return]
 
 
 class StepContext(_LayerContext[StepState, StepResult]):
@@ -371,15 +375,15 @@ class StepContext(_LayerContext[StepState, StepResult]):
     def conversation_state(self) -> ConversationState:
         return self._s.turn_state.conversation_state
 
-    def emit_message_event(self, event: Any) -> None:
+    def emit_message_event(self, event: MessageEvent) -> None:
         self._s.turn_state.emit_message_event(event)
 
     @property
-    def tool_catalog(self) -> list[dict[str, Any]]:
+    def tool_catalog(self) -> list[ToolCatalogItem]:
         return self._s.tool_catalog
 
     @tool_catalog.setter
-    def tool_catalog(self, value: list[dict[str, Any]]) -> None:
+    def tool_catalog(self, value: list[ToolCatalogItem]) -> None:
         if not isinstance(value, list):
             value = list(value)
         self._s.tool_catalog = value
@@ -393,12 +397,14 @@ class StepContext(_LayerContext[StepState, StepResult]):
         self._s.metadata = _require_dict(value, "metadata")
 
     @property
-    def agents(self) -> Any:
-        return self._s.turn_state.agents
+    def agents(self) -> AgentsApi:
+        """Requests and sends to other agents of the swarm."""
+        return self._s.turn_state.agents  # type: ignore[no-any-return]
 
     @property
-    def runtime(self) -> Any:
-        return self._s.turn_state.runtime
+    def runtime(self) -> RuntimeInfo:
+        """This agent, its swarm, the inbound event and (for an inter-agent call) the caller."""
+        return self._s.turn_state.runtime  # type: ignore[no-any-return]
 
 
 class ToolCallContext(_LayerContext[ToolCallState, ToolCallResult]):
@@ -533,6 +539,13 @@ class PipelineRegistry:
         return Chain(mtype, list(self._entries[mtype]), _CTX_CLASSES[mtype], core)
 
 
+# What each middleware type is: a (usually ``async def``) function of its context that returns the
+# result of ``await ctx.next()`` or a changed copy of it.
+TurnMiddleware = Callable[[TurnContext], Awaitable[TurnResult]]
+StepMiddleware = Callable[[StepContext], Awaitable[StepResult]]
+ToolCallMiddleware = Callable[[ToolCallContext], Awaitable[ToolCallResult]]
+
+
 class ExtensionPipeline:
     """``api.pipeline``: one extension's view of the registry."""
 
@@ -542,19 +555,30 @@ class ExtensionPipeline:
         self._registry = registry
         self._extension = extension
 
+    # one overload per middleware type, so a type checker pairs each type with its context
+    @overload
+    def register(self, type: Literal["turn"], fn: TurnMiddleware, *, priority: int = 0) -> None: ...
+    @overload
+    def register(self, type: Literal["step"], fn: StepMiddleware, *, priority: int = 0) -> None: ...
+    @overload
+    def register(self, type: Literal["toolCall"], fn: ToolCallMiddleware, *, priority: int = 0) -> None: ...
+
     def register(self, type: str, fn: Callable[[Any], Any], *, priority: int = 0) -> None:
+        """Add a middleware; lower ``priority`` is outer, ties keep registration order."""
         self._registry.register(type, fn, priority=priority, extension=self._extension)
 
-    def __getattr__(self, name: str) -> Any:
-        if name in _REMOVED_PIPELINE_API:
-            raise ExtensionError(
-                "E_EXT_COMPAT",
-                _REMOVED_PIPELINE_API[name],
-                extension_name=self._extension,
-                suggestion="Use api.pipeline.register('turn' | 'step' | 'toolCall', middleware) and do the "
-                "work before or after `await ctx.next()`.",
-            )
-        raise AttributeError(name)
+    if not TYPE_CHECKING:  # hidden from type checkers, so that a misspelled attribute is flagged
+
+        def __getattr__(self, name: str) -> Any:
+            if name in _REMOVED_PIPELINE_API:
+                raise ExtensionError(
+                    "E_EXT_COMPAT",
+                    _REMOVED_PIPELINE_API[name],
+                    extension_name=self._extension,
+                    suggestion="Use api.pipeline.register('turn' | 'step' | 'toolCall', middleware) and do the "
+                    "work before or after `await ctx.next()`.",
+                )
+            raise AttributeError(name)
 
 
 __all__ = [
@@ -563,10 +587,13 @@ __all__ = [
     "ExtensionPipeline",
     "PipelineRegistry",
     "StepContext",
+    "StepMiddleware",
     "StepState",
     "ToolCallContext",
+    "ToolCallMiddleware",
     "ToolCallState",
     "Turn",
     "TurnContext",
+    "TurnMiddleware",
     "TurnState",
 ]

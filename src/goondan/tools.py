@@ -17,6 +17,7 @@ from types import CoroutineType
 from typing import Any
 
 from . import _argcheck
+from ._api_types import ToolCatalogItem, ToolRuntimeApi
 from ._json import (
     MAX_RECORD_DEPTH,
     MAX_VALUE_DEPTH,
@@ -34,7 +35,8 @@ from .errors import GoondanError
 from .messages import Message
 from .results import ToolCallResult
 
-ToolHandler = Callable[[Any, dict[str, Any]], Any]
+# A tool handler: ``handler(ctx, args)``, sync or ``async``, returning a JSON value.
+ToolHandler = Callable[["ToolContext", dict[str, Any]], Any]
 
 DEFAULT_ERROR_MESSAGE_LIMIT = 1000
 # The most a tool result may take in the conversation, as stored JSON. A bigger result would be
@@ -69,7 +71,7 @@ class ToolEntry:
     def __init__(
         self,
         name: str,
-        item: dict[str, Any],
+        item: ToolCatalogItem,
         handler: ToolHandler | None,
         *,
         error_limit: int = DEFAULT_ERROR_MESSAGE_LIMIT,
@@ -112,8 +114,8 @@ class ToolContext:
         message: Message | None,
         workdir: Path | Callable[[], Path],
         logger: logging.Logger,
-        runtime: Any = None,
-        runtime_factory: Callable[[], Any] | None = None,
+        runtime: ToolRuntimeApi | None = None,
+        runtime_factory: Callable[[], ToolRuntimeApi] | None = None,
     ) -> None:
         self.agent_name = agent_name
         self.instance_key = instance_key
@@ -128,17 +130,34 @@ class ToolContext:
         # the Tool's spec.config with the agent's tools[].config over it (set per call by the executor)
         self.config: Mapping[str, Any] = {}
 
+    agent_name: str
+    instance_key: str
+    turn_id: str
+    trace_id: str
+    tool_call_id: str
+    message: Message | None  # the assistant message that made this call
+    logger: logging.Logger
+    config: Mapping[str, Any]
+    _runtime: ToolRuntimeApi | None
+
     @property
-    def runtime(self) -> Any:
+    def runtime(self) -> ToolRuntimeApi:
         """Inter-agent calls (request/send/spawn/list/catalog). Built on first use: most tool
-        calls never touch it."""
+        calls never touch it. The runtime always provides it; a context built by hand without one
+        (in a unit test of a handler) raises ``E_TOOL_RUNTIME_UNAVAILABLE``."""
         value = self._runtime
-        if value is None and self._make_runtime is not None:
+        if value is None:
+            if self._make_runtime is None:
+                raise GoondanError(
+                    "E_TOOL_RUNTIME_UNAVAILABLE",
+                    "this tool context has no inter-agent runtime (ctx.runtime)",
+                    suggestion="Run the tool inside a goondan Runtime, or pass runtime= to ToolContext.",
+                )
             value = self._runtime = self._make_runtime()
         return value
 
     @runtime.setter
-    def runtime(self, value: Any) -> None:
+    def runtime(self, value: ToolRuntimeApi) -> None:
         self._runtime = value
 
     @property
@@ -159,7 +178,7 @@ class ToolRegistry:
     def __init__(self) -> None:
         self._entries: dict[str, ToolEntry] = {}
         self._version = 0
-        self._catalog_cache: tuple[int, list[dict[str, Any]]] | None = None
+        self._catalog_cache: tuple[int, list[ToolCatalogItem]] | None = None
 
     # --- registration --------------------------------------------------------------------
 
@@ -192,7 +211,7 @@ class ToolRegistry:
             ename = export["name"]
             name = f"{resource_name}__{ename}"
             handler = handlers.get(ename)
-            item = {
+            item: ToolCatalogItem = {
                 "name": name,
                 "description": export.get("description", ""),
                 "parameters": freeze_json(export.get("parameters") or {"type": "object", "properties": {}}),
@@ -242,8 +261,8 @@ class ToolRegistry:
         if problem:
             raise GoondanError("E_TOOL_DEFINITION_INVALID", f"tool {name!r}: {problem}")
         description = item.get("description", "")
-        catalog_item: dict[str, Any] = {
-            "name": name,
+        catalog_item: ToolCatalogItem = {
+            "name": str(name),
             "description": description if isinstance(description, str) else str(description),
             "parameters": freeze_json(dict(params)),
         }
@@ -270,14 +289,14 @@ class ToolRegistry:
     def version(self) -> int:
         return self._version
 
-    def catalog(self) -> list[dict[str, Any]]:
+    def catalog(self) -> list[ToolCatalogItem]:
         """A fresh, mutable catalog list for one step. Items are new dicts; their ``parameters``
         schemas are shared frozen objects (replace them rather than editing in place)."""
         cache = self._catalog_cache
         if cache is None or cache[0] != self._version:
             cache = (self._version, [e.item for e in self._entries.values()])
             self._catalog_cache = cache
-        return [dict(item) for item in cache[1]]
+        return [item.copy() for item in cache[1]]
 
 
 def _error(tool_call_id: str, tool_name: str, name: str, code: str, message: str, **extra: Any) -> ToolCallResult:
@@ -321,7 +340,7 @@ _PLAIN_RESULTS = frozenset({dict, list, str, int, float, bool, type(None)})
 
 async def execute_tool(
     registry: ToolRegistry,
-    catalog: list[dict[str, Any]],
+    catalog: list[ToolCatalogItem],
     tool_name: str,
     tool_call_id: str,
     args: Any,

@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict
+
+from .._api_types import TokenUsage, ToolCatalogItem
 
 TextDeltaCallback = Callable[[str], None]
 
 
 @dataclasses.dataclass(slots=True)
 class ModelRequest:
+    """One model call: the step's messages (``{"role", "content"}`` dicts, oldest first, system
+    messages in place) and its tool catalog, with ``Agent.spec.modelConfig.params`` untouched."""
+
     messages: Sequence[dict[str, Any]]
-    tools: list[dict[str, Any]]
+    tools: list[ToolCatalogItem]
     params: dict[str, Any]
     model: str
     agent_name: str
@@ -45,6 +50,24 @@ class ModelResponse:
     finish_reason: str | None = None
     raw_finish_reason: str | None = None
     issues: list[str] = dataclasses.field(default_factory=list)
+
+
+class ModelOutputToolCall(TypedDict):
+    """One tool call in a :class:`ModelOutput`; ``id`` is generated when missing."""
+
+    name: str
+    args: dict[str, Any]
+    id: NotRequired[str]
+
+
+class ModelOutput(TypedDict, total=False):
+    """What the ``generate(request)`` of a ``python`` model returns (the ``scripted`` provider's
+    replies have the same shape)."""
+
+    text: str | None
+    toolCalls: list[ModelOutputToolCall]
+    usage: TokenUsage
+    finishReason: str
 
 
 class ModelAdapter(Protocol):

@@ -16,7 +16,7 @@ turns, which is what a small model follows best. A bare ``{"tool": ..., "argumen
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from .._ids import new_id
@@ -67,7 +67,7 @@ def answered_calls(messages: Sequence[dict[str, Any]]) -> frozenset[str]:
     return frozenset(keys)
 
 
-def instructions(tools: Sequence[dict[str, Any]], tool_choice: str, max_calls: int = DEFAULT_MAX_TOOL_CALLS) -> str:
+def instructions(tools: Sequence[Mapping[str, Any]], tool_choice: str, max_calls: int = DEFAULT_MAX_TOOL_CALLS) -> str:
     lines = ["Reply with exactly one JSON value and nothing else."]
     if tools and tool_choice != "none":
         lines.append("Tools you can call:")
@@ -92,7 +92,7 @@ def instructions(tools: Sequence[dict[str, Any]], tool_choice: str, max_calls: i
 
 
 def response_schema(
-    tools: Sequence[dict[str, Any]], tool_choice: str, max_calls: int = DEFAULT_MAX_TOOL_CALLS
+    tools: Sequence[Mapping[str, Any]], tool_choice: str, max_calls: int = DEFAULT_MAX_TOOL_CALLS
 ) -> dict[str, Any]:
     answer = {
         "type": "object",

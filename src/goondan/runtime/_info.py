@@ -3,58 +3,10 @@ step 4), with snake_case attributes. Read-only value objects."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class PromptInfo:
-    system: str | None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class AgentInfo:
-    name: str
-    bundle_root: str
-    prompt: PromptInfo | None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SwarmInfo:
-    swarm_name: str
-    entry_agent: str
-    self_agent: str
-    available_agents: tuple[str, ...]
-    callable_agents: tuple[str, ...]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class InboundInfo:
-    event_id: str
-    event_type: str
-    source_kind: str
-    source_name: str
-    created_at: str
-    instance_key: str | None
-    event_metadata: dict[str, Any] | None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class CallInfo:
-    caller_agent: str | None
-    caller_instance_key: str | None
-    caller_turn_id: str | None
-    call_source: str | None
-    call_stack: tuple[str, ...]
-    reply_to: dict[str, Any] | None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RuntimeInfo:
-    agent: AgentInfo
-    swarm: SwarmInfo
-    inbound: InboundInfo
-    call: CallInfo | None
+# defined with the other public types (goondan.types re-exports them)
+from .._api_types import AgentInfo, CallInfo, InboundInfo, PromptInfo, RuntimeInfo, SwarmInfo
 
 
 def call_info(event: dict[str, Any]) -> CallInfo | None:
@@ -86,3 +38,15 @@ def inbound_info(event: dict[str, Any]) -> InboundInfo:
         instance_key=event.get("instanceKey") if isinstance(event.get("instanceKey"), str) else None,
         event_metadata=dict(meta) if isinstance(meta, dict) and meta else None,
     )
+
+
+__all__ = [
+    "AgentInfo",
+    "CallInfo",
+    "InboundInfo",
+    "PromptInfo",
+    "RuntimeInfo",
+    "SwarmInfo",
+    "call_info",
+    "inbound_info",
+]

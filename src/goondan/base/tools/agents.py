@@ -22,13 +22,18 @@ from goondan.base.tools._common import (
     opt_str,
     require_str,
 )
+from goondan.errors import GoondanError
+from goondan.types import ToolContext, ToolRuntimeApi
 
 MAX_TIMEOUT_MS = 3_600_000
 DEFAULT_TIMEOUT_MS = 60_000
 
 
-def _runtime(ctx: Any) -> Any:
-    runtime = getattr(ctx, "runtime", None)
+def _runtime(ctx: ToolContext) -> ToolRuntimeApi:
+    try:
+        runtime: ToolRuntimeApi | None = getattr(ctx, "runtime", None)
+    except GoondanError:  # a ToolContext built without one (E_TOOL_RUNTIME_UNAVAILABLE)
+        runtime = None
     if runtime is None:
         raise ToolExecutionError(
             "E_AGENTS_RUNTIME_UNAVAILABLE",
