@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from .bundle import Bundle, ValidationReport, load_bundle, validate_bundle
     from .runtime import Runtime, run
+    from .types import ExtensionApi, ModelRequest, StepContext, ToolCallContext, ToolContext, TurnContext
 
 _LAZY = {
     "load_bundle": ("goondan.bundle", "load_bundle"),
@@ -26,6 +27,13 @@ _LAZY = {
     "ValidationReport": ("goondan.bundle", "ValidationReport"),
     "Runtime": ("goondan.runtime", "Runtime"),
     "run": ("goondan.runtime", "run"),
+    # the types extension, tool and model authors annotate with (all of them: goondan.types)
+    "ExtensionApi": ("goondan.types", "ExtensionApi"),
+    "ModelRequest": ("goondan.types", "ModelRequest"),
+    "StepContext": ("goondan.types", "StepContext"),
+    "ToolCallContext": ("goondan.types", "ToolCallContext"),
+    "ToolContext": ("goondan.types", "ToolContext"),
+    "TurnContext": ("goondan.types", "TurnContext"),
 }
 
 
@@ -45,15 +53,21 @@ __all__ = [
     "Bundle",
     "ConfigError",
     "ConversationState",
+    "ExtensionApi",
     "ExtensionError",
     "GoondanError",
     "Message",
     "ModelError",
+    "ModelRequest",
     "Runtime",
+    "StepContext",
     "StepResult",
     "StorageError",
     "ToolCall",
+    "ToolCallContext",
     "ToolCallResult",
+    "ToolContext",
+    "TurnContext",
     "TurnResult",
     "ValidationReport",
     "__version__",

@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from goondan.messages import system_message
+from goondan.types import ExtensionApi, TurnContext, TurnResult
 
 EXTENSION_NAME = "context-message"
 MARKER = "__goondanContextMessage"
@@ -179,10 +180,10 @@ def _is_duplicate(message: Any, digest: str, body: str) -> bool:
     )
 
 
-def register(api: Any, config: dict[str, Any]) -> None:
+def register(api: ExtensionApi, config: dict[str, Any]) -> None:
     settings = dict(config)
 
-    async def turn(ctx: Any) -> Any:
+    async def turn(ctx: TurnContext) -> TurnResult:
         diagnostics = ctx.metadata.setdefault("extension.events", [])
         segments = resolve_segments(ctx.runtime, settings)
         for sid, text in segments:

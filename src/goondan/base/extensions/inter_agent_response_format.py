@@ -20,6 +20,8 @@ import dataclasses
 import json
 from typing import Any
 
+from goondan.types import ExtensionApi, StepContext, StepResult
+
 EXTENSION_NAME = "inter-agent-response-format"
 MARKER = "__goondanInterAgentResponse"
 FORMATTED = "__goondanInterAgentResponseFormatted"
@@ -88,10 +90,10 @@ def format_response(marker: dict[str, Any], content: Any, *, include_request_met
     return "\n".join(lines)
 
 
-def register(api: Any, config: dict[str, Any]) -> None:
+def register(api: ExtensionApi, config: dict[str, Any]) -> None:
     include_request_metadata = bool(config.get("includeRequestMetadata", False))
 
-    async def step(ctx: Any) -> Any:
+    async def step(ctx: StepContext) -> StepResult:
         pending = [
             m
             for m in ctx.conversation_state.next_messages

@@ -16,6 +16,16 @@ import json
 import time
 from typing import Any
 
+from goondan.types import (
+    ExtensionApi,
+    StepContext,
+    StepResult,
+    ToolCallContext,
+    ToolCallResult,
+    TurnContext,
+    TurnResult,
+)
+
 EXTENSION_NAME = "logging"
 LEVELS = {"debug": 10, "info": 20, "warn": 30, "warning": 30, "error": 40}
 
@@ -41,7 +51,7 @@ def line(event: str, **fields: Any) -> str:
     return " ".join([event, *(f"{k}={_fmt(v)}" for k, v in fields.items() if v is not None)])
 
 
-def register(api: Any, config: dict[str, Any]) -> None:
+def register(api: ExtensionApi, config: dict[str, Any]) -> None:
     threshold = LEVELS[str(config.get("level", "info"))]
     include_args = bool(config.get("includeToolArgs", False))
     include_meta = bool(config.get("includeTurnMetadata", True))
@@ -55,7 +65,7 @@ def register(api: Any, config: dict[str, Any]) -> None:
         if LEVELS[level] >= threshold:
             {"debug": logger.debug, "info": logger.info, "error": logger.error}[level](text)
 
-    async def turn(ctx: Any) -> Any:
+    async def turn(ctx: TurnContext) -> TurnResult:
         started = time.perf_counter()
         meta = {"agentName": ctx.agent_name, "instanceKey": ctx.instance_key} if include_meta else {}
         event_type = ctx.input_event.get("type") if isinstance(ctx.input_event, dict) else None
@@ -81,7 +91,7 @@ def register(api: Any, config: dict[str, Any]) -> None:
         )
         return result
 
-    async def step(ctx: Any) -> Any:
+    async def step(ctx: StepContext) -> StepResult:
         started = time.perf_counter()
         log("info", line("step.start", turnId=ctx.turn_id, stepIndex=ctx.step_index, catalogSize=len(ctx.tool_catalog)))
         try:
@@ -107,7 +117,7 @@ def register(api: Any, config: dict[str, Any]) -> None:
         )
         return result
 
-    async def tool_call(ctx: Any) -> Any:
+    async def tool_call(ctx: ToolCallContext) -> ToolCallResult:
         started = time.perf_counter()
         args = dict(ctx.args) if include_args else None
         log("debug", line("toolCall.start", toolName=ctx.tool_name, toolCallId=ctx.tool_call_id, args=args))

@@ -35,6 +35,7 @@ from typing import Any
 from goondan.base.extensions._compaction_plan import Limits, Mode, Plan, plan_compaction
 from goondan.base.extensions._summarizer import DEFAULT_INSTRUCTION, MODEL_SCHEMA, Summarizer
 from goondan.messages import system_message
+from goondan.types import ExtensionApi, Message, TurnContext, TurnResult
 
 EXTENSION_NAME = "message-compaction"
 DEFAULTS: dict[str, Any] = {
@@ -71,7 +72,7 @@ def summary_header(prefix: str, plan: Plan) -> str:
     return f"{prefix} mode={plan.mode} removed={plan.removed_count} chars={plan.removed_characters}"
 
 
-def register(api: Any, config: dict[str, Any]) -> None:
+def register(api: ExtensionApi, config: dict[str, Any]) -> None:
     cfg = {**DEFAULTS, **config}
     mode: Mode = cfg["mode"]
     append_summary = bool(cfg["appendSummary"])
@@ -98,7 +99,7 @@ def register(api: Any, config: dict[str, Any]) -> None:
             float(cfg["summaryTimeoutSeconds"]),
         )
 
-    async def build_summary(ctx: Any, plan: Plan, dropped: list[Any]) -> Any:
+    async def build_summary(ctx: TurnContext, plan: Plan, dropped: list[Message]) -> Message:
         header = summary_header(prefix, plan)
         metadata: dict[str, Any] = {
             "compaction.summary": True,
@@ -125,7 +126,7 @@ def register(api: Any, config: dict[str, Any]) -> None:
                 metadata["compaction.summarySource"] = "model"
         return system_message(text, metadata, source={"type": "extension", "extensionName": EXTENSION_NAME})
 
-    async def turn(ctx: Any) -> Any:
+    async def turn(ctx: TurnContext) -> TurnResult:
         messages = list(ctx.conversation_state.next_messages)  # a snapshot: the view follows the events
         plan = plan_compaction(messages, mode, limits)
         if plan is None:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from goondan.base.extensions._integrity import MessageLike, normalize
+from goondan.types import ExtensionApi, TurnContext, TurnResult
 
 EXTENSION_NAME = "message-window"
 DEFAULT_MAX_MESSAGES = 80
@@ -35,10 +36,10 @@ def window_removals(messages: Sequence[MessageLike], max_messages: int) -> list[
     return normalize(messages, (m.id for m in messages[:excess]))
 
 
-def register(api: Any, config: dict[str, Any]) -> None:
+def register(api: ExtensionApi, config: dict[str, Any]) -> None:
     max_messages = int(config.get("maxMessages", DEFAULT_MAX_MESSAGES))
 
-    async def turn(ctx: Any) -> Any:
+    async def turn(ctx: TurnContext) -> TurnResult:
         messages = list(ctx.conversation_state.next_messages)  # a snapshot: the view follows the events
         removals = window_removals(messages, max_messages)
         for message_id in removals:

@@ -21,6 +21,15 @@ import dataclasses
 from typing import Any
 
 from goondan.messages import user_message
+from goondan.types import (
+    ExtensionApi,
+    StepContext,
+    StepResult,
+    ToolCallContext,
+    ToolCallResult,
+    TurnContext,
+    TurnResult,
+)
 
 EXTENSION_NAME = "required-tools-guard"
 DEFAULT_MESSAGE = "Before you finish, you must call at least one of these tools: {tools}"
@@ -42,7 +51,7 @@ def reminder_text(required: list[str], error_message: str) -> str:
     return DEFAULT_MESSAGE.format(tools=", ".join(required))
 
 
-def register(api: Any, config: dict[str, Any]) -> None:
+def register(api: ExtensionApi, config: dict[str, Any]) -> None:
     required: list[str] = list(dict.fromkeys(config.get("requiredTools") or []))
     text = reminder_text(required, str(config.get("errorMessage") or ""))
     if not required:
@@ -51,20 +60,20 @@ def register(api: Any, config: dict[str, Any]) -> None:
     # the tools that succeeded in the running turn; turns of one instance never overlap
     succeeded: set[str] = set()
 
-    async def turn(ctx: Any) -> Any:
+    async def turn(ctx: TurnContext) -> TurnResult:
         succeeded.clear()
         try:
             return await ctx.next()
         finally:
             succeeded.clear()
 
-    async def tool_call(ctx: Any) -> Any:
+    async def tool_call(ctx: ToolCallContext) -> ToolCallResult:
         result = await ctx.next()
         if result.status == "ok":
             succeeded.add(ctx.tool_name)
         return result
 
-    async def step(ctx: Any) -> Any:
+    async def step(ctx: StepContext) -> StepResult:
         result = await ctx.next()
         succeeded.update(r.tool_name for r in result.tool_results if r.status == "ok")
         if result.should_continue or wanted & succeeded:

@@ -34,8 +34,10 @@ survives restarts; false: the search only reports matches and the catalog is nev
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from goondan.types import ExtensionApi, StepContext, StepResult, ToolCatalogItem, ToolContext
 
 DEFAULT_EXTENSION_NAME = "tool-search"
 DEFAULT_MAX_RESULTS = 10
@@ -56,7 +58,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
 _WORD = re.compile(r"[a-z0-9]+")
 
 
-def extension_name(api: Any, default: str) -> str:
+def extension_name(api: ExtensionApi, default: str) -> str:
     """This extension's resource name: tool names must be ``<name>__<tool>``, and the five-part API
     carries the name only in the logger it hands out (``goondan.extension.<name>``)."""
     name = getattr(api, "name", None)
@@ -69,7 +71,7 @@ def extension_name(api: Any, default: str) -> str:
     return default
 
 
-def snapshot_of(catalog: Iterable[dict[str, Any]]) -> list[dict[str, str]]:
+def snapshot_of(catalog: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
     """What the search looks at: each catalog item's name and description (no schemas: the state
     stays small and the model gets the schemas from the catalog itself)."""
     out: list[dict[str, str]] = []
@@ -110,7 +112,7 @@ def search(snapshot: Sequence[dict[str, str]], query: str, limit: int, exclude: 
     return [dict(item) for _, _, item in scored[:limit]]
 
 
-def narrow(catalog: list[dict[str, Any]], selected: Iterable[str], always: str) -> list[dict[str, Any]]:
+def narrow(catalog: list[ToolCatalogItem], selected: Iterable[str], always: str) -> list[ToolCatalogItem]:
     """The catalog restricted to ``selected`` plus ``always``. Only removes: an item that is not in
     ``catalog`` cannot appear in the result."""
     keep = set(selected)
@@ -118,7 +120,7 @@ def narrow(catalog: list[dict[str, Any]], selected: Iterable[str], always: str) 
     return [item for item in catalog if item.get("name") in keep]
 
 
-def register(api: Any, config: dict[str, Any]) -> None:
+def register(api: ExtensionApi, config: dict[str, Any]) -> None:
     ext = extension_name(api, DEFAULT_EXTENSION_NAME)
     tool_name = str(config.get("toolName") or f"{ext}__search")
     max_results = int(config.get("maxResults", DEFAULT_MAX_RESULTS))
@@ -133,7 +135,7 @@ def register(api: Any, config: dict[str, Any]) -> None:
         value = await api.state.get()
         return value if isinstance(value, dict) else {}
 
-    async def step(ctx: Any) -> Any:
+    async def step(ctx: StepContext) -> StepResult:
         snapshot = snapshot_of(ctx.tool_catalog)
         current["snapshot"] = snapshot
         if persist:
@@ -145,7 +147,7 @@ def register(api: Any, config: dict[str, Any]) -> None:
                 ctx.tool_catalog = narrow(ctx.tool_catalog, (s for s in selected if isinstance(s, str)), tool_name)
         return await ctx.next()
 
-    async def search_tool(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+    async def search_tool(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         query = str(args.get("query", ""))
         limit = min(int(args.get("limit") or max_results), max_results)
         state = await load() if persist else {}

@@ -51,7 +51,7 @@ def _instance_key(args: dict[str, Any]) -> str | None:
     return opt_str(args, "instanceKey") or None
 
 
-async def request(ctx: Any, input: Any) -> dict[str, Any]:
+async def request(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``agents__request``: ask another agent and (unless ``async``) wait for its reply."""
     args = args_dict(input)
     check_keys(args, ("target", "input", "instanceKey", "timeoutMs", "async", "metadata"))
@@ -82,7 +82,7 @@ async def request(ctx: Any, input: Any) -> dict[str, Any]:
     }
 
 
-async def send(ctx: Any, input: Any) -> dict[str, Any]:
+async def send(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``agents__send``: fire-and-forget message to another agent."""
     args = args_dict(input)
     check_keys(args, ("target", "input", "instanceKey", "metadata"))
@@ -116,7 +116,7 @@ async def send(ctx: Any, input: Any) -> dict[str, Any]:
     }
 
 
-async def spawn(ctx: Any, input: Any) -> dict[str, Any]:
+async def spawn(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``agents__spawn``: make sure an instance of ``target`` exists (optionally under ``instanceKey``)."""
     args = args_dict(input)
     check_keys(args, ("target", "instanceKey", "cwd"))
@@ -127,7 +127,7 @@ async def spawn(ctx: Any, input: Any) -> dict[str, Any]:
     return result
 
 
-async def list_agents(ctx: Any, input: Any) -> dict[str, Any]:
+async def list_agents(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``agents__list``: instances this agent spawned (``includeAll``: spawned by anyone)."""
     args = args_dict(input)
     check_keys(args, ("includeAll",))
@@ -137,7 +137,7 @@ async def list_agents(ctx: Any, input: Any) -> dict[str, Any]:
     return {"count": len(agents), "agents": agents}
 
 
-async def catalog(ctx: Any, input: Any) -> dict[str, Any]:
+async def catalog(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``agents__catalog``: the swarm's agents and which ones this agent may call."""
     args = args_dict(input)
     check_keys(args, ())

@@ -28,6 +28,7 @@ from goondan.base.tools._common import (
 )
 from goondan.base.tools._env import check_tool_config, child_env, parse_env_policy
 from goondan.base.tools._process import DEFAULT_OUTPUT_LIMIT, ProcessOutcome, run_process
+from goondan.types import ToolContext
 
 DEFAULT_TIMEOUT_MS = 30_000
 MAX_TIMEOUT_MS = 3_600_000
@@ -36,11 +37,11 @@ EXEC_SHELL = "/bin/sh"
 DEFAULT_SCRIPT_SHELL = "/bin/bash"
 
 
-def _workdir(ctx: Any) -> Path:
+def _workdir(ctx: ToolContext) -> Path:
     return Path(ctx.workdir)
 
 
-def _cwd(ctx: Any, args: dict[str, Any]) -> Path:
+def _cwd(ctx: ToolContext, args: dict[str, Any]) -> Path:
     raw = opt_str(args, "cwd")
     base = _workdir(ctx)
     if raw is None or raw == "":
@@ -56,7 +57,7 @@ def _cwd(ctx: Any, args: dict[str, Any]) -> Path:
     return path.resolve()
 
 
-def _env(ctx: Any, args: dict[str, Any]) -> dict[str, str]:
+def _env(ctx: ToolContext, args: dict[str, Any]) -> dict[str, str]:
     config = check_tool_config(getattr(ctx, "config", None), ("env",), "Tool/bash config")
     policy = parse_env_policy(config.get("env"), "Tool/bash config")
     env = child_env(policy, _workdir(ctx))
@@ -85,7 +86,7 @@ def _outcome(result: ProcessOutcome) -> dict[str, Any]:
     return out
 
 
-async def exec_command(ctx: Any, input: Any) -> dict[str, Any]:
+async def exec_command(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``bash__exec``: ``{command, cwd?, timeoutMs?, env?, maxOutputBytes?}``."""
     args = args_dict(input)
     check_keys(args, ("command", "cwd", "timeoutMs", "env", "maxOutputBytes"))
@@ -98,7 +99,7 @@ async def exec_command(ctx: Any, input: Any) -> dict[str, Any]:
     return {"command": command, "cwd": str(cwd), **_outcome(result)}
 
 
-async def run_script(ctx: Any, input: Any) -> dict[str, Any]:
+async def run_script(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``bash__script``: ``{path, args?, shell?, cwd?, timeoutMs?, env?, maxOutputBytes?}``."""
     args = args_dict(input)
     check_keys(args, ("path", "args", "shell", "cwd", "timeoutMs", "env", "maxOutputBytes"))

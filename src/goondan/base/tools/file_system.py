@@ -35,6 +35,7 @@ from goondan.base.tools._common import (
     require_str,
 )
 from goondan.base.tools._confine import DIR_FLAGS, Walk, workdir_root
+from goondan.types import ToolContext
 
 DEFAULT_READ_BYTES = 100_000
 MAX_READ_BYTES = 10_000_000
@@ -42,7 +43,7 @@ DEFAULT_MAX_ENTRIES = 1000
 MAX_ENTRIES = 100_000
 
 
-def _root(ctx: Any) -> Path:
+def _root(ctx: ToolContext) -> Path:
     return workdir_root(Path(ctx.workdir))
 
 
@@ -69,7 +70,7 @@ def _kind(st: os.stat_result) -> str:
     return "other"
 
 
-def _walk(ctx: Any, raw: str, *, follow_last: bool = True) -> Walk:
+def _walk(ctx: ToolContext, raw: str, *, follow_last: bool = True) -> Walk:
     """Start walking ``raw`` from the workdir; failing to open the workdir itself is an I/O error."""
     try:
         return Walk(_root(ctx), raw, follow_last=follow_last)
@@ -92,7 +93,7 @@ def _not_a_file(raw: str) -> ToolExecutionError:
     )
 
 
-def read(ctx: Any, input: Any) -> dict[str, Any]:
+def read(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``file-system__read``: ``{path, maxBytes?}`` → ``{path, size, truncated, content}``."""
     args = args_dict(input)
     check_keys(args, ("path", "maxBytes"))
@@ -124,7 +125,7 @@ def read(ctx: Any, input: Any) -> dict[str, Any]:
     return {"path": shown, "size": max(info.st_size, len(data)), "truncated": truncated, "content": content}
 
 
-def write(ctx: Any, input: Any) -> dict[str, Any]:
+def write(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``file-system__write``: ``{path, content, append?}``; parent directories are created."""
     args = args_dict(input)
     check_keys(args, ("path", "content", "append"))
@@ -168,7 +169,7 @@ def write(ctx: Any, input: Any) -> dict[str, Any]:
     return {"path": shown, "size": size, "bytesWritten": len(data), "written": True, "append": append}
 
 
-def list_dir(ctx: Any, input: Any) -> dict[str, Any]:
+def list_dir(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``file-system__list``: ``{path?, recursive?, includeDirs?, includeFiles?, maxEntries?}``."""
     args = args_dict(input)
     check_keys(args, ("path", "recursive", "includeDirs", "includeFiles", "maxEntries"))
@@ -276,7 +277,7 @@ def _open_below(base_fd: int, rel: tuple[str, ...]) -> int | None:
     return fd
 
 
-def mkdir(ctx: Any, input: Any) -> dict[str, Any]:
+def mkdir(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``file-system__mkdir``: ``{path, recursive?}`` → ``{path, created, recursive}``."""
     args = args_dict(input)
     check_keys(args, ("path", "recursive"))
@@ -326,7 +327,7 @@ def mkdir(ctx: Any, input: Any) -> dict[str, Any]:
     return {"path": shown, "created": not existed, "recursive": recursive}
 
 
-def exists(ctx: Any, input: Any) -> dict[str, Any]:
+def exists(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``file-system__exists``: ``{path}`` → ``{path, exists, type}``."""
     args = args_dict(input)
     check_keys(args, ("path",))
@@ -339,7 +340,7 @@ def exists(ctx: Any, input: Any) -> dict[str, Any]:
         return {"path": walk.display, "exists": True, "type": _kind(info)}
 
 
-def stat(ctx: Any, input: Any) -> dict[str, Any]:
+def stat(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``file-system__stat``: ``{path}`` → ``{path, type, size, modifiedAt}``."""
     args = args_dict(input)
     check_keys(args, ("path",))
@@ -356,7 +357,7 @@ def stat(ctx: Any, input: Any) -> dict[str, Any]:
     return {"path": shown, "type": _kind(info), "size": info.st_size, "modifiedAt": modified}
 
 
-def delete(ctx: Any, input: Any) -> dict[str, Any]:
+def delete(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``file-system__delete``: ``{path, recursive?}``; a symlink is removed, never its target."""
     args = args_dict(input)
     check_keys(args, ("path", "recursive"))
@@ -399,7 +400,7 @@ def _in_thread(fn: Callable[[Any, Any], dict[str, Any]]) -> Callable[[Any, Any],
     """Run a blocking file operation in a worker thread: a big read, a deep listing or a recursive
     delete must not stall the other agents and connectors sharing the event loop."""
 
-    async def handler(ctx: Any, input: Any) -> dict[str, Any]:
+    async def handler(ctx: ToolContext, input: Any) -> dict[str, Any]:
         ctx.workdir  # noqa: B018 -- create the workdir on the loop thread, before going parallel
         return await asyncio.to_thread(fn, ctx, input)
 

@@ -40,6 +40,7 @@ from goondan.base.tools._common import (
 )
 from goondan.base.tools._env import check_tool_config
 from goondan.base.tools._netguard import AddressPolicy, guarded_create_connection, parse_address_policy
+from goondan.types import ToolContext
 
 DEFAULT_TIMEOUT_MS = 30_000
 MAX_TIMEOUT_MS = 600_000
@@ -98,7 +99,7 @@ def _opener(policy: AddressPolicy) -> urllib.request.OpenerDirector:
     )
 
 
-def _policy(ctx: Any) -> AddressPolicy:
+def _policy(ctx: ToolContext) -> AddressPolicy:
     config = check_tool_config(getattr(ctx, "config", None), ("allowHosts",), "Tool/http-fetch config")
     return parse_address_policy(config.get("allowHosts"), "Tool/http-fetch config")
 
@@ -209,7 +210,7 @@ def _exchange(
 
 
 async def _fetch(
-    ctx: Any, method: str, args: dict[str, Any], body: bytes | None, default_type: str | None
+    ctx: ToolContext, method: str, args: dict[str, Any], body: bytes | None, default_type: str | None
 ) -> dict[str, Any]:
     policy = _policy(ctx)
     url = _url(args)
@@ -230,14 +231,14 @@ async def _fetch(
         raise _timeout(url, timeout_ms) from None
 
 
-async def get(ctx: Any, input: Any) -> dict[str, Any]:
+async def get(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``http-fetch__get``: ``{url, headers?, timeoutMs?, maxBytes?}``."""
     args = args_dict(input)
     check_keys(args, ("url", "headers", "timeoutMs", "maxBytes"))
     return await _fetch(ctx, "GET", args, None, None)
 
 
-async def post(ctx: Any, input: Any) -> dict[str, Any]:
+async def post(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``http-fetch__post``: like get, plus ``body`` (JSON value, sent as JSON) or ``bodyString``."""
     args = args_dict(input)
     check_keys(args, ("url", "headers", "timeoutMs", "maxBytes", "body", "bodyString"))

@@ -20,6 +20,7 @@ from goondan.base.tools._common import (
     opt_str,
     require_str,
 )
+from goondan.types import ToolContext
 
 MAX_DEPTH = 1000
 _SEGMENT = re.compile(r"([^.\[\]]*)((?:\[-?\d+\])*)")
@@ -86,7 +87,7 @@ def _type_name(value: Any) -> str:
     return "object"
 
 
-def query(ctx: Any, input: Any) -> dict[str, Any]:
+def query(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``json-query__query``: ``{data, path?}`` → ``{path, found, value}``."""
     args = args_dict(input)
     check_keys(args, ("data", "path"))
@@ -97,7 +98,7 @@ def query(ctx: Any, input: Any) -> dict[str, Any]:
     return {"path": path, "found": found, "value": value if found else None}
 
 
-def pick(ctx: Any, input: Any) -> dict[str, Any]:
+def pick(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``json-query__pick``: ``{data, keys}`` → ``{keys, result}``; an array of objects is picked item-wise."""
     args = args_dict(input)
     check_keys(args, ("data", "keys"))
@@ -120,7 +121,7 @@ def pick(ctx: Any, input: Any) -> dict[str, Any]:
     return {"keys": keys, "result": result}
 
 
-def count(ctx: Any, input: Any) -> dict[str, Any]:
+def count(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``json-query__count``: ``{data, path?}`` → ``{path, count, type}`` (missing path: 0 and null)."""
     args = args_dict(input)
     check_keys(args, ("data", "path"))
@@ -143,7 +144,7 @@ def _flatten(items: list[Any], depth: int) -> list[Any]:
     return out
 
 
-def flatten(ctx: Any, input: Any) -> dict[str, Any]:
+def flatten(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``json-query__flatten``: ``{data (array), depth?}`` → ``{depth, count, result}``."""
     args = args_dict(input)
     check_keys(args, ("data", "depth"))

@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from goondan.base.tools._common import args_dict, check_keys, opt_str
+from goondan.types import ToolContext
 
 DEFAULT_REASON = "tool:self-restart"
 
 
-def request(ctx: Any, input: Any) -> dict[str, Any]:
+def request(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``self-restart__request``: ``{reason?}`` → ``{ok, restartRequested, restartReason}``."""
     args = args_dict(input)
     check_keys(args, ("reason",))

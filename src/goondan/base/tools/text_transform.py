@@ -20,9 +20,10 @@ from goondan.base.tools._common import (
     opt_str,
     require_str,
 )
+from goondan.types import ToolContext
 
 
-def replace(ctx: Any, input: Any) -> dict[str, Any]:
+def replace(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``text-transform__replace``: ``{text, search, replacement?, all?}`` → ``{original, result, replacements}``."""
     args = args_dict(input)
     check_keys(args, ("text", "search", "replacement", "all"))
@@ -36,7 +37,7 @@ def replace(ctx: Any, input: Any) -> dict[str, Any]:
     return {"original": text, "result": result, "replacements": n}
 
 
-def slice_text(ctx: Any, input: Any) -> dict[str, Any]:
+def slice_text(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``text-transform__slice``: ``{text, start?, end?}`` → ``{original, result, start, end, length}``."""
     args = args_dict(input)
     check_keys(args, ("text", "start", "end"))
@@ -51,7 +52,7 @@ def slice_text(ctx: Any, input: Any) -> dict[str, Any]:
     return {"original": text, "result": result, "start": start, "end": end, "length": len(result)}
 
 
-def split(ctx: Any, input: Any) -> dict[str, Any]:
+def split(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``text-transform__split``: ``{text, delimiter?, maxParts?}`` → ``{delimiter, count, parts}``."""
     args = args_dict(input)
     check_keys(args, ("text", "delimiter", "maxParts"))
@@ -65,7 +66,7 @@ def split(ctx: Any, input: Any) -> dict[str, Any]:
     return {"delimiter": delimiter, "count": len(parts), "parts": parts}
 
 
-def join(ctx: Any, input: Any) -> dict[str, Any]:
+def join(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``text-transform__join``: ``{parts, delimiter?}`` → ``{delimiter, count, result}``."""
     args = args_dict(input)
     check_keys(args, ("parts", "delimiter"))
@@ -77,7 +78,7 @@ def join(ctx: Any, input: Any) -> dict[str, Any]:
     return {"delimiter": delimiter, "count": len(parts), "result": delimiter.join(parts)}
 
 
-def trim(ctx: Any, input: Any) -> dict[str, Any]:
+def trim(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``text-transform__trim``: ``{text, mode?}`` → ``{original, result, mode, trimmedLength}``."""
     args = args_dict(input)
     check_keys(args, ("text", "mode"))
@@ -87,7 +88,7 @@ def trim(ctx: Any, input: Any) -> dict[str, Any]:
     return {"original": text, "result": result, "mode": mode, "trimmedLength": len(result)}
 
 
-def change_case(ctx: Any, input: Any) -> dict[str, Any]:
+def change_case(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``text-transform__case``: ``{text, to: upper|lower}`` → ``{original, result, to}``."""
     args = args_dict(input)
     check_keys(args, ("text", "to"))

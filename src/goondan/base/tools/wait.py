@@ -10,11 +10,12 @@ import asyncio
 from typing import Any
 
 from goondan.base.tools._common import args_dict, check_keys, require_number
+from goondan.types import ToolContext
 
 MAX_SECONDS = 300
 
 
-async def wait_seconds(ctx: Any, input: Any) -> dict[str, Any]:
+async def wait_seconds(ctx: ToolContext, input: Any) -> dict[str, Any]:
     """``wait__seconds``: ``{seconds: 0..300}`` → ``{waitedSeconds, waitedMs}``."""
     args = args_dict(input)
     check_keys(args, ("seconds",))

@@ -23,6 +23,7 @@ from goondan.base.extensions.mcp._config import CONFIG_SCHEMA, ConfigProblem, Se
 from goondan.base.extensions.skills._synced_message import sync_system_message
 from goondan.base.extensions.tool_search import extension_name
 from goondan.errors import ExtensionError
+from goondan.types import ExtensionApi, StepContext, StepResult, ToolContext, ToolDefinition, TurnContext, TurnResult
 
 DEFAULT_EXTENSION_NAME = "mcp"
 MARKER = "__goondanMcpContext"
@@ -112,7 +113,7 @@ async def _all_pages(fetch: Any, field: str, what: str) -> list[Any]:
     )
 
 
-def _remove_tool(api: Any, name: str) -> None:
+def _remove_tool(api: ExtensionApi, name: str) -> None:
     api.tools.unregister(name)
 
 
@@ -126,14 +127,14 @@ class _Exposed:
     are kept and answered with one more listing.
     """
 
-    def __init__(self, api: Any, name: str, cfg: ServerConfig) -> None:
+    def __init__(self, api: ExtensionApi, name: str, cfg: ServerConfig) -> None:
         self.api = api
         self.name = name
         self.cfg = cfg
         self.holder = Holder()
         self.listed_generation = -1
         self.tool_names: dict[str, str] = {}  # original -> catalog part
-        self.tool_items: dict[str, dict[str, Any]] = {}  # original -> catalog item as registered
+        self.tool_items: dict[str, ToolDefinition] = {}  # original -> catalog item as registered
         self.tools_listed = False
         self.resources: list[Any] = []
         self.prompts: list[Any] = []
@@ -272,7 +273,7 @@ class _Exposed:
         re-registration would move it to the end of the catalog for nothing)."""
         schema = dict(tool.input_schema or {"type": "object", "properties": {}})
         schema.setdefault("type", "object")
-        item = {
+        item: ToolDefinition = {
             "name": f"{self.name}__{part}",
             "description": tool.description or tool.title or f"MCP tool {original} of {self.name}",
             "parameters": schema,
@@ -280,7 +281,7 @@ class _Exposed:
         if self.tool_items.get(original) == item:
             return False
 
-        async def handler(ctx: Any, args: dict[str, Any]) -> Any:
+        async def handler(ctx: ToolContext, args: dict[str, Any]) -> Any:
             bridge = self._bridge()
             result = await bridge.use(f"tool '{original}'", lambda c: c.call_tool(original, args))
             return tool_output(result)
@@ -313,11 +314,11 @@ class _Exposed:
         return "\n".join(lines)
 
 
-def _register_meta_tools(api: Any, ex: _Exposed) -> None:
+def _register_meta_tools(api: ExtensionApi, ex: _Exposed) -> None:
     if ex.cfg.resources:
         ex.used.add("read-resource")
 
-        async def read_resource(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+        async def read_resource(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             uri = str(args["uri"])
             result = await ex._bridge().use(f"resource '{uri}'", lambda c: c.read_resource(uri))
             return {"uri": uri, "text": _resource_text(result)}
@@ -338,7 +339,7 @@ def _register_meta_tools(api: Any, ex: _Exposed) -> None:
     if ex.cfg.prompts:
         ex.used.add("get-prompt")
 
-        async def get_prompt(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+        async def get_prompt(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             name = str(args["name"])
             arguments = {str(k): str(v) for k, v in (args.get("arguments") or {}).items()}
             result = await ex._bridge().use(f"prompt '{name}'", lambda c: c.get_prompt(name, arguments))
@@ -378,7 +379,7 @@ def _require_sdk(name: str) -> None:
         ) from None
 
 
-async def register(api: Any, config: dict[str, Any]) -> None:
+async def register(api: ExtensionApi, config: dict[str, Any]) -> None:
     name = extension_name(api, DEFAULT_EXTENSION_NAME)
     _require_sdk(name)
     try:
@@ -397,7 +398,7 @@ async def register(api: Any, config: dict[str, Any]) -> None:
     if not cfg.needs_base() or api_root:
         await ex.start(Path(api_root) if api_root else None)
 
-    async def turn(ctx: Any) -> Any:
+    async def turn(ctx: TurnContext) -> TurnResult:
         if ex.bridge is None:
             # the server's cwd is relative to the bundle root, known only from here on
             root = getattr(getattr(ctx.runtime, "agent", None), "bundle_root", None)
@@ -406,7 +407,7 @@ async def register(api: Any, config: dict[str, Any]) -> None:
             await ex.sync(turn_start=True)
         return await ctx.next()
 
-    async def step(ctx: Any) -> Any:
+    async def step(ctx: StepContext) -> StepResult:
         if cfg.resources or cfg.prompts:
             state = await api.state.get()
             state = state if isinstance(state, dict) else {}

@@ -11,6 +11,7 @@ from goondan.base.extensions.skills._synced_message import sync_system_message
 from goondan.base.extensions.tool_search import extension_name
 from goondan.base.tools._env import child_env, parse_env_policy
 from goondan.base.tools._process import run_process
+from goondan.types import ExtensionApi, StepContext, StepResult, ToolContext, TurnContext, TurnResult
 
 DEFAULT_EXTENSION_NAME = "skills"
 DEFAULT_DIRS = ["skills", ".claude/skills", ".agent/skills"]
@@ -60,7 +61,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
 class _Skills:
     """The per-instance view: the latest scan and the open-skill list (mirrored in ``api.state``)."""
 
-    def __init__(self, api: Any, config: dict[str, Any]) -> None:
+    def __init__(self, api: ExtensionApi, config: dict[str, Any]) -> None:
         self.api = api
         self.name = extension_name(api, DEFAULT_EXTENSION_NAME)
         discovery = config.get("discovery") or {}
@@ -142,17 +143,17 @@ class _SkillError(Exception):
         self.suggestion = suggestion
 
 
-def register(api: Any, config: dict[str, Any]) -> None:
+def register(api: ExtensionApi, config: dict[str, Any]) -> None:
     sk = _Skills(api, config)
     tool = sk.name
 
-    async def turn(ctx: Any) -> Any:
+    async def turn(ctx: TurnContext) -> TurnResult:
         # a fresh scan per turn: skills added while the swarm runs show up at the next turn
         sk.note_runtime(ctx.runtime)
         sk.rescan()
         return await ctx.next()
 
-    async def step(ctx: Any) -> Any:
+    async def step(ctx: StepContext) -> StepResult:
         if sk.inject:
             state = await sk.state()
             open_names = [n for n in await sk.open_names() if n in sk.skills]
@@ -163,13 +164,13 @@ def register(api: Any, config: dict[str, Any]) -> None:
                 await api.state.set({**(await sk.state()), "messageId": message_id})
         return await ctx.next()
 
-    async def list_skills(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+    async def list_skills(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         skills = sk.rescan()
         open_names = set(await sk.open_names())
         items = [{**s.summary(), "open": s.name in open_names} for s in skills.values()]
         return {"skills": items, "count": len(items)}
 
-    async def open_skill(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+    async def open_skill(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         skill = sk.get(str(args["name"]))
         content, truncated = read_skill(skill, sk.max_chars)
         names = await sk.open_names()
@@ -184,14 +185,14 @@ def register(api: Any, config: dict[str, Any]) -> None:
             "hint": f"Kept in your context until {tool}__close. Run commands in its directory with {tool}__run.",
         }
 
-    async def close_skill(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+    async def close_skill(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         name = str(args["name"])
         names = await sk.open_names()
         if name in names:
             await sk.set_open([n for n in names if n != name])
         return {"name": name, "closed": name in names}
 
-    async def run_skill(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+    async def run_skill(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         skill = sk.get(str(args["name"]))
         command = str(args["command"])
         extra = [str(a) for a in args.get("args") or []]

@@ -17,6 +17,7 @@ import hashlib
 from typing import Any
 
 from goondan.messages import system_message
+from goondan.types import StepContext, TurnContext
 
 
 def text_hash(text: str) -> str:
@@ -41,7 +42,9 @@ def _find(conversation: Any, marker: str, extension: str, remembered_id: Any) ->
     return None
 
 
-def sync_system_message(ctx: Any, *, marker: str, extension: str, text: str | None, remembered_id: Any) -> str | None:
+def sync_system_message(
+    ctx: TurnContext | StepContext, *, marker: str, extension: str, text: str | None, remembered_id: Any
+) -> str | None:
     """Make the conversation hold exactly one ``marker`` message with ``text`` (none if ``text`` is
     empty) through ``ctx.emit_message_event``. Returns the id to remember."""
     conversation = ctx.conversation_state
