@@ -21,7 +21,7 @@ from goondan.messages import (
     truncate_event,
     user_message,
 )
-from goondan.storage import InstanceStore
+from goondan.storage import FileInstanceStore
 
 SRC_DIR = str(Path(goondan.storage.__file__).resolve().parents[2])
 TESTS_DIR = str(Path(__file__).resolve().parent)
@@ -101,7 +101,7 @@ def records(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return [m.to_record() for m in messages]
 
 
-def run_turn(store: InstanceStore, base: Sequence[Message], events: Sequence[dict[str, Any]]) -> list[Message]:
+def run_turn(store: FileInstanceStore, base: Sequence[Message], events: Sequence[dict[str, Any]]) -> list[Message]:
     """Append the events, then commit the fold the way the runtime does (delta when only appends)."""
     for e in events:
         store.append_event(e)
@@ -113,7 +113,7 @@ def run_turn(store: InstanceStore, base: Sequence[Message], events: Sequence[dic
 
 def reload(path: Path) -> tuple[list[Message], Any]:
     """Open a fresh store on ``path`` and return (base folded with residual events, loaded)."""
-    store = InstanceStore(path)
+    store = FileInstanceStore(path)
     try:
         loaded = store.load()
     finally:

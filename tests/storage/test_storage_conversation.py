@@ -15,21 +15,21 @@ from storage_testkit import fold, msg, records, reload, run_turn
 
 from goondan.errors import StorageError
 from goondan.messages import append_event, remove_event, replace_event, truncate_event
-from goondan.storage import InstanceStore, LoadedConversation, MemoryInstanceStore
+from goondan.storage import FileInstanceStore, LoadedConversation, MemoryInstanceStore
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
     return [orjson.loads(x) for x in path.read_bytes().splitlines() if x]
 
 
-def open_store(path: Path) -> InstanceStore:
-    store = InstanceStore(path)
+def open_store(path: Path) -> FileInstanceStore:
+    store = FileInstanceStore(path)
     store.load()
     return store
 
 
 def test_load_of_new_instance_creates_empty_files(tmp_path: Path) -> None:
-    store = InstanceStore(tmp_path / "inst")
+    store = FileInstanceStore(tmp_path / "inst")
     loaded = store.load()
     assert loaded == LoadedConversation([], [], [])
     for name in ("base.jsonl", "events.jsonl", "runtime-events.jsonl"):
@@ -105,7 +105,7 @@ def test_residual_events_fold_into_the_next_commit(tmp_path: Path) -> None:
     run_turn(store, [], [append_event(m1)])
     store.append_event(append_event(m2))
     store.close()
-    store = InstanceStore(tmp_path)
+    store = FileInstanceStore(tmp_path)
     loaded = store.load()
     # the runtime folds residual events and the new turn's events into one commit
     events = [*loaded.events, append_event(m3)]
@@ -165,7 +165,7 @@ def test_corrupt_middle_line_stops_with_file_and_line(tmp_path: Path, file: str)
     path.write_bytes(b"\n".join(content))
     before = path.read_bytes()
     with pytest.raises(StorageError) as info:
-        InstanceStore(tmp_path).load()
+        FileInstanceStore(tmp_path).load()
     err = info.value
     assert err.code == "E_STORAGE_CORRUPT"
     assert err.file == str(path) and err.line == 2
@@ -181,7 +181,7 @@ def test_invalid_record_in_middle_is_corrupt_not_skipped(tmp_path: Path) -> None
     data.insert(1, b'{"id": "x", "data": {"role": "robot", "content": "?"}}')
     store.base_path.write_bytes(b"\n".join(data))
     with pytest.raises(StorageError) as info:
-        InstanceStore(tmp_path).load()
+        FileInstanceStore(tmp_path).load()
     assert info.value.code == "E_STORAGE_CORRUPT" and info.value.line == 2
 
 
@@ -225,7 +225,7 @@ def test_base_tail_that_is_not_the_events_prefix_is_left_alone(tmp_path: Path) -
     assert [m.id for m in base] == ["m1", "m2"]
 
 
-def _rewrite_leftovers(tmp_path: Path, renamed: bool) -> tuple[InstanceStore, list[str]]:
+def _rewrite_leftovers(tmp_path: Path, renamed: bool) -> tuple[FileInstanceStore, list[str]]:
     store = open_store(tmp_path)
     base = run_turn(store, [], [append_event(msg("m1")), append_event(msg("m2"))])
     events = [remove_event("m1"), append_event(msg("m3"))]
@@ -320,11 +320,11 @@ def test_commit_without_load_refuses_to_overwrite_history(tmp_path: Path) -> Non
     store = open_store(tmp_path)
     run_turn(store, [], [append_event(msg("m1"))])
     store.close()
-    blind = InstanceStore(tmp_path)
+    blind = FileInstanceStore(tmp_path)
     with pytest.raises(StorageError) as info:
         blind.commit([msg("x")], None)
     assert info.value.code == "E_STORAGE_NOT_LOADED"
-    fresh = InstanceStore(tmp_path / "new")
+    fresh = FileInstanceStore(tmp_path / "new")
     fresh.append_event(append_event(msg("a")))  # a brand-new instance needs no explicit load
     fresh.commit([msg("a")], [msg("a")])
     fresh.close()
@@ -388,8 +388,8 @@ def test_runtime_events_are_appended_and_read_tolerantly(tmp_path: Path) -> None
     store.close()
     with open(store.runtime_events_path, "ab") as f:
         f.write(b'{"type": "step.sta')
-    assert [r["n"] for r in InstanceStore(tmp_path).read_runtime_events()] == [1, 2]
-    again = InstanceStore(tmp_path)
+    assert [r["n"] for r in FileInstanceStore(tmp_path).read_runtime_events()] == [1, 2]
+    again = FileInstanceStore(tmp_path)
     again.append_runtime_event({"type": "x", "n": 3})  # the torn tail is cut before appending
     again.close()
     assert [r["n"] for r in again.read_runtime_events()] == [1, 2, 3]
@@ -397,7 +397,7 @@ def test_runtime_events_are_appended_and_read_tolerantly(tmp_path: Path) -> None
 
 
 def test_extension_state_round_trip_and_atomic_replace(tmp_path: Path) -> None:
-    store = InstanceStore(tmp_path)
+    store = FileInstanceStore(tmp_path)
     assert store.load_extension_state("compaction") is None
     value = {"count": 3, "nested": {"list": [1, "two", None, True, 1.5]}, "uni": "한글"}
     store.save_extension_state("compaction", value)
@@ -406,7 +406,7 @@ def test_extension_state_round_trip_and_atomic_replace(tmp_path: Path) -> None:
     assert store.load_extension_state("compaction") == value
     store.save_extension_state("compaction", {"count": 4})
     assert os.stat(path).st_ino != inode  # replaced by rename, never rewritten in place
-    assert InstanceStore(tmp_path).load_extension_state("compaction") == {"count": 4}
+    assert FileInstanceStore(tmp_path).load_extension_state("compaction") == {"count": 4}
     assert sorted(os.listdir(tmp_path / "extensions")) == ["compaction.json"]  # no temp files left
     store.save_extension_state("@scope/ext", [1])
     assert store.load_extension_state("@scope/ext") == [1]
@@ -414,7 +414,7 @@ def test_extension_state_round_trip_and_atomic_replace(tmp_path: Path) -> None:
 
 
 def test_extension_state_must_be_json(tmp_path: Path) -> None:
-    store = InstanceStore(tmp_path)
+    store = FileInstanceStore(tmp_path)
     with pytest.raises(StorageError) as info:
         store.save_extension_state("x", {"when": object()})
     assert info.value.code == "E_STORAGE_NOT_JSON"
@@ -422,7 +422,7 @@ def test_extension_state_must_be_json(tmp_path: Path) -> None:
 
 
 def test_corrupt_extension_state_is_reported(tmp_path: Path) -> None:
-    store = InstanceStore(tmp_path)
+    store = FileInstanceStore(tmp_path)
     store.save_extension_state("x", {"a": 1})
     store.extension_state_path("x").write_bytes(b"{nope")
     with pytest.raises(StorageError) as info:
@@ -431,7 +431,7 @@ def test_corrupt_extension_state_is_reported(tmp_path: Path) -> None:
 
 
 def test_metadata_is_pretty_atomic_and_keeps_created_at(tmp_path: Path) -> None:
-    store = InstanceStore(tmp_path / "inst")
+    store = FileInstanceStore(tmp_path / "inst")
     assert store.read_metadata() is None
     store.write_metadata(agent_name="coder", instance_key="user:1", status="idle")
     first = store.read_metadata()
@@ -453,7 +453,7 @@ def test_metadata_is_pretty_atomic_and_keeps_created_at(tmp_path: Path) -> None:
 
 
 def test_invalid_metadata_reads_as_none(tmp_path: Path) -> None:
-    store = InstanceStore(tmp_path)
+    store = FileInstanceStore(tmp_path)
     store.metadata_path.write_bytes(b"[1, 2]")
     assert store.read_metadata() is None
     store.metadata_path.write_bytes(b"{broken")
@@ -472,7 +472,7 @@ def test_fresh_start_clears_conversation_and_extension_state(tmp_path: Path) -> 
     store.close()
     conv, _ = reload(tmp_path)
     assert [m.id for m in conv] == ["m3"]
-    assert InstanceStore(tmp_path).load_extension_state("e") is None
+    assert FileInstanceStore(tmp_path).load_extension_state("e") is None
     assert list((tmp_path / "extensions").iterdir()) == []
 
 
@@ -483,14 +483,16 @@ def test_fresh_start_of_the_memory_store_clears_extension_state() -> None:
     assert store.load_extension_state("e") is None
 
 
-def test_memory_store_touches_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_memory_store_keeps_the_conversation_and_touches_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     store = MemoryInstanceStore()
     assert store.load() == LoadedConversation()
     m1 = msg("m1")
     store.append_event(append_event(m1))
     store.commit([m1], [m1])
-    assert store.load().base == []
+    assert store.load().base == [m1]
     value = {"a": [1]}
     store.save_extension_state("e", value)
     value["a"].append(2)
@@ -512,7 +514,7 @@ def test_load_of_100k_lines_is_fast(tmp_path: Path) -> None:
     store.commit(many, None)
     store.close()
     start = time.perf_counter()
-    loaded = InstanceStore(tmp_path).load()
+    loaded = FileInstanceStore(tmp_path).load()
     elapsed = time.perf_counter() - start
     assert len(loaded.base) == 100_000
     assert elapsed < 2.0, f"load took {elapsed:.2f}s"

@@ -29,8 +29,8 @@ TURNS_CHILD = """
 import json, sys
 from pathlib import Path
 from storage_testkit import build_events, fold, run_turn
-from goondan.storage import InstanceStore
-store = InstanceStore(Path(sys.argv[1]))
+from goondan.storage import FileInstanceStore
+store = FileInstanceStore(Path(sys.argv[1]))
 loaded = store.load()
 conv = fold(loaded.base, loaded.events)
 for spec in json.loads(sys.argv[2]):
@@ -110,8 +110,8 @@ import sys
 from pathlib import Path
 from storage_testkit import msg
 from goondan.messages import append_event
-from goondan.storage import InstanceStore
-store = InstanceStore(Path(sys.argv[1]))
+from goondan.storage import FileInstanceStore
+store = FileInstanceStore(Path(sys.argv[1]))
 store.load()
 out = sys.stdout
 for i in range(10_000_000):
@@ -149,8 +149,8 @@ RANDOM_CHILD = """
 import sys
 from pathlib import Path
 from storage_testkit import build_events, fold, random_turn_specs
-from goondan.storage import InstanceStore
-store = InstanceStore(Path(sys.argv[1]))
+from goondan.storage import FileInstanceStore
+store = FileInstanceStore(Path(sys.argv[1]))
 store.load()
 out = sys.stdout
 conv = []

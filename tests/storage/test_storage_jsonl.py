@@ -13,17 +13,17 @@ from storage_testkit import msg, records, reload, run_turn
 
 from goondan._json import dumps_line
 from goondan.messages import append_event
-from goondan.storage import InstanceStore
+from goondan.storage import FileInstanceStore
 
 
-def _write_base(store: InstanceStore, data: bytes) -> None:
+def _write_base(store: FileInstanceStore, data: bytes) -> None:
     store.base_path.parent.mkdir(parents=True, exist_ok=True)
     store.base_path.write_bytes(data)
 
 
 def test_valid_last_line_without_newline_is_kept(tmp_path: Path) -> None:
     m1, m2 = msg("m1"), msg("m2")
-    store = InstanceStore(tmp_path)
+    store = FileInstanceStore(tmp_path)
     _write_base(store, dumps_line(m1.to_record()) + dumps_line(m2.to_record())[:-1])
     loaded = store.load()
     assert records(loaded.base) == records([m1, m2])
@@ -37,14 +37,14 @@ def test_valid_last_line_without_newline_is_kept(tmp_path: Path) -> None:
 
 
 def test_valid_last_event_without_newline_is_kept_and_replayed(tmp_path: Path) -> None:
-    store = InstanceStore(tmp_path)
+    store = FileInstanceStore(tmp_path)
     store.load()
     store.append_event(append_event(msg("e1")))
     store.append_event(append_event(msg("e2")))
     store.close()
     data = store.events_path.read_bytes()
     store.events_path.write_bytes(data[:-1])  # drop only the final newline
-    store = InstanceStore(tmp_path)
+    store = FileInstanceStore(tmp_path)
     loaded = store.load()
     assert [e["message"].id for e in loaded.events] == ["e1", "e2"] and loaded.warnings == []
     store.append_event(append_event(msg("e3")))
@@ -54,11 +54,11 @@ def test_valid_last_event_without_newline_is_kept_and_replayed(tmp_path: Path) -
 
 
 def test_valid_last_runtime_event_without_newline_is_kept(tmp_path: Path) -> None:
-    store = InstanceStore(tmp_path)
+    store = FileInstanceStore(tmp_path)
     store.load()
     store.close()
     store.runtime_events_path.write_bytes(b'{"type":"a"}\n{"type":"b"}')
-    store = InstanceStore(tmp_path)
+    store = FileInstanceStore(tmp_path)
     store.append_runtime_event({"type": "c"})
     assert [e["type"] for e in store.read_runtime_events()] == ["a", "b", "c"]
     store.close()
@@ -87,7 +87,7 @@ def test_only_a_line_that_fails_to_parse_is_torn(texts: list[str], terminated: b
             data = b"".join(lines)
         else:
             data = b"".join(lines)[:-1]
-        store = InstanceStore(tmp)
+        store = FileInstanceStore(tmp)
         _write_base(store, data)
         loaded = store.load()
         assert records(loaded.base) == records(kept)

@@ -16,19 +16,23 @@ from storage_testkit import child_env, msg, records, reload, run_turn
 
 from goondan.errors import GoondanError, StorageError
 from goondan.messages import append_event
-from goondan.storage import InstanceStore
+from goondan.storage import FileInstanceStore
 
 HOLDER = """
 import os, sys, time
 from pathlib import Path
-from goondan.storage import InstanceStore
-store = InstanceStore(Path(sys.argv[1]))
+from goondan.storage import FileInstanceStore
+store = FileInstanceStore(Path(sys.argv[1]))
 store.load()
 if len(sys.argv) > 2 and sys.argv[2] == "fork-then-close":
+    r, w = os.pipe()
     child = os.fork()
     if child == 0:
+        # fork() has returned here, so the after-fork hooks have run: report that, then linger
+        os.write(w, b"x")
         time.sleep(60)
         os._exit(0)
+    os.read(r, 1)  # without this the parent could finish before the child was even scheduled
     store.close()
     print(child, flush=True)
 print("ready", flush=True)
@@ -64,7 +68,7 @@ def test_second_writer_gets_instance_locked_naming_the_holder(tmp_path: Path) ->
     try:
         wait_ready(holder)
         with pytest.raises(GoondanError) as info:
-            InstanceStore(tmp_path).load()
+            FileInstanceStore(tmp_path).load()
         err = info.value
         assert err.code == "E_INSTANCE_LOCKED"
         assert f"pid {holder.pid}" in err.message and socket.gethostname() in err.message
@@ -81,7 +85,7 @@ def test_lease_of_a_killed_holder_is_free_at_once(tmp_path: Path) -> None:
     token = json.loads((tmp_path / "lease.json").read_text())["token"]
     holder.send_signal(signal.SIGKILL)
     holder.wait()
-    store = InstanceStore(tmp_path)
+    store = FileInstanceStore(tmp_path)
     store.load()
     assert store.lease is not None and store.lease.token == token + 1
     lease = json.loads((tmp_path / "lease.json").read_text())
@@ -90,7 +94,7 @@ def test_lease_of_a_killed_holder_is_free_at_once(tmp_path: Path) -> None:
 
 
 def test_lease_is_released_on_close(tmp_path: Path) -> None:
-    store = InstanceStore(tmp_path)
+    store = FileInstanceStore(tmp_path)
     store.load()
     store.close()
     holder = start_holder(tmp_path)
@@ -105,10 +109,10 @@ def test_lease_is_released_on_close(tmp_path: Path) -> None:
 
 
 def test_two_stores_in_one_process_are_two_writers(tmp_path: Path) -> None:
-    first = InstanceStore(tmp_path)
+    first = FileInstanceStore(tmp_path)
     first.load()
     with pytest.raises(GoondanError) as info:
-        InstanceStore(tmp_path).load()
+        FileInstanceStore(tmp_path).load()
     assert info.value.code == "E_INSTANCE_LOCKED"
     first.load()  # re-opening by the holder itself is fine
     first.close()
@@ -118,7 +122,7 @@ def test_a_forked_child_never_keeps_its_parents_lease(tmp_path: Path) -> None:
     holder = start_holder(tmp_path, "fork-then-close")
     child = int(wait_ready(holder)[0])
     try:
-        store = InstanceStore(tmp_path)
+        store = FileInstanceStore(tmp_path)
         store.load()  # the parent closed its store; the still running child must not hold the lock
         store.close()
     finally:
@@ -129,11 +133,11 @@ def test_a_forked_child_never_keeps_its_parents_lease(tmp_path: Path) -> None:
 
 def test_commit_of_a_stale_holder_fails_instead_of_overwriting(tmp_path: Path) -> None:
     path = tmp_path / "inst"
-    stale = InstanceStore(path)
+    stale = FileInstanceStore(path)
     base = run_turn(stale, stale.load().base, [append_event(msg("a1"))])
     # the directory is deleted under the running holder and a new writer starts over
     os.rename(path, tmp_path / "gone")
-    fresh = InstanceStore(path)
+    fresh = FileInstanceStore(path)
     run_turn(fresh, fresh.load().base, [append_event(msg("b1"))])
     fresh.close()
     stale.append_event(append_event(msg("a2")))

@@ -16,7 +16,7 @@ from goondan.messages import user_message
 CHILD = """
 import gc, json, sys
 from pathlib import Path
-from goondan.storage import InstanceStore
+from goondan.storage import FileInstanceStore
 
 def status_kib(field):
     # VmHWM, unlike ru_maxrss, is not inherited from the parent (pytest's own peak)
@@ -28,7 +28,7 @@ def rss_kib():
 
 gc.collect()
 before = rss_kib()
-store = InstanceStore(Path(sys.argv[1]))
+store = FileInstanceStore(Path(sys.argv[1]))
 base = store.load().base
 gc.collect()
 kept = rss_kib()

@@ -11,7 +11,7 @@ import pytest
 from storage_testkit import msg, run_turn
 
 from goondan.messages import append_event
-from goondan.storage import WorkspaceStore
+from goondan.storage import FileWorkspaceStore
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def assert_private(root: Path) -> None:
 
 def test_state_directories_are_0700_and_files_0600(tmp_path: Path, open_umask: None) -> None:
     root = tmp_path / "state"
-    workspace = WorkspaceStore(root, "ws")
+    workspace = FileWorkspaceStore(root, "ws")
     store = workspace.instance("agent", "key")
     loaded = store.load()
     base = run_turn(store, loaded.base, [append_event(msg("m1"))])
@@ -57,7 +57,7 @@ def test_state_directories_are_0700_and_files_0600(tmp_path: Path, open_umask: N
 
 def test_existing_files_written_by_an_older_version_are_tightened(tmp_path: Path, open_umask: None) -> None:
     root = tmp_path / "state"
-    workspace = WorkspaceStore(root, "ws")
+    workspace = FileWorkspaceStore(root, "ws")
     store = workspace.instance("agent", "key")
     store.load()
     store.close()

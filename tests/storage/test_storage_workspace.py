@@ -10,10 +10,10 @@ import pytest
 from storage_testkit import msg, reload, run_turn
 
 from goondan.messages import append_event
-from goondan.storage import InstanceStore, WorkspaceStore, instance_dir_name, workspace_id
+from goondan.storage import FileInstanceStore, FileWorkspaceStore, instance_dir_name, workspace_id
 
 
-def _make(ws: WorkspaceStore, agent: str, key: str, status: str = "idle") -> InstanceStore:
+def _make(ws: FileWorkspaceStore, agent: str, key: str, status: str = "idle") -> FileInstanceStore:
     store = ws.instance(agent, key)
     store.load()
     store.write_metadata(agent_name=agent, instance_key=key, status=status)
@@ -21,7 +21,7 @@ def _make(ws: WorkspaceStore, agent: str, key: str, status: str = "idle") -> Ins
 
 
 def test_workspace_layout(tmp_path: Path) -> None:
-    ws = WorkspaceStore(tmp_path, workspace_id("Main Swarm:Prod"))
+    ws = FileWorkspaceStore(tmp_path, workspace_id("Main Swarm:Prod"))
     assert ws.path == tmp_path / "workspaces" / "main-swarm-prod"
     store = ws.instance("coder", "user:1")
     assert store.path == ws.path / "instances" / instance_dir_name("coder", "user:1")
@@ -34,15 +34,15 @@ def test_workspace_layout(tmp_path: Path) -> None:
 def test_invalid_workspace_ids_are_rejected(tmp_path: Path) -> None:
     for bad in ("", ".", "..", "a/b"):
         with pytest.raises(ValueError):
-            WorkspaceStore(tmp_path, bad)
+            FileWorkspaceStore(tmp_path, bad)
 
 
 def test_list_instances_without_root_is_empty(tmp_path: Path) -> None:
-    assert WorkspaceStore(tmp_path / "missing", "default").list_instances() == []
+    assert FileWorkspaceStore(tmp_path / "missing", "default").list_instances() == []
 
 
 def test_list_instances_reads_metadata_and_skips_invalid(tmp_path: Path) -> None:
-    ws = WorkspaceStore(tmp_path, "default")
+    ws = FileWorkspaceStore(tmp_path, "default")
     _make(ws, "writer", "b", "processing")
     _make(ws, "coder", "z")
     _make(ws, "coder", "a")
@@ -78,7 +78,7 @@ def test_list_instances_reads_metadata_and_skips_invalid(tmp_path: Path) -> None
 
 
 def test_delete_instance_removes_history_and_extension_state(tmp_path: Path) -> None:
-    ws = WorkspaceStore(tmp_path, "default")
+    ws = FileWorkspaceStore(tmp_path, "default")
     store = _make(ws, "coder", "user:1")
     run_turn(store, [], [append_event(msg("m1"))])
     store.save_extension_state("memo", {"x": 1})
@@ -97,7 +97,7 @@ def test_delete_instance_removes_history_and_extension_state(tmp_path: Path) -> 
 
 
 def test_delete_nonexistent_instance_is_idempotent(tmp_path: Path) -> None:
-    ws = WorkspaceStore(tmp_path, "default")
+    ws = FileWorkspaceStore(tmp_path, "default")
     assert ws.delete_instance("nobody", "nothing") is False
     _make(ws, "coder", "k")
     assert ws.delete_instance("coder", "k") is True
@@ -105,7 +105,7 @@ def test_delete_nonexistent_instance_is_idempotent(tmp_path: Path) -> None:
 
 
 def test_delete_finishes_interrupted_deletions(tmp_path: Path) -> None:
-    ws = WorkspaceStore(tmp_path, "default")
+    ws = FileWorkspaceStore(tmp_path, "default")
     _make(ws, "coder", "k")
     leftover = ws.instances_path / ".deleting-old-1234"
     leftover.mkdir()

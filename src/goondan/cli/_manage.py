@@ -90,7 +90,7 @@ def _instances(
     root: Path, workspace: str | None, scope: _Scope | None = None
 ) -> list[tuple[str, dict[str, Any] | None, Any]]:
     """``(workspace id, workspace.json record, InstanceInfo)`` of every instance in scope."""
-    from ..storage import WorkspaceStore, read_workspace_record
+    from ..storage import FileWorkspaceStore, read_workspace_record
 
     out: list[tuple[str, dict[str, Any] | None, Any]] = []
     for ws in _workspaces(root):
@@ -99,7 +99,7 @@ def _instances(
         record = read_workspace_record(root / "workspaces" / ws)
         if scope is not None and not scope.owns(record):
             continue
-        out.extend((ws, record, info) for info in WorkspaceStore(root, ws).list_instances())
+        out.extend((ws, record, info) for info in FileWorkspaceStore(root, ws).list_instances())
     return out
 
 
@@ -199,7 +199,7 @@ def _confirm(matches: list[tuple[str, dict[str, Any] | None, Any]]) -> bool:
 
 
 def cmd_instance_delete(args: argparse.Namespace) -> int:
-    from ..storage import WorkspaceStore
+    from ..storage import FileWorkspaceStore
 
     root = state_root(args)
     scope = _scope(args)
@@ -227,7 +227,7 @@ def cmd_instance_delete(args: argparse.Namespace) -> int:
         sys.stderr.write("Aborted; nothing was deleted.\n")
         return EXIT_INTERNAL
     for ws, _record, info in matches:
-        WorkspaceStore(root, ws).delete_instance(info.agent_name, info.instance_key, force=args.force)
+        FileWorkspaceStore(root, ws).delete_instance(info.agent_name, info.instance_key, force=args.force)
         if not args.quiet:
             sys.stdout.write(f"deleted {info.agent_name}@{info.instance_key} (workspace {ws})\n")
     return EXIT_OK

@@ -64,7 +64,13 @@ def _warm(init: dict[str, Any]) -> Any:
     from goondan.runtime._swarm import SwarmContext
 
     bundle = load_bundle(init["bundle"], env=init.get("env"), state_root=Path(init["stateRoot"]))
-    return SwarmContext(bundle, swarm=init.get("swarm"), state_root=Path(init["stateRoot"]), persist=init["persist"])
+    return SwarmContext(
+        bundle,
+        swarm=init.get("swarm"),
+        state_root=Path(init["stateRoot"]),
+        persist=init["persist"],
+        store=init.get("store"),
+    )
 
 
 def _redirect_output(out: int | None) -> None:

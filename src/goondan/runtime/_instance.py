@@ -52,6 +52,7 @@ from ._messages import inbound_message, model_message, tool_result_message
 
 if TYPE_CHECKING:
     from ..bundle import AgentPlan
+    from ..storage import InstanceStore
     from ._agents import AgentsHub
 
 log = logging.getLogger("goondan.runtime")
@@ -194,7 +195,7 @@ class AgentInstance:
         *,
         plan: AgentPlan,
         instance_key: str,
-        store: Any,
+        store: InstanceStore,
         swarm_info: SwarmInfo,
         hub: AgentsHub,
         bundle_root: Path,

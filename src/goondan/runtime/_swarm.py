@@ -17,6 +17,7 @@ from ._info import SwarmInfo
 from ._instance import AgentInstance, RuntimeEventListener
 
 if TYPE_CHECKING:
+    from ..storage import InstanceStore, StoreBackend, WorkspaceStore
     from ._agents import AgentsHub
 
 BASE_PACKAGE = "@goondan/base"
@@ -31,8 +32,9 @@ class SwarmContext:
         swarm: str | None,
         state_root: Path,
         persist: bool,
+        store: StoreBackend | str | None = None,
     ) -> None:
-        from ..storage import WorkspaceStore, bundle_workspace_identity
+        from ..storage import bundle_workspace_identity, runtime_store
 
         self.bundle = bundle
         self.swarm = bundle.select_swarm(swarm)
@@ -47,10 +49,11 @@ class SwarmContext:
         self.persist = persist
         # the workspace belongs to this bundle and swarm: other bundles never share its conversations
         self.workspace_identity = bundle_workspace_identity(bundle, self.swarm)
-        self.workspace: Any = (
-            WorkspaceStore(state_root, self.workspace_identity.workspace_id, identity=self.workspace_identity)
-            if persist
-            else None
+        # ``store`` is the runtime's backend (inline) or its URL (agent processes open it again)
+        self.store_backend = runtime_store(store, persist=persist, state_root=state_root, env={})
+        self.persist = self.store_backend.durable
+        self.workspace: WorkspaceStore = self.store_backend.workspace(
+            self.workspace_identity.workspace_id, identity=self.workspace_identity
         )
         self._plans: dict[str, Any] = {}
         self._tmpdir: str | None = None
@@ -124,16 +127,12 @@ class SwarmContext:
                 out.append(("context-message", builtin.entry_path(), dict(getattr(builtin.spec, "config", None) or {})))
         return out
 
-    def store(self, agent: str, key: str) -> Any:
-        if self.persist:
-            return self.workspace.instance(agent, key)
-        from ..storage import MemoryInstanceStore
+    def store(self, agent: str, key: str) -> InstanceStore:
+        return self.workspace.instance(agent, key)
 
-        return MemoryInstanceStore()
-
-    def _workdir_factory(self, agent: str, key: str, store: Any) -> Callable[[], Path]:
+    def _workdir_factory(self, agent: str, key: str, store: InstanceStore) -> Callable[[], Path]:
         def make() -> Path:
-            if self.persist:
+            if store.path is not None:
                 path = Path(store.path) / "workdir"
             else:
                 if self._tmpdir is None:
@@ -184,8 +183,7 @@ class SwarmContext:
         return paths
 
     def close(self) -> None:
-        if self.workspace is not None:
-            self.workspace.close()
+        self.workspace.close()
         if self._tmpdir:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None

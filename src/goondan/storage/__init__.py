@@ -80,29 +80,65 @@ directory fsync); ``runtime-events.jsonl`` is append-only without fsync and read
 
 from __future__ import annotations
 
-from ._identity import WorkspaceIdentity, bundle_workspace_identity, read_workspace_record, workspace_identity
-from ._instance import InstanceStore, LoadedConversation, MemoryInstanceStore
-from ._lease import InstanceLease
-from ._paths import instance_dir_name, parse_instance_dir_name, resolve_state_root, workspace_id
-from ._workspace import InstanceInfo, WorkspaceStore
+from typing import TYPE_CHECKING
 
-#: Either store; the runtime holds one per agent instance (memory when persistence is off).
-AnyInstanceStore = InstanceStore | MemoryInstanceStore
+from ._backends import (
+    ENTRY_POINT_GROUP,
+    ENV_STORE,
+    FileStoreBackend,
+    MemoryStoreBackend,
+    StoreFactory,
+    open_store,
+    register_store,
+    runtime_store,
+)
+from ._identity import WorkspaceIdentity, bundle_workspace_identity, read_workspace_record, workspace_identity
+from ._instance import FileInstanceStore, LoadedConversation
+from ._lease import InstanceLease
+from ._memory import MemoryInstanceStore, MemorySpace, MemoryWorkspaceStore
+from ._paths import instance_dir_name, parse_instance_dir_name, resolve_state_root, workspace_id
+from ._protocol import InstanceStore, StoreBackend, WorkspaceStore
+from ._workspace import FileWorkspaceStore, InstanceInfo
+
+#: Kept for code written before the protocol existed: any instance store.
+AnyInstanceStore = InstanceStore
+
+if TYPE_CHECKING:
+    # Both backends implement the protocols; mypy checks these assignments.
+    _file_instance: type[InstanceStore] = FileInstanceStore
+    _memory_instance: type[InstanceStore] = MemoryInstanceStore
+    _file_workspace: type[WorkspaceStore] = FileWorkspaceStore
+    _memory_workspace: type[WorkspaceStore] = MemoryWorkspaceStore
+    _file_backend: type[StoreBackend] = FileStoreBackend
+    _memory_backend: type[StoreBackend] = MemoryStoreBackend
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
+    "ENV_STORE",
     "AnyInstanceStore",
+    "FileInstanceStore",
+    "FileStoreBackend",
+    "FileWorkspaceStore",
     "InstanceInfo",
     "InstanceLease",
     "InstanceStore",
     "LoadedConversation",
     "MemoryInstanceStore",
+    "MemorySpace",
+    "MemoryStoreBackend",
+    "MemoryWorkspaceStore",
+    "StoreBackend",
+    "StoreFactory",
     "WorkspaceIdentity",
     "WorkspaceStore",
     "bundle_workspace_identity",
     "instance_dir_name",
+    "open_store",
     "parse_instance_dir_name",
     "read_workspace_record",
+    "register_store",
     "resolve_state_root",
+    "runtime_store",
     "workspace_id",
     "workspace_identity",
 ]

@@ -9,7 +9,6 @@ import contextlib
 import gc
 import os
 from array import array
-from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 import orjson
 
 from .._ids import now_iso
-from .._json import copy_json, dumps_line, dumps_pretty
+from .._json import dumps_line, dumps_pretty
 from ..errors import GoondanError, StorageError
 from ..messages import Message, event_from_record, event_to_record
 from . import _atomic
@@ -118,7 +117,7 @@ def _metadata_bytes(record: dict[str, Any]) -> bytes:
     return text.replace(line, line + b" " * max(0, _STATUS_WIDTH - len(status)), 1)
 
 
-class InstanceStore:
+class FileInstanceStore:
     """Durable storage of one agent instance (``<root>/workspaces/<ws>/instances/<instanceDir>/``).
 
     Not thread-safe and meant for one writer process per instance (the agent process). The file
@@ -170,7 +169,7 @@ class InstanceStore:
     def closed(self) -> bool:
         return self._closed
 
-    def __enter__(self) -> InstanceStore:
+    def __enter__(self) -> FileInstanceStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -193,6 +192,11 @@ class InstanceStore:
     def lease(self) -> InstanceLease | None:
         """The single-writer lease while this store holds it (see :mod:`goondan.storage._lease`)."""
         return self._lease
+
+    @property
+    def lease_token(self) -> int | None:
+        lease = self._lease
+        return lease.token if lease is not None and lease.held else None
 
     def _take_lease(self) -> None:
         """Become the instance's one writer, or raise ``E_INSTANCE_LOCKED`` naming the holder."""
@@ -603,6 +607,15 @@ class InstanceStore:
                 suggestion=f"Fix or delete {path.name}; the extension then starts with empty state.",
             ) from exc
 
+    def clear_extension_state(self, extension_name: str) -> None:
+        """Forget the saved state of ``extension_name`` (the next load returns ``None``)."""
+        path = self.extension_state_path(extension_name)
+        try:
+            if unlink_if_exists(path):
+                fsync_dir(self.extensions_dir)
+        except OSError as exc:
+            raise _write_error(path, "remove", exc) from exc
+
     def save_extension_state(self, extension_name: str, value: Any) -> None:
         """Atomically replace the state of ``extension_name`` (readers see old or new, never a mix)."""
         data = _encode_json(value, f"state of extension {extension_name!r}", pretty=True)
@@ -710,96 +723,4 @@ class InstanceStore:
         fsync_dir(self.extensions_dir)
 
 
-class MemoryInstanceStore:
-    """The same interface with nothing on disk (persistence off).
-
-    ``load()`` always returns an empty conversation and ``commit`` keeps nothing; extension state,
-    metadata and (the most recent 10,000) runtime events are kept in memory as JSON copies, so values
-    behave exactly as if they had round-tripped through a file.
-    """
-
-    MAX_RUNTIME_EVENTS = 10_000
-
-    path: Path | None
-
-    def __init__(self, *, agent_name: str | None = None, instance_key: str | None = None) -> None:
-        self.path = None
-        self.agent_name = agent_name
-        self.instance_key = instance_key
-        self._extension_state: dict[str, bytes] = {}
-        self._metadata: dict[str, Any] | None = None
-        self._runtime_events: deque[bytes | dict[str, Any]] = deque(maxlen=self.MAX_RUNTIME_EVENTS)
-        self._closed = False
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def __enter__(self) -> MemoryInstanceStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def load(self) -> LoadedConversation:
-        self._closed = False
-        return LoadedConversation()
-
-    def append_event(self, event: Mapping[str, Any]) -> None:
-        pass
-
-    def commit(self, next_messages: Sequence[Message], appended: Sequence[Message] | None) -> None:
-        pass
-
-    def append_runtime_event(self, record: Mapping[str, Any], *, owned: bool = False) -> None:
-        """Keep one runtime event. ``owned=True`` means the caller hands the record over (a fresh
-        dict of JSON values nobody else references), so it is kept as it is; any other record is
-        encoded at once, a snapshot its holders cannot change afterwards. A turn records eight."""
-        if owned and type(record) is dict:
-            self._runtime_events.append(record)
-            return
-        try:
-            data = orjson.dumps(record)
-        except TypeError:
-            data = _encode_json(record, "runtime event")  # raises the storage error with its hint
-        self._runtime_events.append(data)
-
-    def read_runtime_events(self) -> list[dict[str, Any]]:
-        return [copy_json(item) if isinstance(item, dict) else orjson.loads(item) for item in self._runtime_events]
-
-    def load_extension_state(self, extension_name: str) -> Any | None:
-        data = self._extension_state.get(extension_name)
-        return None if data is None else orjson.loads(data)
-
-    def save_extension_state(self, extension_name: str, value: Any) -> None:
-        self._extension_state[extension_name] = _encode_json(value, f"state of extension {extension_name!r}")
-
-    def read_metadata(self) -> dict[str, Any] | None:
-        return None if self._metadata is None else dict(self._metadata)
-
-    def write_metadata(self, *, agent_name: str, instance_key: str, status: str) -> None:
-        now = now_iso()
-        metadata = self._metadata
-        if metadata is None:
-            self._metadata = {
-                "agentName": agent_name,
-                "instanceKey": instance_key,
-                "status": status,
-                "createdAt": now,
-                "updatedAt": now,
-            }
-        else:  # twice per turn: update in place (read_metadata hands out copies)
-            metadata["agentName"] = agent_name
-            metadata["instanceKey"] = instance_key
-            metadata["status"] = status
-            metadata["updatedAt"] = now
-
-    def clear_history(self) -> None:
-        self._runtime_events.clear()
-        self._extension_state.clear()
-
-    def close(self) -> None:
-        self._closed = True
-
-
-__all__ = ["InstanceStore", "LoadedConversation", "MemoryInstanceStore"]
+__all__ = ["FileInstanceStore", "LoadedConversation"]

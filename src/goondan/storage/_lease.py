@@ -101,13 +101,28 @@ def describe_holder(holder: dict[str, Any] | None) -> str:
     return f"pid {holder.get('pid', '?')} on {holder.get('host', '?')} since {holder.get('since', '?')}"
 
 
-def locked_error(directory: Path, holder: dict[str, Any] | None) -> GoondanError:
+def locked_error(directory: Path | str, holder: dict[str, Any] | None) -> GoondanError:
+    """``E_INSTANCE_LOCKED`` for the instance ``directory`` (a path, or a name for stores without one)."""
+    name = directory.name if isinstance(directory, Path) else directory
     return GoondanError(
         CODE_LOCKED,
-        f"agent instance {directory.name} is in use by {describe_holder(holder)}",
+        f"agent instance {name} is in use by {describe_holder(holder)}",
         suggestion=(
             "Another runtime (a `gdn run`, a program using goondan.Runtime) is writing this conversation. "
             "Send the request through it, stop it first, or use another --instance-key or --state-root."
+        ),
+    )
+
+
+def lost_error(name: str, token: int, holder: dict[str, Any] | None, *, file: str | None = None) -> StorageError:
+    """``E_INSTANCE_LEASE_LOST``: a writer whose lease was taken over must not write."""
+    return StorageError(
+        CODE_LOST,
+        f"lost the lease of {name} (token {token}); it is now held by {describe_holder(holder)}. Nothing was written",
+        file=file,
+        suggestion=(
+            "Another runtime took over this conversation (or it was deleted). Stop one of "
+            "them; the turn that was refused is kept only in the runtime that produced it."
         ),
     )
 
@@ -191,16 +206,7 @@ class InstanceLease:
         holder = read_holder(self.directory)
         if holder is not None and holder.get("token") == self.token and holder.get("owner") == self._owner:
             return
-        raise StorageError(
-            CODE_LOST,
-            f"lost the lease of {self.directory.name} (token {self.token}); it is now held by "
-            f"{describe_holder(holder)}. Nothing was written",
-            file=str(self.directory),
-            suggestion=(
-                "Another runtime took over this conversation (or its directory was deleted). Stop one of "
-                "them; the turn that was refused is kept only in the runtime that produced it."
-            ),
-        )
+        raise lost_error(self.directory.name, self.token, holder, file=str(self.directory))
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
@@ -229,5 +235,6 @@ __all__ = [
     "InstanceLease",
     "describe_holder",
     "locked_error",
+    "lost_error",
     "read_holder",
 ]

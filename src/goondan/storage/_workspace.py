@@ -17,7 +17,7 @@ from .._json import dumps_pretty
 from ..errors import GoondanError, StorageError
 from ._atomic import ensure_dir, fsync_dir, replace_atomically
 from ._identity import WORKSPACE_FILE, WorkspaceIdentity, read_workspace_record
-from ._instance import METADATA_FILE, InstanceStore
+from ._instance import METADATA_FILE, FileInstanceStore
 from ._lease import CODE_LOCKED, InstanceLease
 from ._paths import instance_dir_name
 
@@ -56,8 +56,8 @@ def _read_info(directory: Path) -> InstanceInfo | None:
     return InstanceInfo(agent, key, status, created_at, updated_at, directory)
 
 
-class WorkspaceStore:
-    """Instances of one workspace. Cheap to construct: nothing is created until an instance writes."""
+class FileWorkspaceStore:
+    """Instances of one workspace on disk. Cheap to construct: nothing is created until an instance writes."""
 
     state_root: Path
     workspace_id: str
@@ -83,7 +83,7 @@ class WorkspaceStore:
         self.workspace_id = workspace_id
         self.path = self.state_root / "workspaces" / workspace_id
         self.instances_path = self.path / "instances"
-        self._stores: dict[tuple[str, str], InstanceStore] = {}
+        self._stores: dict[tuple[str, str], FileInstanceStore] = {}
         self.identity = identity
         self._recorded = identity is None
 
@@ -111,14 +111,14 @@ class WorkspaceStore:
     def instance_path(self, agent_name: str, instance_key: str) -> Path:
         return self.instances_path / instance_dir_name(agent_name, instance_key)
 
-    def instance(self, agent_name: str, instance_key: str) -> InstanceStore:
+    def instance(self, agent_name: str, instance_key: str) -> FileInstanceStore:
         """The store of one instance. The same open store is returned until it is closed, so one
         process never holds two writers on the same files."""
         key = (agent_name, instance_key)
         store = self._stores.get(key)
         if store is None or store.closed:
             self._record_identity()
-            store = InstanceStore(
+            store = FileInstanceStore(
                 self.instance_path(agent_name, instance_key),
                 agent_name=agent_name,
                 instance_key=instance_key,
@@ -213,4 +213,4 @@ class WorkspaceStore:
         self._stores.clear()
 
 
-__all__ = ["InstanceInfo", "WorkspaceStore"]
+__all__ = ["FileWorkspaceStore", "InstanceInfo"]

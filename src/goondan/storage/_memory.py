@@ -1,0 +1,398 @@
+"""The in-memory store (``store="memory:"``, and what ``persist=False`` means).
+
+Nothing touches the disk, but the store keeps the same rules as the filesystem store so that code
+written against one behaves the same on the other (both pass :mod:`goondan.testing.store_conformance`):
+
+* Instances live in a :class:`MemorySpace`. ``memory:`` gives every runtime a private space (two
+  runtimes never see each other's conversations, as with ``persist=False`` before); ``memory://NAME``
+  names a space shared by every runtime of this process.
+* The conversation is ``base`` + residual ``events`` exactly like on disk: a store dropped without
+  commit leaves its events to be replayed by the next ``load()``.
+* The single-writer lease is an entry in the space's lock table keyed by (workspace, agent, instance
+  key), with the holder's pid/host/since and a fencing token incremented on every acquisition (also
+  across deletion). A store that is closed or garbage-collected gives it back, as a dead process does.
+* Extension state, metadata and runtime events are kept as JSON copies (runtime events capped at the
+  most recent 10,000 per instance), so values behave as if they had round-tripped through a file.
+
+The hot path stays a handful of list operations: an event append is one ``list.append``, an append
+commit extends ``base`` by the turn's messages (never a copy of the whole history).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .._ids import now_iso, parse_iso
+from .._json import copy_json
+from ..errors import StorageError
+from ..messages import Message
+from ._identity import WorkspaceIdentity
+from ._instance import CODE_NOT_LOADED, LoadedConversation, _encode_json
+from ._lease import _host, locked_error, lost_error
+from ._workspace import InstanceInfo
+
+MAX_RUNTIME_EVENTS = 10_000
+
+
+@dataclass(slots=True, eq=False)
+class _Instance:
+    """Everything one instance holds; replaced by a fresh record when the instance is deleted."""
+
+    base: list[Message] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    runtime_events: deque[bytes | dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_RUNTIME_EVENTS))
+    extension_state: dict[str, bytes] = field(default_factory=dict)
+    metadata: dict[str, Any] | None = None
+    # the lease: the holding store (weakly: a dropped store frees it) and its holder record
+    holder: weakref.ReferenceType[MemoryInstanceStore] | None = None
+    holder_info: dict[str, Any] | None = None
+
+    def is_empty(self) -> bool:
+        """Nothing was ever stored (a store was only constructed for it)."""
+        return not (
+            self.base or self.events or self.runtime_events or self.extension_state or self.metadata is not None
+        )
+
+
+class MemorySpace:
+    """A set of in-memory workspaces (what one ``memory:`` URL opens)."""
+
+    def __init__(self, name: str | None = None) -> None:
+        self.name = name
+        self.instances: dict[tuple[str, str, str], _Instance] = {}
+        # fencing tokens survive deletion, so a writer of the deleted instance can never match again
+        self.tokens: dict[tuple[str, str, str], int] = {}
+        self.lock = threading.Lock()
+        self.workspace_records: dict[str, dict[str, Any]] = {}
+
+    def record_of(self, key: tuple[str, str, str]) -> _Instance:
+        rec = self.instances.get(key)
+        if rec is None:
+            rec = self.instances[key] = _Instance()
+        return rec
+
+
+_NAMED: dict[str, MemorySpace] = {}
+_NAMED_LOCK = threading.Lock()
+
+
+def named_space(name: str) -> MemorySpace:
+    """The process-wide space called ``name`` (``memory://NAME``), created on first use."""
+    with _NAMED_LOCK:
+        space = _NAMED.get(name)
+        if space is None:
+            space = _NAMED[name] = MemorySpace(name)
+        return space
+
+
+class MemoryInstanceStore:
+    """One agent instance in a :class:`MemorySpace` (see the module docstring).
+
+    Constructed without a space (``MemoryInstanceStore()``) it gets a private one of its own.
+    """
+
+    MAX_RUNTIME_EVENTS = MAX_RUNTIME_EVENTS
+
+    path: Path | None
+
+    def __init__(
+        self,
+        *,
+        agent_name: str | None = None,
+        instance_key: str | None = None,
+        space: MemorySpace | None = None,
+        workspace_id: str = "default",
+    ) -> None:
+        self.path = None
+        self.agent_name = agent_name
+        self.instance_key = instance_key
+        self._space = space if space is not None else MemorySpace()
+        self._key = (workspace_id, agent_name or "", instance_key or "")
+        self._rec = self._space.record_of(self._key)
+        self._token: int | None = None
+        self._loaded = False
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def lease_token(self) -> int | None:
+        return self._token if self._holds() else None
+
+    def __enter__(self) -> MemoryInstanceStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self._release()
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------------ lease
+
+    def _name(self) -> str:
+        return f"{self._key[1]}:{self._key[2]} (in memory)"
+
+    def _holds(self) -> bool:
+        rec = self._rec
+        holder = rec.holder
+        return (
+            self._token is not None
+            and holder is not None
+            and holder() is self
+            and self._space.instances.get(self._key) is rec
+            and self._space.tokens.get(self._key) == self._token
+        )
+
+    def _take_lease(self) -> None:
+        space = self._space
+        with space.lock:
+            rec = space.record_of(self._key)
+            if rec is not self._rec:
+                # the instance was deleted since this store was made: start on its new record
+                self._rec = rec
+                self._token = None
+            if self._holds():
+                return
+            holder = rec.holder() if rec.holder is not None else None
+            if holder is not None and holder is not self and not holder._closed:
+                raise locked_error(self._name(), rec.holder_info)
+            token = space.tokens.get(self._key, 0) + 1
+            space.tokens[self._key] = token
+            rec.holder = weakref.ref(self)
+            rec.holder_info = {"pid": os.getpid(), "host": _host(), "since": now_iso(), "token": token}
+            self._token = token
+
+    def _check_lease(self) -> None:
+        if self._holds():
+            return
+        if self._token is None:
+            self._take_lease()
+            return
+        current = self._space.instances.get(self._key)
+        raise lost_error(self._name(), self._token, current.holder_info if current is not None else None)
+
+    def _release(self) -> None:
+        rec = self._rec
+        if self._token is not None and rec.holder is not None and rec.holder() is self:
+            rec.holder = None
+            rec.holder_info = None
+        self._token = None
+
+    # ------------------------------------------------------------------ conversation
+
+    def load(self) -> LoadedConversation:
+        self._take_lease()
+        self._closed = False
+        self._loaded = True
+        rec = self._rec
+        return LoadedConversation(list(rec.base), list(rec.events), [])
+
+    def _require_loaded(self) -> None:
+        rec = self._rec
+        if rec.base or rec.events:
+            raise StorageError(
+                CODE_NOT_LOADED,
+                f"memory instance {self._name()} holds a conversation that was not loaded",
+                suggestion="Call load() before appending or committing.",
+            )
+        self._take_lease()
+        self._loaded = True
+
+    def append_event(self, event: Mapping[str, Any]) -> None:
+        if not self._loaded:
+            self._require_loaded()
+        self._rec.events.append(dict(event))
+
+    def commit(self, next_messages: Sequence[Message], appended: Sequence[Message] | None) -> None:
+        if not self._loaded:
+            self._require_loaded()
+        self._check_lease()
+        rec = self._rec
+        base, events = rec.base, rec.events
+        n = len(base)
+        # the delta hint is used only when it is exactly the append events of this turn (as on disk)
+        if (
+            appended is not None
+            and len(next_messages) == n + len(appended)
+            and len(events) == len(appended)
+            and all(
+                e["type"] == "append" and e["message"].id == a.id and (b is a or b.id == a.id)
+                for e, a, b in zip(events, appended, next_messages[n:], strict=True)
+            )
+        ):
+            base.extend(appended)
+        else:
+            rec.base = list(next_messages)
+        rec.events.clear()
+
+    # ------------------------------------------------------------------ runtime events
+
+    def append_runtime_event(self, record: Mapping[str, Any], *, owned: bool = False) -> None:
+        """Keep one runtime event. ``owned=True`` means the caller hands the record over (a fresh
+        dict of JSON values nobody else references), so it is kept as it is; any other record is
+        encoded at once, a snapshot its holders cannot change afterwards. A turn records eight."""
+        if owned and type(record) is dict:
+            self._rec.runtime_events.append(record)
+            return
+        try:
+            data = orjson.dumps(record)
+        except TypeError:
+            data = _encode_json(record, "runtime event")  # raises the storage error with its hint
+        self._rec.runtime_events.append(data)
+
+    def read_runtime_events(self) -> list[dict[str, Any]]:
+        return [copy_json(item) if isinstance(item, dict) else orjson.loads(item) for item in self._rec.runtime_events]
+
+    # ------------------------------------------------------------------ extension state
+
+    def load_extension_state(self, extension_name: str) -> Any | None:
+        data = self._rec.extension_state.get(extension_name)
+        return None if data is None else orjson.loads(data)
+
+    def save_extension_state(self, extension_name: str, value: Any) -> None:
+        self._rec.extension_state[extension_name] = _encode_json(value, f"state of extension {extension_name!r}")
+
+    def clear_extension_state(self, extension_name: str) -> None:
+        self._rec.extension_state.pop(extension_name, None)
+
+    # ------------------------------------------------------------------ metadata
+
+    def read_metadata(self) -> dict[str, Any] | None:
+        metadata = self._rec.metadata
+        return None if metadata is None else dict(metadata)
+
+    def write_metadata(self, *, agent_name: str, instance_key: str, status: str) -> None:
+        now = now_iso()
+        metadata = self._rec.metadata
+        if metadata is None:
+            self._rec.metadata = {
+                "agentName": agent_name,
+                "instanceKey": instance_key,
+                "status": status,
+                "createdAt": now,
+                "updatedAt": now,
+            }
+        else:  # twice per turn: update in place (read_metadata hands out copies)
+            metadata["agentName"] = agent_name
+            metadata["instanceKey"] = instance_key
+            metadata["status"] = status
+            metadata["updatedAt"] = now
+
+    # ------------------------------------------------------------------ fresh start / close
+
+    def clear_history(self) -> None:
+        """A fresh start: conversation, runtime events and extension state go; metadata stays."""
+        self._check_lease()
+        rec = self._rec
+        rec.base = []
+        rec.events.clear()
+        rec.runtime_events.clear()
+        rec.extension_state.clear()
+        self._loaded = True
+        self._closed = False
+
+    def close(self) -> None:
+        self._release()
+        self._loaded = False
+        self._closed = True
+
+
+class MemoryWorkspaceStore:
+    """The instances of one workspace in a :class:`MemorySpace`."""
+
+    path: Path | None = None
+
+    def __init__(
+        self,
+        space: MemorySpace | None = None,
+        workspace_id: str = "default",
+        *,
+        identity: WorkspaceIdentity | None = None,
+    ) -> None:
+        self.space = space if space is not None else MemorySpace()
+        self.workspace_id = workspace_id
+        self.identity = identity
+        self._stores: dict[tuple[str, str], MemoryInstanceStore] = {}
+
+    def record(self) -> dict[str, Any] | None:
+        record = self.space.workspace_records.get(self.workspace_id)
+        return dict(record) if record is not None else None
+
+    def instance(self, agent_name: str, instance_key: str) -> MemoryInstanceStore:
+        key = (agent_name, instance_key)
+        store = self._stores.get(key)
+        if store is None or store.closed:
+            if self.identity is not None:
+                self.space.workspace_records[self.workspace_id] = self.identity.record()
+            store = MemoryInstanceStore(
+                agent_name=agent_name, instance_key=instance_key, space=self.space, workspace_id=self.workspace_id
+            )
+            self._stores[key] = store
+        return store
+
+    def instance_path(self, agent_name: str, instance_key: str) -> Path | None:
+        return None
+
+    def list_instances(self) -> list[InstanceInfo]:
+        """Every instance of this workspace that wrote its metadata, sorted by (agent, key)."""
+        out: list[InstanceInfo] = []
+        for (ws, agent, key), rec in list(self.space.instances.items()):
+            meta = rec.metadata
+            if ws != self.workspace_id or meta is None:
+                continue
+            out.append(
+                InstanceInfo(
+                    agent_name=agent,
+                    instance_key=key,
+                    status=str(meta["status"]),
+                    created_at=parse_iso(meta["createdAt"]),
+                    updated_at=parse_iso(meta["updatedAt"]),
+                    path=Path(),
+                )
+            )
+        out.sort(key=lambda i: (i.agent_name, i.instance_key))
+        return out
+
+    def delete_instance(self, agent_name: str, instance_key: str, *, force: bool = False) -> bool:
+        """Forget the instance. A held instance raises ``E_INSTANCE_LOCKED`` unless ``force`` (its
+        writer then fails its next commit with ``E_INSTANCE_LEASE_LOST``)."""
+        store = self._stores.pop((agent_name, instance_key), None)
+        if store is not None:
+            store.close()
+        space = self.space
+        key = (self.workspace_id, agent_name, instance_key)
+        with space.lock:
+            rec = space.instances.get(key)
+            if rec is None:
+                return False
+            holder = rec.holder() if rec.holder is not None else None
+            if holder is not None and not holder.closed and not force:
+                raise locked_error(f"{agent_name}:{instance_key} (in memory)", rec.holder_info)
+            del space.instances[key]
+            # a forced delete fences the holder out: the next holder gets a higher token
+            if holder is not None:
+                space.tokens[key] = space.tokens.get(key, 0) + 1
+        return not rec.is_empty()
+
+    def close(self) -> None:
+        for store in self._stores.values():
+            store.close()
+        self._stores.clear()
+
+
+__all__ = ["MemoryInstanceStore", "MemorySpace", "MemoryWorkspaceStore", "named_space"]

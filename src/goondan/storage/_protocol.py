@@ -1,0 +1,131 @@
+"""The store seam: what the runtime needs from a place that keeps agent instances.
+
+Three levels, each a :class:`typing.Protocol` so a backend implements them without inheriting
+anything:
+
+* :class:`StoreBackend` - what a ``store=`` URL opens (``file:``, ``memory:``, a third party's scheme).
+  It hands out one :class:`WorkspaceStore` per workspace (bundle + swarm).
+* :class:`WorkspaceStore` - the instances of one workspace: open, list (with metadata), delete.
+* :class:`InstanceStore` - one agent instance: the conversation as ``base`` + residual ``events``, the
+  turn commit, runtime events, extension state, metadata, fresh start, and the single-writer lease.
+
+The rules every backend keeps are the ones :mod:`goondan.testing.store_conformance` checks; a new
+backend proves itself by passing that suite. In short:
+
+* ``load()`` takes the instance's single-writer lease (or raises ``E_INSTANCE_LOCKED`` naming the
+  holder) and returns the committed base plus the events of an unfinished turn, which the caller
+  replays. ``close()`` gives the lease back; a holder that dies loses it.
+* ``append_event`` makes one message event durable (for the backend's notion of durable) before it
+  returns; a turn that never commits is replayed by the next ``load()``.
+* ``commit(next_messages, appended)`` folds the turn into base and clears the events, after checking
+  the lease's fencing token: a writer whose lease was taken over fails with ``E_INSTANCE_LEASE_LOST``
+  and writes nothing. ``appended`` is a hint (the turn only appended these) that allows a cheaper
+  commit; a backend must fall back to a full rewrite whenever it cannot prove the hint right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from ..messages import Message
+    from ._identity import WorkspaceIdentity
+    from ._instance import LoadedConversation
+    from ._workspace import InstanceInfo
+
+
+@runtime_checkable
+class InstanceStore(Protocol):
+    """Storage of one agent instance, written by one holder of its lease at a time."""
+
+    @property
+    def path(self) -> Path | None:
+        """A local directory that belongs to the instance (its ``workdir`` and agent output log
+        live there), or ``None`` for a store without one (the runtime then uses a temporary one)."""
+        ...
+
+    @property
+    def agent_name(self) -> str | None: ...
+
+    @property
+    def instance_key(self) -> str | None: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def lease_token(self) -> int | None:
+        """The fencing token of the lease while this store holds it (grows with every acquisition)."""
+        ...
+
+    def load(self) -> LoadedConversation: ...
+
+    def append_event(self, event: Mapping[str, Any]) -> None: ...
+
+    def commit(self, next_messages: Sequence[Message], appended: Sequence[Message] | None) -> None: ...
+
+    def append_runtime_event(self, record: Mapping[str, Any], *, owned: bool = False) -> None: ...
+
+    def read_runtime_events(self) -> list[dict[str, Any]]: ...
+
+    def load_extension_state(self, extension_name: str) -> Any | None: ...
+
+    def save_extension_state(self, extension_name: str, value: Any) -> None: ...
+
+    def clear_extension_state(self, extension_name: str) -> None: ...
+
+    def read_metadata(self) -> dict[str, Any] | None: ...
+
+    def write_metadata(self, *, agent_name: str, instance_key: str, status: str) -> None: ...
+
+    def clear_history(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> InstanceStore: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+@runtime_checkable
+class WorkspaceStore(Protocol):
+    """The instances of one workspace. Opening an instance that is already open in this workspace
+    returns the same store (one process never holds two writers on one instance through it)."""
+
+    @property
+    def workspace_id(self) -> str: ...
+
+    def instance(self, agent_name: str, instance_key: str) -> InstanceStore: ...
+
+    def instance_path(self, agent_name: str, instance_key: str) -> Path | None: ...
+
+    def list_instances(self) -> list[InstanceInfo]: ...
+
+    def delete_instance(self, agent_name: str, instance_key: str, *, force: bool = False) -> bool: ...
+
+    def record(self) -> dict[str, Any] | None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class StoreBackend(Protocol):
+    """What a ``store=`` URL opens."""
+
+    @property
+    def url(self) -> str:
+        """The URL that opens this backend again (agent processes receive it)."""
+        ...
+
+    @property
+    def durable(self) -> bool:
+        """``True`` when conversations outlive the process (they can be listed, evicted and
+        reloaded by other processes); ``False`` for the in-memory store."""
+        ...
+
+    def workspace(self, workspace_id: str, *, identity: WorkspaceIdentity | None = None) -> WorkspaceStore: ...
+
+
+__all__ = ["InstanceStore", "StoreBackend", "WorkspaceStore"]

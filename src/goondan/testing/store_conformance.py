@@ -1,0 +1,539 @@
+"""The store conformance suite: the rules every :class:`~goondan.storage.InstanceStore` backend keeps.
+
+The same tests run against the filesystem store, the in-memory store and any third-party backend
+(a database store, say) through one fixture, so a new backend proves itself by passing them. It
+needs ``pytest``.
+
+Use it from a test module of your own::
+
+    import pytest
+    from goondan.testing.store_conformance import StoreConformance
+
+    class TestMyStore(StoreConformance):
+        @pytest.fixture
+        def store_factory(self, tmp_path):
+            backend = MyStoreBackend(dsn=..., schema=f"t_{tmp_path.name}")
+            return lambda workspace_id="conformance": backend.workspace(workspace_id)
+
+``store_factory(workspace_id)`` must return a *new* :class:`~goondan.storage.WorkspaceStore` handle on
+the same stored data at every call (as a second runtime would open it), empty at the start of each
+test. Two handles are how the suite plays two runtimes: the lease tests expect the second one to be
+refused while the first holds an instance.
+
+Optional capability, crash points: a backend that can kill its writer at chosen points of its write
+protocol sets :attr:`StoreConformance.crash_points` (point name -> phase: ``"event_append"``,
+``"append_commit"`` or ``"rewrite_commit"``) and implements
+:meth:`StoreConformance.run_turns_killed_at`, which runs :func:`run_turns` in another process that
+dies at the point. The suite then checks that a reload loses nothing and applies nothing twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Protocol
+
+import pytest
+
+from ..errors import GoondanError, StorageError
+from ..messages import (
+    Message,
+    MessageEvent,
+    append_event,
+    remove_event,
+    replace_event,
+    truncate_event,
+    user_message,
+)
+from ..storage import InstanceStore, WorkspaceStore
+
+_FIXED_TIME = datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
+
+#: A turn as JSON-friendly data: ``["append", id]``, ``["replace", target, id]``, ``["remove", target]``,
+#: ``["truncate"]`` - so that a child process can be given the same turn.
+TurnSpec = Sequence[Sequence[str]]
+
+
+class StoreFactory(Protocol):
+    def __call__(self, workspace_id: str = ...) -> WorkspaceStore: ...
+
+
+def msg(mid: str) -> Message:
+    """A message with a fixed id and timestamp (records compare equal across processes)."""
+    return dataclasses.replace(user_message(f"text of {mid}", id=mid), created_at=_FIXED_TIME)
+
+
+def build_events(spec: TurnSpec) -> list[MessageEvent]:
+    out: list[MessageEvent] = []
+    for item in spec:
+        if item[0] == "append":
+            out.append(append_event(msg(item[1])))
+        elif item[0] == "replace":
+            out.append(replace_event(item[1], msg(item[2])))
+        elif item[0] == "remove":
+            out.append(remove_event(item[1]))
+        else:
+            out.append(truncate_event())
+    return out
+
+
+def fold(base: Sequence[Message], events: Sequence[Any]) -> list[Message]:
+    """The reference fold: append at the end, replace/remove by id (a missing target is skipped),
+    truncate empties."""
+    out = list(base)
+    for e in events:
+        kind = e["type"]
+        if kind == "append":
+            out.append(e["message"])
+        elif kind == "truncate":
+            out = []
+        else:
+            idx = next((i for i, m in enumerate(out) if m.id == e["targetId"]), None)
+            if idx is None:
+                continue
+            if kind == "replace":
+                out[idx] = e["message"]
+            else:
+                del out[idx]
+    return out
+
+
+def records(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    return [m.to_record() for m in messages]
+
+
+def run_turn(store: InstanceStore, base: Sequence[Message], events: Sequence[MessageEvent]) -> list[Message]:
+    """Append each event, then commit the fold as the runtime does (the delta hint when the turn only
+    appended)."""
+    for e in events:
+        store.append_event(e)
+    nxt = fold(base, events)
+    only_appends = all(e["type"] == "append" for e in events) and len(nxt) == len(base) + len(events)
+    appended = [e["message"] for e in events if e["type"] == "append" and isinstance(e["message"], Message)]
+    store.commit(nxt, appended if only_appends else None)
+    return nxt
+
+
+def run_turns(store: InstanceStore, turns: Sequence[TurnSpec]) -> list[Message]:
+    """Load (replaying residual events) and run ``turns``; what a crash-point child process runs."""
+    loaded = store.load()
+    conv = fold(loaded.base, loaded.events)
+    for spec in turns:
+        conv = run_turn(store, conv, build_events(spec))
+    return conv
+
+
+def expected(*turns: TurnSpec) -> list[dict[str, Any]]:
+    conv: list[Message] = []
+    for spec in turns:
+        conv = fold(conv, build_events(spec))
+    return records(conv)
+
+
+SETUP: TurnSpec = [["append", "a1"], ["append", "a2"]]
+APPEND_TURN: TurnSpec = [["append", "b1"], ["append", "b2"], ["append", "b3"]]
+REWRITE_TURN: TurnSpec = [["append", "c1"], ["replace", "a1", "a1v2"], ["remove", "a2"]]
+NEXT_TURN: TurnSpec = [["append", "n1"], ["remove", "a1"]]
+
+
+def _random_turns(seed: int, n_turns: int) -> list[list[list[str]]]:
+    rng = random.Random(seed)
+    ids: list[str] = []
+    turns: list[list[list[str]]] = []
+    for t in range(n_turns):
+        turn: list[list[str]] = []
+        for i in range(rng.randint(1, 4)):
+            roll, new = rng.random(), f"r{t}-{i}"
+            if roll < 0.75 or not ids:
+                turn.append(["append", new])
+                ids.append(new)
+            elif roll < 0.87:
+                turn.append(["replace", rng.choice(ids), new])
+                ids.append(new)
+            elif roll < 0.98:
+                turn.append(["remove", rng.choice(ids)])
+            else:
+                turn.append(["truncate"])
+        turns.append(turn)
+    return turns
+
+
+class StoreConformance:
+    """Subclass it in a test module and provide the ``store_factory`` fixture (module docstring)."""
+
+    AGENT: ClassVar[str] = "agent"
+    KEY: ClassVar[str] = "key-1"
+
+    #: Crash points this backend can die at (name -> phase); empty: the crash tests skip.
+    crash_points: ClassVar[dict[str, str]] = {}
+
+    @pytest.fixture
+    def store_factory(self) -> StoreFactory:
+        raise NotImplementedError("a StoreConformance subclass provides the store_factory fixture")
+
+    def run_turns_killed_at(
+        self, factory: StoreFactory, agent: str, key: str, turns: list[TurnSpec], point: str
+    ) -> None:
+        """Run ``run_turns(<the instance>, turns)`` in another process that dies at crash point
+        ``point``; return once that process is gone (it must not finish the turns)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ helpers
+
+    def _open(self, factory: StoreFactory, key: str | None = None) -> InstanceStore:
+        return factory().instance(self.AGENT, key or self.KEY)
+
+    def _reload(self, factory: StoreFactory, key: str | None = None) -> tuple[list[dict[str, Any]], Any]:
+        ws = factory()
+        store = ws.instance(self.AGENT, key or self.KEY)
+        try:
+            loaded = store.load()
+        finally:
+            store.close()
+            ws.close()
+        return records(fold(loaded.base, loaded.events)), loaded
+
+    def _commit_turns(self, factory: StoreFactory, *turns: TurnSpec, key: str | None = None) -> None:
+        ws = factory()
+        store = ws.instance(self.AGENT, key or self.KEY)
+        try:
+            run_turns(store, turns)
+        finally:
+            store.close()
+            ws.close()
+
+    # ------------------------------------------------------------------ conversation
+
+    def test_a_new_instance_loads_empty(self, store_factory: StoreFactory) -> None:
+        store = self._open(store_factory)
+        loaded = store.load()
+        assert (loaded.base, loaded.events) == ([], [])
+        store.close()
+
+    def test_events_appended_without_commit_are_replayed_by_the_next_load(self, store_factory: StoreFactory) -> None:
+        self._commit_turns(store_factory, SETUP)
+        store = self._open(store_factory)
+        store.load()
+        for e in build_events(REWRITE_TURN):
+            store.append_event(e)
+        store.close()  # the turn never committed, as when its process dies
+        conv, loaded = self._reload(store_factory)
+        assert records(loaded.base) == expected(SETUP)
+        assert [e["type"] for e in loaded.events] == ["append", "replace", "remove"]
+        assert conv == expected(SETUP, REWRITE_TURN)
+
+    def test_commit_folds_the_events_into_base_and_clears_them(self, store_factory: StoreFactory) -> None:
+        self._commit_turns(store_factory, SETUP, REWRITE_TURN)
+        _conv, loaded = self._reload(store_factory)
+        assert records(loaded.base) == expected(SETUP, REWRITE_TURN)
+        assert loaded.events == []
+
+    def test_append_only_commits_with_the_delta_hint_keep_every_message_in_order(
+        self, store_factory: StoreFactory
+    ) -> None:
+        turns = [[["append", f"m{t}-{i}"] for i in range(3)] for t in range(20)]
+        self._commit_turns(store_factory, *turns)
+        _conv, loaded = self._reload(store_factory)
+        assert records(loaded.base) == expected(*turns) and loaded.events == []
+
+    def test_a_delta_hint_that_is_not_the_turns_appends_falls_back_to_a_full_rewrite(
+        self, store_factory: StoreFactory
+    ) -> None:
+        self._commit_turns(store_factory, SETUP)
+        store = self._open(store_factory)
+        _a1, a2 = store.load().base
+        b1, a1x = msg("b1"), msg("a1x")
+        store.append_event(append_event(b1))
+        store.append_event(replace_event("a1", a1x))
+        # the turn also replaced a1, but the caller claims it only appended b1
+        nxt = [a1x, a2, b1]
+        store.commit(nxt, [b1])
+        store.close()
+        conv, loaded = self._reload(store_factory)
+        assert conv == records(nxt) and records(loaded.base) == records(nxt)
+
+    def test_commit_after_reopen_continues_on_the_stored_base(self, store_factory: StoreFactory) -> None:
+        self._commit_turns(store_factory, SETUP)
+        self._commit_turns(store_factory, APPEND_TURN)
+        self._commit_turns(store_factory, NEXT_TURN)
+        conv, loaded = self._reload(store_factory)
+        assert conv == expected(SETUP, APPEND_TURN, NEXT_TURN) and loaded.events == []
+
+    def test_random_turns_reload_to_the_reference_fold(self, store_factory: StoreFactory) -> None:
+        turns = _random_turns(7, 60)
+        for start in range(0, len(turns), 15):  # a new opener every 15 turns
+            self._commit_turns(store_factory, *turns[start : start + 15])
+            conv, loaded = self._reload(store_factory)
+            assert conv == expected(*turns[: start + 15]) and loaded.events == []
+
+    def test_writing_without_loading_a_stored_conversation_is_refused(self, store_factory: StoreFactory) -> None:
+        self._commit_turns(store_factory, SETUP)
+        store = self._open(store_factory)
+        with pytest.raises(StorageError) as info:
+            store.commit([msg("x")], None)
+        assert info.value.code == "E_STORAGE_NOT_LOADED"
+        store.close()
+        conv, _ = self._reload(store_factory)
+        assert conv == expected(SETUP)
+
+    # ------------------------------------------------------------------ runtime events
+
+    def test_runtime_events_are_read_back_in_append_order_after_reopen(self, store_factory: StoreFactory) -> None:
+        store = self._open(store_factory)
+        store.load()
+        for i in range(5):
+            store.append_runtime_event({"type": "turn.started", "n": i})
+        store.append_runtime_event({"type": "owned", "n": 5}, owned=True)
+        store.close()
+        store = self._open(store_factory)
+        assert [e["n"] for e in store.read_runtime_events()] == [0, 1, 2, 3, 4, 5]
+        store.close()
+
+    def test_runtime_events_are_snapshots_of_what_was_appended(self, store_factory: StoreFactory) -> None:
+        store = self._open(store_factory)
+        record = {"type": "t", "data": {"n": 1}}
+        store.append_runtime_event(record)
+        record["data"] = {"n": 2}
+        read = store.read_runtime_events()
+        read[0]["data"]["n"] = 3
+        assert store.read_runtime_events() == [{"type": "t", "data": {"n": 1}}]
+        store.close()
+
+    # ------------------------------------------------------------------ extension state
+
+    def test_extension_state_round_trips_as_json_per_extension(self, store_factory: StoreFactory) -> None:
+        store = self._open(store_factory)
+        items = [1, 2]
+        value: dict[str, Any] = {"list": items, "nested": {"s": "é"}, "none": None, "f": 1.5, "b": True}
+        store.save_extension_state("memory", value)
+        store.save_extension_state("other", [1])
+        items.append(3)  # a later change of the caller's value is not what was saved
+        store.close()
+        store = self._open(store_factory)
+        assert store.load_extension_state("memory") == {
+            "list": [1, 2],
+            "nested": {"s": "é"},
+            "none": None,
+            "f": 1.5,
+            "b": True,
+        }
+        assert store.load_extension_state("other") == [1]
+        assert store.load_extension_state("never-saved") is None
+        store.close()
+
+    def test_extension_state_that_is_not_json_is_refused(self, store_factory: StoreFactory) -> None:
+        store = self._open(store_factory)
+        with pytest.raises(StorageError) as info:
+            store.save_extension_state("e", {"x": object()})
+        assert info.value.code == "E_STORAGE_NOT_JSON"
+        assert store.load_extension_state("e") is None
+        store.close()
+
+    def test_clearing_one_extension_state_keeps_the_others(self, store_factory: StoreFactory) -> None:
+        store = self._open(store_factory)
+        store.save_extension_state("a", 1)
+        store.save_extension_state("b", 2)
+        store.clear_extension_state("a")
+        store.clear_extension_state("never-saved")
+        assert (store.load_extension_state("a"), store.load_extension_state("b")) == (None, 2)
+        store.close()
+
+    def test_fresh_start_clears_history_runtime_events_and_extension_state_but_keeps_metadata(
+        self, store_factory: StoreFactory
+    ) -> None:
+        self._commit_turns(store_factory, SETUP)
+        store = self._open(store_factory)
+        store.load()
+        store.append_event(append_event(msg("pending")))
+        store.append_runtime_event({"type": "t"})
+        store.save_extension_state("memory", {"summary": "old"})
+        store.write_metadata(agent_name=self.AGENT, instance_key=self.KEY, status="idle")
+        store.clear_history()
+        run_turn(store, [], build_events([["append", "new"]]))
+        store.close()
+        conv, loaded = self._reload(store_factory)
+        assert conv == expected([["append", "new"]]) and loaded.events == []
+        store = self._open(store_factory)
+        assert store.read_runtime_events() == []
+        assert store.load_extension_state("memory") is None
+        meta = store.read_metadata()
+        assert meta is not None and meta["agentName"] == self.AGENT
+        store.close()
+
+    # ------------------------------------------------------------------ metadata, list, delete
+
+    def test_metadata_round_trips_and_keeps_created_at(self, store_factory: StoreFactory) -> None:
+        store = self._open(store_factory)
+        assert store.read_metadata() is None
+        store.write_metadata(agent_name=self.AGENT, instance_key=self.KEY, status="processing")
+        first = store.read_metadata()
+        store.close()
+        store = self._open(store_factory)
+        store.write_metadata(agent_name=self.AGENT, instance_key=self.KEY, status="idle")
+        meta = store.read_metadata()
+        store.close()
+        assert first is not None and meta is not None
+        assert meta["status"] == "idle" and first["status"] == "processing"
+        assert meta["createdAt"] == first["createdAt"]
+        assert meta["updatedAt"] >= first["updatedAt"]
+        assert (meta["agentName"], meta["instanceKey"]) == (self.AGENT, self.KEY)
+
+    def test_list_instances_shows_every_instance_with_metadata_sorted(self, store_factory: StoreFactory) -> None:
+        ws = store_factory()
+        for agent, key, status in [("b", "k1", "idle"), ("a", "k2", "processing"), ("a", "k1", "idle")]:
+            ws.instance(agent, key).write_metadata(agent_name=agent, instance_key=key, status=status)
+        ws.instance("c", "no-metadata").load()  # an instance that never wrote metadata is not listed
+        ws.close()
+        infos = store_factory().list_instances()
+        assert [(i.agent_name, i.instance_key, i.status) for i in infos] == [
+            ("a", "k1", "idle"),
+            ("a", "k2", "processing"),
+            ("b", "k1", "idle"),
+        ]
+        assert all(i.created_at <= i.updated_at for i in infos)
+
+    def test_workspaces_never_share_an_instance(self, store_factory: StoreFactory) -> None:
+        self._commit_turns(store_factory, SETUP)
+        ws = store_factory("another-workspace")
+        store = ws.instance(self.AGENT, self.KEY)
+        assert store.load().base == []
+        store.write_metadata(agent_name=self.AGENT, instance_key=self.KEY, status="idle")
+        store.close()
+        assert store_factory().list_instances() == []
+
+    def test_delete_instance_removes_conversation_state_and_metadata(self, store_factory: StoreFactory) -> None:
+        self._commit_turns(store_factory, SETUP)
+        ws = store_factory()
+        store = ws.instance(self.AGENT, self.KEY)
+        store.save_extension_state("e", 1)
+        store.write_metadata(agent_name=self.AGENT, instance_key=self.KEY, status="idle")
+        store.append_runtime_event({"type": "t"})
+        store.close()
+        assert ws.delete_instance(self.AGENT, self.KEY) is True
+        assert ws.delete_instance(self.AGENT, self.KEY) is False
+        assert ws.list_instances() == []
+        ws.close()
+        store = self._open(store_factory)
+        assert store.load().base == []
+        assert store.load_extension_state("e") is None
+        assert store.read_metadata() is None and store.read_runtime_events() == []
+        store.close()
+
+    def test_an_open_instance_is_the_same_store_until_it_is_closed(self, store_factory: StoreFactory) -> None:
+        ws = store_factory()
+        first = ws.instance(self.AGENT, self.KEY)
+        assert ws.instance(self.AGENT, self.KEY) is first
+        first.close()
+        assert first.closed
+        second = ws.instance(self.AGENT, self.KEY)
+        assert second is not first and not second.closed
+        ws.close()
+
+    # ------------------------------------------------------------------ the single-writer lease
+
+    def test_a_second_opener_gets_instance_locked_naming_the_holder(self, store_factory: StoreFactory) -> None:
+        holder = self._open(store_factory)
+        holder.load()
+        other = self._open(store_factory)
+        with pytest.raises(GoondanError) as info:
+            other.load()
+        assert info.value.code == "E_INSTANCE_LOCKED"
+        assert f"pid {os.getpid()}" in str(info.value) and "since" in str(info.value)
+        assert info.value.suggestion
+        holder.load()  # the holder itself may load again
+        holder.close()
+        other.close()
+
+    def test_closing_the_holder_lets_the_next_opener_in_with_a_higher_token(self, store_factory: StoreFactory) -> None:
+        first = self._open(store_factory)
+        first.load()
+        token = first.lease_token
+        assert isinstance(token, int)
+        first.close()
+        assert first.lease_token is None
+        second = self._open(store_factory)
+        second.load()
+        assert isinstance(second.lease_token, int) and second.lease_token > token
+        second.close()
+
+    def test_a_commit_of_a_stale_holder_fails_with_lease_lost_and_writes_nothing(
+        self, store_factory: StoreFactory
+    ) -> None:
+        stale = self._open(store_factory)
+        base = run_turn(stale, stale.load().base, build_events([["append", "a1"]]))
+        # another runtime deletes the instance by force and starts it over
+        assert store_factory().delete_instance(self.AGENT, self.KEY, force=True) is True
+        self._commit_turns(store_factory, [["append", "b1"]])
+        fresh = self._open(store_factory)
+        fresh.load()  # the new holder is live while the stale one tries to write
+        stale.append_event(append_event(msg("a2")))
+        with pytest.raises(StorageError) as info:
+            stale.commit([*base, msg("a2")], [msg("a2")])
+        assert info.value.code == "E_INSTANCE_LEASE_LOST"
+        with pytest.raises(StorageError) as info:
+            stale.commit([*base, msg("a2")], None)
+        assert info.value.code == "E_INSTANCE_LEASE_LOST"
+        stale.close()
+        fresh.close()
+        conv, loaded = self._reload(store_factory)
+        assert conv == expected([["append", "b1"]]) and loaded.events == []
+
+    def test_deleting_a_held_instance_is_refused_unless_forced(self, store_factory: StoreFactory) -> None:
+        holder = self._open(store_factory)
+        run_turn(holder, holder.load().base, build_events(SETUP))
+        with pytest.raises(GoondanError) as info:
+            store_factory().delete_instance(self.AGENT, self.KEY)
+        assert info.value.code == "E_INSTANCE_LOCKED"
+        holder.close()
+        conv, _ = self._reload(store_factory)
+        assert conv == expected(SETUP)
+
+    def test_closing_the_workspace_frees_the_leases_of_its_stores(self, store_factory: StoreFactory) -> None:
+        ws = store_factory()
+        ws.instance(self.AGENT, self.KEY).load()
+        ws.close()  # closes its open stores, as a runtime does on shutdown
+        store = self._open(store_factory)
+        store.load()
+        store.close()
+
+    # ------------------------------------------------------------------ crash points (optional)
+
+    def test_a_writer_killed_at_any_crash_point_loses_nothing_and_applies_nothing_twice(
+        self, store_factory: StoreFactory
+    ) -> None:
+        if not self.crash_points:
+            pytest.skip("this backend declares no crash points")
+        for n, (point, phase) in enumerate(sorted(self.crash_points.items())):
+            key = f"crash-{n}"
+            self._commit_turns(store_factory, SETUP, key=key)
+            turn = REWRITE_TURN if phase == "rewrite_commit" else APPEND_TURN
+            self.run_turns_killed_at(store_factory, self.AGENT, key, [turn], point)
+            conv, _ = self._reload(store_factory, key)
+            wanted = expected(SETUP) if phase == "event_append" else expected(SETUP, turn)
+            assert conv == wanted, f"after a crash at {point}"
+            # the next writer continues on top of it and commits cleanly
+            self._commit_turns(store_factory, NEXT_TURN, key=key)
+            conv, loaded = self._reload(store_factory, key)
+            assert records(loaded.base) == conv and loaded.events == [], point
+            done = (SETUP,) if phase == "event_append" else (SETUP, turn)
+            assert conv == expected(*done, NEXT_TURN), f"after a crash at {point}"
+
+
+__all__ = [
+    "APPEND_TURN",
+    "NEXT_TURN",
+    "REWRITE_TURN",
+    "SETUP",
+    "StoreConformance",
+    "StoreFactory",
+    "build_events",
+    "expected",
+    "fold",
+    "msg",
+    "records",
+    "run_turn",
+    "run_turns",
+]
