@@ -148,9 +148,9 @@ async def measure(cases: list[Case], turns: int, block: int = 50) -> None:
 
 def seed_history(state_root: Path, n: int) -> None:
     from goondan.messages import assistant_message, user_message
-    from goondan.storage import WorkspaceStore
+    from goondan.storage import FileWorkspaceStore
 
-    store = WorkspaceStore(state_root, "default").instance("a", "default")
+    store = FileWorkspaceStore(state_root, "default").instance("a", "default")
     store.load()
     messages = []
     for i in range(n // 2):

@@ -1,4 +1,4 @@
-"""Loading a long conversation: time and peak memory of ``InstanceStore.load()``.
+"""Loading a long conversation: time and peak memory of ``FileInstanceStore.load()``.
 
 Run: ``python bench/load_history.py`` (``--messages N``, default 1,000,000 small messages).
 
@@ -24,7 +24,7 @@ from pathlib import Path
 CHILD = """
 import gc, json, resource, sys, time
 from pathlib import Path
-from goondan.storage import InstanceStore
+from goondan.storage import FileInstanceStore
 
 def peak_kib():
     # VmHWM is the peak of this process image only; ru_maxrss would include the parent's peak
@@ -36,7 +36,7 @@ def peak_kib():
 
 gc.collect()
 before = peak_kib()
-store = InstanceStore(Path(sys.argv[1]))
+store = FileInstanceStore(Path(sys.argv[1]))
 start = time.perf_counter()
 loaded = store.load()
 elapsed = time.perf_counter() - start
@@ -52,10 +52,10 @@ def write_history(path: Path, count: int) -> int:
     measuring subprocess)."""
     from goondan._json import dumps_line
     from goondan.messages import assistant_message, user_message
-    from goondan.storage import InstanceStore
+    from goondan.storage import FileInstanceStore
 
     when = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
-    store = InstanceStore(path)
+    store = FileInstanceStore(path)
     store.load()
     store.close()
     with open(store.base_path, "ab") as out:

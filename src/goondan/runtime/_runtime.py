@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._ids import new_id, now_iso
 from .._modules import forget_path
@@ -25,6 +25,9 @@ from ..results import TurnResult
 from ._agents import AgentLimits, AgentsHub, SpawnLimiter, SpawnRegistry, delivery_failed, request_failed
 from ._instance import AgentInstance, RuntimeEventListener
 from ._swarm import SwarmContext
+
+if TYPE_CHECKING:
+    from ..storage import StoreBackend, WorkspaceStore
 
 ISOLATIONS = ("inline", "process")
 BASE_PACKAGE = "@goondan/base"
@@ -88,8 +91,10 @@ class InlineBackend:
 class Runtime:
     """Runs one swarm of a bundle. Use as ``async with goondan.Runtime(path) as rt: ...``.
 
-    ``isolation``: ``"process"`` (default) or ``"inline"``. ``persist=False`` keeps conversations in
-    memory only (nothing is written under the state root; process mode then never evicts).
+    ``isolation``: ``"process"`` (default) or ``"inline"``. ``store``: where conversations are kept,
+    a URL (``None`` or a directory path: the filesystem store, ``"memory:"``: in memory; env
+    ``GOONDAN_STORE``; see :func:`goondan.storage.open_store`). ``persist=False`` is ``store="memory:"``
+    (nothing is written under the state root; process mode then never evicts).
     ``watch=True`` restarts the agents a changed bundle file affects. ``clock``,
     ``reconcile_interval_ms``, ``crash_threshold``, ``backoff_initial_ms``/``backoff_max_ms`` and
     ``grace_period_ms`` tune the process supervisor (tests inject a ``ManualClock``).
@@ -103,6 +108,7 @@ class Runtime:
         swarm: str | None = None,
         isolation: str | None = None,
         persist: bool = True,
+        store: str | os.PathLike[str] | StoreBackend | None = None,
         env: Mapping[str, str] | None = None,
         watch: bool = False,
         clock: Any = None,
@@ -124,6 +130,8 @@ class Runtime:
         self._swarm_arg = swarm
         self.isolation = isolation
         self.persist = persist
+        self._store_arg = store
+        self.store: StoreBackend | None = None
         self._env = env
         self.watch = watch
         self._clock = clock
@@ -152,7 +160,7 @@ class Runtime:
         self.entry_agent = ""
         self.agent_names: frozenset[str] = frozenset()
         self.swarm_instance_key = ""
-        self.workspace: Any = None
+        self.workspace: WorkspaceStore | None = None
         self.state_root: Path | None = None
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -177,7 +185,9 @@ class Runtime:
     def _adopt(self, bundle: Any) -> None:
         assert self.state_root is not None
         old = self._ctx
-        self._ctx = SwarmContext(bundle, swarm=self._swarm_arg, state_root=self.state_root, persist=self.persist)
+        self._ctx = SwarmContext(
+            bundle, swarm=self._swarm_arg, state_root=self.state_root, persist=self.persist, store=self.store
+        )
         if old is not None:
             # inline instances that were not restarted still write through the old context's stores
             self._old_contexts.append(old)
@@ -193,9 +203,11 @@ class Runtime:
     async def start(self) -> None:
         if self._started:
             return
-        from ..storage import resolve_state_root
+        from ..storage import resolve_state_root, runtime_store
 
         self.state_root = Path(resolve_state_root(self._state_root_arg, self._env))
+        self.store = runtime_store(self._store_arg, persist=self.persist, state_root=self.state_root, env=self._env)
+        self.persist = self.store.durable
         self._adopt(self._load())
         self._restart_lock = asyncio.Lock()
         if self.isolation == "process":
@@ -221,6 +233,7 @@ class Runtime:
                 "stateRoot": str(self.state_root),
                 "swarm": self._swarm_arg,
                 "persist": self.persist,
+                "store": self.store.url if self.store is not None else None,
                 "sysPath": list(sys.path),
             }
             return ForkServer(init, on_exit)
@@ -253,7 +266,8 @@ class Runtime:
             return None
         from ..orchestrator._output import OUTPUT_FILE
 
-        return Path(self.workspace.instance_path(agent, key)) / OUTPUT_FILE
+        path = self.workspace.instance_path(agent, key)
+        return None if path is None else path / OUTPUT_FILE
 
     @property
     def agent_limits(self) -> AgentLimits:
@@ -503,7 +517,7 @@ class Runtime:
     async def instances(self) -> list[Any]:
         """Instances of this swarm's workspace (from disk when persisting, else in memory)."""
         self._require_started()
-        if self.persist:
+        if self.persist and self.workspace is not None:
             return list(self.workspace.list_instances())
         from .._ids import parse_iso, utc_now
         from ..storage import InstanceInfo
@@ -564,18 +578,18 @@ class Runtime:
         if instance is not None:
             existed = True
             await instance.close()
-        if self.persist:
-            return bool(self.workspace.delete_instance(agent, instance_key))
+        if self.workspace is not None:
+            deleted = self.workspace.delete_instance(agent, instance_key)
+            if self.persist:
+                return bool(deleted)
         return existed
 
     def _process_gone(self, handle: Any) -> None:
         """A process died without finishing its turn: metadata.json must not say ``processing``."""
         if not self.persist or handle.status not in ("crashed", "crashLoopBackOff", "terminated"):
             return
-        from ..storage import InstanceStore
-
-        path = self.workspace.instance_path(handle.agent, handle.key)
-        store = InstanceStore(path, agent_name=handle.agent, instance_key=handle.key)
+        assert self.workspace is not None
+        store = self.workspace.instance(handle.agent, handle.key)
         meta = store.read_metadata()
         if meta is not None and meta.get("status") != "idle":
             with contextlib.suppress(Exception):
@@ -635,13 +649,11 @@ class Runtime:
         return restarted
 
     def _clear_histories(self, agents: set[str] | None) -> None:
-        if not self.persist:
+        if self.workspace is None:
             return
-        from ..storage import InstanceStore
-
         for info in self.workspace.list_instances():
             if agents is None or info.agent_name in agents:
-                store = InstanceStore(info.path, agent_name=info.agent_name, instance_key=info.instance_key)
+                store = self.workspace.instance(info.agent_name, info.instance_key)
                 try:
                     store.clear_history()
                 finally:
@@ -713,13 +725,14 @@ def run(
     metadata: Mapping[str, Any] | None = None,
     isolation: str | None = None,
     persist: bool = True,
+    store: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> TurnResult:
     """Synchronous one-shot: start a runtime, run one request, close."""
 
     async def main() -> TurnResult:
         async with Runtime(
-            bundle, state_root=state_root, swarm=swarm, isolation=isolation, persist=persist, env=env
+            bundle, state_root=state_root, swarm=swarm, isolation=isolation, persist=persist, store=store, env=env
         ) as rt:
             return await rt.request(input, agent=agent, instance_key=instance_key, metadata=metadata)
 
