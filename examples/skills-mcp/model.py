@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
+from goondan.types import ModelOutput, ModelRequest
 
-def _since_last_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+
+def _since_last_user(messages: Sequence[dict[str, Any]]) -> Sequence[dict[str, Any]]:
     for index in range(len(messages) - 1, -1, -1):
         if messages[index]["role"] == "user":
             return messages[index + 1 :]
     return messages
 
 
-def _results(messages: list[dict[str, Any]]) -> dict[str, Any]:
+def _results(messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for message in _since_last_user(messages):
         if message["role"] == "tool":
@@ -23,13 +26,13 @@ def _results(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _call(name: str, args: dict[str, Any]) -> dict[str, Any]:
+def _call(name: str, args: dict[str, Any]) -> ModelOutput:
     return {"text": None, "toolCalls": [{"name": name, "args": args}]}
 
 
-def generate(request: Any) -> dict[str, Any]:
+def generate(request: ModelRequest) -> ModelOutput:
     tools = {t["name"] for t in request.tools}
-    done = _results(list(request.messages))
+    done = _results(request.messages)
     if "skills__open" not in done and "skills__open" in tools:
         return _call("skills__open", {"name": "release-notes"})
     if "skills__run" not in done:

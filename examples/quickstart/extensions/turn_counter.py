@@ -1,16 +1,25 @@
 """Keeps a persisted per-instance turn counter in api.state and exposes it as a tool."""
 
+from __future__ import annotations
 
-async def register(api):
-    async def turn(ctx):
+from typing import Any
+
+from goondan.types import ExtensionApi, ToolContext, TurnCompletedEvent, TurnContext, TurnResult
+
+
+async def register(api: ExtensionApi) -> None:
+    async def turn(ctx: TurnContext) -> TurnResult:
         state = await api.state.get() or {"turns": 0}
         state["turns"] += 1
         await api.state.set(state)
         return await ctx.next()
 
-    async def stats(ctx, args):
+    async def stats(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         state = await api.state.get() or {"turns": 0}
         return {"turns": state["turns"], "instance": ctx.instance_key}
+
+    def completed(event: TurnCompletedEvent) -> None:
+        api.logger.debug("turn done in %sms", event["duration"])
 
     api.pipeline.register("turn", turn)
     api.tools.register(
@@ -21,4 +30,4 @@ async def register(api):
         },
         stats,
     )
-    api.events.on("turn.completed", lambda event: api.logger.debug("turn done in %sms", event["duration"]))
+    api.events.on("turn.completed", completed)
