@@ -123,7 +123,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-i", "--interactive", action="store_true", help="chat even when the swarm has Connections")
     r.add_argument("-w", "--watch", action="store_true", help="reload agents when bundle files change")
     r.add_argument("--env-file", metavar="FILE", help="extra environment file (after .env and .env.local)")
-    r.add_argument("--no-persist", action="store_true", help="keep conversations in memory only")
+    r.add_argument("--no-persist", action="store_true", help="keep conversations in memory only (= --store memory:)")
+    r.add_argument(
+        "--store",
+        metavar="URL",
+        help="where conversations are kept: a directory (filesystem store), file:///DIR, memory: "
+        "(default: $GOONDAN_STORE, else the state root)",
+    )
     r.set_defaults(func=cmd_run)
 
     rs = _sub(

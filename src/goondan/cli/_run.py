@@ -84,6 +84,7 @@ def _runtime(args: argparse.Namespace, bundle: Any, env: Mapping[str, str]) -> A
         "state_root": args.state_root,
         "swarm": args.swarm,
         "persist": not args.no_persist,
+        "store": getattr(args, "store", None),
         "env": env,
     }
     if args.watch:

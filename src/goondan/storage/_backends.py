@@ -53,7 +53,7 @@ class FileStoreBackend:
     durable = True
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root).expanduser().absolute()
+        self.root = Path(os.path.expanduser(os.fspath(root))).absolute()
         self.url = self.root.as_uri()
 
     def workspace(self, workspace_id: str, *, identity: WorkspaceIdentity | None = None) -> FileWorkspaceStore:
