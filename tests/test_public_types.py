@@ -32,6 +32,9 @@ SNIPPETS = {
 
         async def turn(ctx: TurnContext) -> TurnResult:
             ctx.emit_message_event({"type": "remove", "targetId": "msg-1"})
+            if ctx.runtime.swarm.entry_agent != ctx.agent_name:
+                reply = await ctx.agents.request(ctx.runtime.swarm.entry_agent, "hi", timeout_ms=1000)
+                ctx.metadata["reply"] = reply.response
             result = await ctx.next()
             return result
 

@@ -15,7 +15,7 @@ from typing import Any, overload
 
 from ._json import MAX_RECORD_DEPTH, encoded_size, freeze_json, repair_json
 from .errors import GoondanError
-from .messages import Message, check_message_event
+from .messages import Message, MessageEvent, check_message_event
 
 Warning_ = dict[str, Any]
 
@@ -282,7 +282,7 @@ class ConversationState:
 
     # --- write side ------------------------------------------------------------------------
 
-    def emit(self, event: Any, *, trusted: bool = False) -> None:
+    def emit(self, event: MessageEvent, *, trusted: bool = False) -> None:
         """Validate, persist (through the sink) and apply one message event. The stored message is
         a frozen copy, so the caller keeps no alias into the state."""
         checked = check_message_event(event, copy=False, trusted=trusted)
