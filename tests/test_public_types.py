@@ -100,6 +100,11 @@ SNIPPETS = {
         def register(api: ExtensionApi) -> None:
             api.pipelines.mutate("step.pre", print)
     """,
+    "bad_import": """
+        from goondan import StepContxt, TurnContext
+
+        print(StepContxt, TurnContext)
+    """,
     "reveal": """
         from goondan.types import StepContext, ToolContext
 
@@ -165,6 +170,11 @@ def test_step_middleware_registered_as_turn_middleware_is_flagged(mypy_report: d
 def test_removed_extension_api_part_is_flagged(mypy_report: dict[str, list[str]]) -> None:
     found = errors(mypy_report, "removed_api")
     assert len(found) == 1 and '"ExtensionApi" has no attribute "pipelines"' in found[0], found
+
+
+def test_misspelled_name_imported_from_goondan_is_flagged(mypy_report: dict[str, list[str]]) -> None:
+    found = errors(mypy_report, "bad_import")
+    assert len(found) == 1 and "StepContxt" in found[0], found
 
 
 def test_context_attributes_reveal_their_precise_types(mypy_report: dict[str, list[str]]) -> None:

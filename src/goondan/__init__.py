@@ -37,15 +37,17 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    target = _LAZY.get(name)
-    if target is None:
-        raise AttributeError(f"module 'goondan' has no attribute {name!r}")
-    import importlib
+if not TYPE_CHECKING:  # type checkers see the imports above: a misspelled name stays an error
 
-    value = getattr(importlib.import_module(target[0]), target[1])
-    globals()[name] = value
-    return value
+    def __getattr__(name: str) -> Any:
+        target = _LAZY.get(name)
+        if target is None:
+            raise AttributeError(f"module 'goondan' has no attribute {name!r}")
+        import importlib
+
+        value = getattr(importlib.import_module(target[0]), target[1])
+        globals()[name] = value
+        return value
 
 
 __all__ = [
