@@ -28,6 +28,8 @@ from typing import Any
 
 from ..errors import ConfigError, GoondanError
 from ._env import bundle_dir, load_env
+from ._interrupt import current as current_interrupts
+from ._interrupt import interruptible
 from ._lines import StatusLines, readline_buffer, route_logging
 from ._output import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, CliError, ErrorView, Style, print_error
 from ._state import active_runs, socket_path, state_root, state_root_arg, write_run
@@ -68,13 +70,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         delegated = _delegate_to_active_run(args, bundle, text, env)
         if delegated is not None:
             return delegated
-        return asyncio.run(_one_shot(args, bundle, text, env))
+        return asyncio.run(interruptible(_one_shot(args, bundle, text, env)))
     plans: list[Any] = []
     if not args.interactive:
         from ..connectors._supervisor import plan_connections
 
         plans = plan_connections(bundle, bundle.select_swarm(args.swarm), env)
-    return asyncio.run(_long_running(args, bundle, env, plans))
+    return asyncio.run(interruptible(_long_running(args, bundle, env, plans)))
 
 
 def _runtime(args: argparse.Namespace, bundle: Any, env: Mapping[str, str]) -> Any:
@@ -158,8 +160,18 @@ def _verbose(args: argparse.Namespace, message: str) -> None:
         sys.stderr.flush()
 
 
+def _kill_on_hard_exit(rt: Any) -> None:
+    """A second Ctrl+C exits at once: the agent processes are killed first and their instances
+    marked idle, so that nothing is left ``processing`` for the next run or ``gdn instance list``."""
+    interrupts = current_interrupts()
+    kill_now = getattr(rt, "kill_now", None)
+    if interrupts is not None and kill_now is not None:
+        interrupts.before_exit(kill_now)
+
+
 async def _one_shot(args: argparse.Namespace, bundle: Any, text: str, env: Mapping[str, str]) -> int:
     async with _runtime(args, bundle, env) as rt:
+        _kill_on_hard_exit(rt)
         result = await rt.request(text, agent=args.agent, instance_key=args.instance_key)
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n")
@@ -190,6 +202,7 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with _routed_lines(args) as lines, _runtime(args, bundle, env) as rt:
+        _kill_on_hard_exit(rt)
         supervisor = None
         server = None
         record: Path | None = None
@@ -433,6 +446,9 @@ async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event, lines
     key = args.instance_key or rt.swarm_instance_key
     history = (Path(rt.state_root) / "history") if tty and rt.state_root is not None else None
     saved_termios = _save_termios() if tty else None
+    interrupts = current_interrupts()
+    # a second Ctrl+C ends the process at once: the terminal is restored first
+    unregister = interrupts.before_exit(lambda: _restore_termios(saved_termios)) if interrupts and tty else None
     if tty:  # before the reader thread starts, so the banner never lands after its first prompt
         sys.stderr.write(f"Chatting with {agent} (swarm {rt.swarm_name}). /quit to exit.\n")
         sys.stderr.flush()
@@ -505,6 +521,8 @@ async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event, lines
             off()
         reader.save_history()
         _restore_termios(saved_termios)
+        if unregister is not None:
+            unregister()
 
 
 class _Thinking:

@@ -2,21 +2,25 @@
 
 It builds its :class:`AgentInstance` (loading its own model, tools and extensions), reports
 ``agent_ready`` (or ``start_error``), and then serves ``turn`` events one at a time in arrival order.
+A turn is reported ``turn_accepted`` once its user message is on disk: a death before that leaves
+the event to the next process (which does not store the message twice: it carries the event id).
 Inter-agent calls leave through :class:`ProcessBackend` to the orchestrator; the hub's rules (call
 stack, timeouts, async inbox) are the same code as inline. On ``shutdown`` it stops taking turns,
 finishes the current one (which folds and persists it), saves extension state, answers
-``shutdown_ack`` and exits 0. When the orchestrator's end of the socket closes it exits at once:
-everything a turn made durable is already on disk.
+``shutdown_ack`` and exits 0. A ``shutdown`` marked ``interrupt`` (Ctrl+C on the host) cancels the
+current turn instead of finishing it. When the orchestrator's end of the socket closes it exits at
+once: everything a turn made durable is already on disk.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
-from typing import Any
+from typing import Any, NoReturn
 
 from .._ids import new_id
 from ..errors import AgentRequestError, GoondanError
@@ -218,11 +222,12 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
     async def turns() -> None:
         while True:
             payload = await queue.get()
-            # from here on a crash belongs to this turn (recovered as interrupted); before it the
-            # orchestrator hands the event to the next process instead
-            send("turn_accepted", ticket=payload["ticket"])
+            # accepted once the user's message is durable: from then on a crash belongs to this turn
+            # (recovered as interrupted); before it the orchestrator hands the event to the next
+            # process, which does not store the message again if it was stored (same event id)
+            accepted = functools.partial(send, "turn_accepted", ticket=payload["ticket"])
             try:
-                result = (await instance.run_turn(payload["event"])).to_dict()
+                result = (await instance.run_turn(payload["event"], on_accepted=accepted)).to_dict()
             except Exception as exc:
                 err = error_dict(exc)
                 result = {"turnId": "", "finishReason": "error", "text": None, "responseMessage": None, "error": err}
@@ -250,6 +255,12 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
             os._exit(0)
         mtype = msg["type"]
         payload = msg.get("payload") or {}
+        if mtype == "shutdown" and payload.get("interrupt"):
+            await _interrupted(current, background, hub, instance)
+            conn.send(message("shutdown_ack", agent, ORCHESTRATOR, {"instanceKey": key}))
+            with contextlib.suppress(Exception):
+                await writer.drain()
+            _exit_now()
         if mtype == "shutdown":
             grace = payload.get("gracePeriodMs")
             deadline = loop.time() + (grace / 1000 if isinstance(grace, int | float) else 30.0)
@@ -274,6 +285,34 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
             task = asyncio.get_running_loop().create_task(sync(payload.get("id")))
             background.add(task)
             task.add_done_callback(background.discard)
+
+
+async def _interrupted(
+    current: asyncio.Task[None], background: set[asyncio.Task[Any]], hub: AgentsHub, instance: Any
+) -> None:
+    """An interrupt (Ctrl+C on the host): the running turn is cancelled, not finished. What it
+    emitted is already in ``events.jsonl`` (replayed on the next start, its unfinished tool calls
+    answered with ``E_TOOL_INTERRUPTED``); cancelling it writes status ``idle``. Queued turns are
+    dropped with it (the host fails them). Then extension state is saved as on any shutdown."""
+    tasks = [current, *background, *hub.tasks()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    try:
+        await instance.close()
+    except Exception:
+        log.exception("closing %s@%s after an interrupt failed", instance.agent_name, instance.instance_key)
+
+
+def _exit_now() -> NoReturn:
+    """Leave without asyncio's teardown, which would wait for threads a cancelled model or tool call
+    may still run; everything durable is written and the host was told."""
+    import sys
+
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(0)
 
 
 def run_agent_process(fd: int, spec: dict[str, Any], ctx: Any) -> int:

@@ -40,7 +40,11 @@ from ._output import OutputSink
 log = logging.getLogger("goondan.orchestrator")
 
 STATUSES = ("spawning", "idle", "processing", "draining", "terminated", "crashed", "crashLoopBackOff")
-SHUTDOWN_REASONS = ("restart", "config_change", "orchestrator_shutdown", "idle_timeout")
+SHUTDOWN_REASONS = ("restart", "config_change", "orchestrator_shutdown", "idle_timeout", "interrupt")
+# An interrupt (Ctrl+C) does not wait for the turn: the process is told to cancel it and gets this
+# long to acknowledge, then this long again to exit, before it is SIGKILLed.
+INTERRUPT_GRACE_MS = 1000
+INTERRUPT_EXIT_MS = 500
 
 
 def backoff_ms(crashes: int, threshold: int, initial_ms: int, max_ms: int) -> int:
@@ -89,6 +93,7 @@ class InstanceHandle:
         self.outstanding = 0  # inter-agent requests this instance is waiting for
         self.syncs: dict[str, asyncio.Future[None]] = {}
         self.spawner: Any = None
+        self.interrupted = False  # told to cancel its turn: a turn cut short fails as interrupted
         self.output: OutputSink | None = None
 
     @property
@@ -197,16 +202,66 @@ class Orchestrator:
                 self._old_spawners.remove(old)
                 await old.close()
 
-    async def close(self) -> None:
+    async def close(self, *, interrupt: bool = False) -> None:
+        """Stop every agent process. Gracefully by default: each finishes its current turn within
+        the grace period. ``interrupt=True`` (Ctrl+C) cancels running turns instead and returns
+        within about ``INTERRUPT_GRACE_MS + INTERRUPT_EXIT_MS``; a close that is itself cancelled
+        while waiting for turns switches to that, so a second interruption is never ignored."""
         self.closing = True
         if self._reconciler is not None:
             self._reconciler.cancel()
             with contextlib.suppress(BaseException):
                 await self._reconciler
+        try:
+            if interrupt:
+                await self.interrupt_all()
+            else:
+                try:
+                    await asyncio.gather(
+                        *(self.stop(h, "orchestrator_shutdown") for h in list(self.handles.values()) if h.alive),
+                        return_exceptions=True,
+                    )
+                except asyncio.CancelledError:
+                    await self.interrupt_all()
+                    raise
+        finally:
+            await self._release()
+
+    async def interrupt_all(self) -> None:
+        """Tell every agent process to cancel its turn and exit; SIGKILL the ones that do not within
+        the interrupt bounds (a turn blocking its event loop cannot even read the message)."""
         await asyncio.gather(
-            *(self.stop(h, "orchestrator_shutdown") for h in list(self.handles.values()) if h.alive),
-            return_exceptions=True,
+            *(self._interrupt(h) for h in list(self.handles.values()) if h.alive), return_exceptions=True
         )
+
+    async def _interrupt(self, h: InstanceHandle) -> None:
+        h.interrupted = True
+        if h.stop_task is None:
+            h.stop_task = asyncio.get_running_loop().create_task(self._stop(h, "interrupt", INTERRUPT_GRACE_MS))
+        bound = (INTERRUPT_GRACE_MS + INTERRUPT_EXIT_MS) / 1000
+        try:
+            await asyncio.wait_for(asyncio.shield(h.stop_task), bound)
+        except TimeoutError:
+            # a graceful stop already under way waits for the turn: an interrupt does not
+            pid, exited = h.pid, h.exited
+            if pid is not None and h.spawner is not None:
+                log.warning("%s did not stop its turn within %.1f s: SIGKILL", h.name, bound)
+                h.spawner.kill(pid, signal.SIGKILL)
+            if exited is not None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(exited), 5)
+
+    def kill_now(self) -> list[InstanceHandle]:
+        """SIGKILL every agent process, synchronously: for a host that must end this instant (a
+        second Ctrl+C). Returns the handles whose process was killed."""
+        killed = []
+        for h in list(self.handles.values()):
+            if h.pid is not None and h.spawner is not None:
+                h.spawner.kill(h.pid, signal.SIGKILL)
+                killed.append(h)
+        return killed
+
+    async def _release(self) -> None:
         err = GoondanError("E_RUNTIME_CLOSED", "the runtime is closing")
         for h in self.handles.values():
             self._fail_queue(h, err)
@@ -284,6 +339,7 @@ class Orchestrator:
             h.output = sink
         h.pid = pid
         h.conn = conn
+        h.interrupted = False
         self._pid_by_conn[id(conn)] = pid
         h.spawner = spawner
         h.exited = asyncio.get_running_loop().create_future()
@@ -448,7 +504,9 @@ class Orchestrator:
             h.conn = None
         if h.current is not None:
             work, h.current = h.current, None
-            if work.accepted:
+            if work.accepted and h.interrupted:
+                self._fail(work, GoondanError("E_RUNTIME_CLOSED", f"interrupted: the turn of {h.name} was stopped"))
+            elif work.accepted:
                 self._fail(work, GoondanError("E_AGENT_PROCESS_EXITED", f"the process of {h.name} exited mid-turn"))
             else:
                 # never started there: the next process takes it, in its place at the head of the queue
@@ -777,26 +835,29 @@ class Orchestrator:
                     h.status = "terminated"
                 return
             grace = self.grace_period_ms if grace_ms is None else grace_ms
+            interrupt = reason == "interrupt"
             h.status = "draining"
             loop = asyncio.get_running_loop()
             h.acked = loop.create_future()
             exited = h.exited
             assert exited is not None
-            h.conn.send(
-                message(
-                    "shutdown",
-                    ORCHESTRATOR,
-                    h.agent,
-                    {"gracePeriodMs": int(grace), "reason": reason, "instanceKey": h.key},
-                )
-            )
+            payload: dict[str, Any] = {"gracePeriodMs": int(grace), "reason": reason, "instanceKey": h.key}
+            if interrupt:
+                payload["interrupt"] = True  # cancel the running turn instead of finishing it
+            h.conn.send(message("shutdown", ORCHESTRATOR, h.agent, payload))
             timer = loop.create_task(self.clock.sleep_ms(grace))
             waiters: set[asyncio.Future[Any]] = {h.acked, exited, timer}
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
             timer.cancel()
             pid = h.pid
             if not exited.done() and pid is not None:
-                if h.acked.done():
+                if h.acked.done() and interrupt:
+                    # everything is durable once it acked: a process slow to exit is not waited for
+                    try:
+                        await asyncio.wait_for(asyncio.shield(exited), INTERRUPT_EXIT_MS / 1000)
+                    except TimeoutError:
+                        h.spawner.kill(pid, signal.SIGKILL)
+                elif h.acked.done():
                     h.spawner.kill(pid, signal.SIGTERM)
                     try:
                         await asyncio.wait_for(asyncio.shield(exited), 5)

@@ -249,6 +249,10 @@ class AgentsHub:
     def busy(self) -> bool:
         return bool(self._tasks)
 
+    def tasks(self) -> list[asyncio.Task[Any]]:
+        """The background deliveries and async requests under way (an interrupt cancels them)."""
+        return list(self._tasks)
+
     def middleware_api(self, instance: AgentInstance, turn_state: TurnState) -> MiddlewareAgents:
         return MiddlewareAgents(self, instance, turn_state)
 

@@ -37,6 +37,7 @@ from ..messages import Message, assistant_message, tool_message, user_message
 from ..models import ModelAdapter, ModelRequest, ModelResponse, create_model_adapter
 from ..pipeline import Chain, PipelineRegistry, StepState, ToolCallState, Turn, TurnState
 from ..results import StepResult, ToolCall, ToolCallResult, TurnResult
+from ..storage._atomic import crash_point
 from ..tools import (
     DEFAULT_ERROR_MESSAGE_LIMIT,
     DEFAULT_MAX_RESULT_BYTES,
@@ -48,7 +49,7 @@ from ..tools import (
     stored_output_part,
 )
 from ._info import AgentInfo, PromptInfo, RuntimeInfo, SwarmInfo, call_info, inbound_info
-from ._messages import inbound_message, model_message, tool_result_message
+from ._messages import EVENT_ID_KEY, inbound_message, model_message, tool_result_message
 
 if TYPE_CHECKING:
     from ..bundle import AgentPlan
@@ -468,9 +469,13 @@ class AgentInstance:
 
     # --- the turn ---------------------------------------------------------------------------
 
-    async def run_turn(self, event: dict[str, Any]) -> TurnResult:
+    async def run_turn(self, event: dict[str, Any], *, on_accepted: Callable[[], None] | None = None) -> TurnResult:
+        """Run one turn. ``on_accepted`` is called once the turn's user message is durable (an agent
+        process tells its host then: before that, a death leaves nothing and the event is given to
+        the next process; the message carries the event id, so a redelivered event is not stored
+        twice)."""
         async with self.lock:
-            result = await self._run_turn(event)
+            result = await self._run_turn(event, on_accepted)
         if self.inbox and not self.lock.locked():
             await self._persist_inbox()
         return result
@@ -491,7 +496,7 @@ class AgentInstance:
                 self._flush_inbox(None)
                 await self._commit()
 
-    async def _run_turn(self, event: dict[str, Any]) -> TurnResult:
+    async def _run_turn(self, event: dict[str, Any], on_accepted: Callable[[], None] | None = None) -> TurnResult:
         conversation = self.conversation
         assert conversation is not None
         started = time.perf_counter()
@@ -529,7 +534,11 @@ class AgentInstance:
         try:
             if _may_end_unanswered(conversation.last_message()):
                 self._repair_interrupted_tool_calls()  # a failed write left a call without its result
+            crash_point("turn_before_inbound")
             self._append_inbound(event, conversation)
+            crash_point("turn_after_inbound")
+            if on_accepted is not None:
+                on_accepted()
             turn_chain, _, _ = self._get_chains()
             result = await turn_chain.run(turn_state)
         except (asyncio.CancelledError, KeyboardInterrupt):
@@ -607,9 +616,13 @@ class AgentInstance:
         }
         if event.get("instanceKey"):
             inbound["instanceKey"] = event["instanceKey"]
+        event_id = event.get("id")
+        event_id = event_id if isinstance(event_id, str) and event_id else None
+        if event_id is not None and _is_inbound_of(conversation.last_message(), event_id):
+            return  # redelivered: a process stored it and died before its host heard the turn began
         text = event.get("input")
         text = repair_text(text) if isinstance(text, str) and not text.isascii() else text
-        conversation.append_trusted(inbound_message(text if isinstance(text, str) else "", inbound))
+        conversation.append_trusted(inbound_message(text if isinstance(text, str) else "", inbound, event_id))
 
     def _emit(self, event: Any, *, trusted: bool = False) -> None:
         conversation = self.conversation
@@ -1019,6 +1032,11 @@ class AgentInstance:
                 except Exception:
                     self.logger.exception("closing model adapter failed")
             self.store.close()
+
+
+def _is_inbound_of(message: Message | None, event_id: str) -> bool:
+    """Whether ``message`` is the user message stored for the inbound event ``event_id``."""
+    return message is not None and message.role == "user" and message.metadata.get(EVENT_ID_KEY) == event_id
 
 
 def _may_end_unanswered(last: Message | None) -> bool:

@@ -18,14 +18,20 @@ from ..results import ToolCall
 
 _USER_SOURCE = FrozenDict({"type": "user"})
 _NO_METADATA = FrozenDict()  # immutable, so every message without metadata can share it
+# the id of the inbound event a user message was stored for: a redelivered event is not stored twice
+EVENT_ID_KEY = "__goondanEventId"
 
 
-def inbound_message(text: str, inbound: Mapping[str, Any]) -> Message:
-    """The user message of an inbound event; ``inbound`` becomes ``metadata.__goondanInbound``."""
+def inbound_message(text: str, inbound: Mapping[str, Any], event_id: str | None = None) -> Message:
+    """The user message of an inbound event; ``inbound`` becomes ``metadata.__goondanInbound`` and
+    the event's id ``metadata.__goondanEventId``."""
+    metadata: dict[str, Any] = {"__goondanInbound": to_frozen_json(inbound)}
+    if event_id is not None:
+        metadata[EVENT_ID_KEY] = event_id
     return Message(
         new_id("msg"),
         FrozenDict({"role": "user", "content": text}),
-        FrozenDict({"__goondanInbound": to_frozen_json(inbound)}),
+        FrozenDict(metadata),
         utc_now(),
         _USER_SOURCE,
     )

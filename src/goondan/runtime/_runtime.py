@@ -169,8 +169,11 @@ class Runtime:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        # left by cancellation or Ctrl+C: whoever owned the runtime gave up on its turns, so they are
+        # stopped now rather than waited for (see close())
+        interrupted = exc_type is not None and issubclass(exc_type, asyncio.CancelledError | KeyboardInterrupt)
+        await self.close(interrupt=interrupted)
 
     def _load(self) -> Any:
         from ..bundle import Bundle, load_bundle
@@ -283,7 +286,14 @@ class Runtime:
         """The process supervisor (``isolation="process"``), else ``None``."""
         return self._orch
 
-    async def close(self) -> None:
+    async def close(self, *, interrupt: bool = False) -> None:
+        """Stop the runtime. By default running turns, queued sends and inter-agent work finish
+        first (for at most the grace period; then agent processes are stopped, SIGKILLed if they do
+        not acknowledge). ``interrupt=True`` is Ctrl+C: running turns are cancelled instead — what
+        they made durable stays, the instance is left ``idle``, and tool calls they left unfinished
+        are answered with ``E_TOOL_INTERRUPTED`` on the next start — and agent processes that do
+        not stop within about 1.5 s are SIGKILLed. Leaving ``async with`` by cancellation or
+        ``KeyboardInterrupt`` closes this way; cancelling a graceful close() switches to it."""
         if self._closed:
             return
         self._closed = True
@@ -292,16 +302,15 @@ class Runtime:
             with contextlib.suppress(BaseException):
                 await self._watch_task
         if self._orch is not None:
-            # queued sends and inter-agent work finish first, but a stuck turn must not hang close():
-            # after the grace period the processes are stopped (and SIGKILLed if they do not ack)
-            try:
-                await asyncio.wait_for(self._orch.wait_idle(), self._orch.grace_period_ms / 1000)
-            except TimeoutError:
-                self.log.warning("closing with work still running: stopping the agent processes")
-            finally:
-                await self._orch.close()
+            await self._close_processes(interrupt)
+        elif interrupt:
+            await self._cancel_inline()
         else:
-            await self._hub.drain()
+            try:
+                await self._hub.drain()
+            except asyncio.CancelledError:
+                await self._cancel_inline()
+                raise
         for instance in list(self._instances.values()):
             try:
                 await instance.close()
@@ -311,6 +320,29 @@ class Runtime:
         for ctx in [*self._old_contexts, self._ctx]:
             if ctx is not None:
                 ctx.close()
+
+    async def _close_processes(self, interrupt: bool) -> None:
+        assert self._orch is not None
+        if interrupt:
+            await self._orch.close(interrupt=True)
+            return
+        # a stuck turn must not hang close(): after the grace period the processes are stopped
+        try:
+            await asyncio.wait_for(self._orch.wait_idle(), self._orch.grace_period_ms / 1000)
+        except TimeoutError:
+            self.log.warning("closing with work still running: stopping the agent processes")
+        except asyncio.CancelledError:
+            await self._orch.close(interrupt=True)
+            raise
+        await self._orch.close()
+
+    async def _cancel_inline(self) -> None:
+        """Inline turns of the caller's task are already cancelled with it; background ones (sends,
+        async inter-agent requests) are cancelled here so that closing the instances does not wait."""
+        tasks = self._hub.tasks()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def _require_started(self) -> None:
         if not self._started:
@@ -584,9 +616,30 @@ class Runtime:
                 return bool(deleted)
         return existed
 
+    def kill_now(self) -> None:
+        """End every agent process at once (SIGKILL) and leave no instance ``processing`` on disk:
+        for a host about to exit without closing (a second Ctrl+C). Their turns recover as after
+        any crash on the next start. Does nothing inline, where the turns die with the host."""
+        if self._orch is None:
+            return
+        import time
+
+        killed = self._orch.kill_now()
+        deadline = time.monotonic() + 0.5
+        for handle in killed:  # a dead process cannot write "processing" after us
+            while time.monotonic() < deadline and _pid_alive(handle.pid):
+                time.sleep(0.005)
+            with contextlib.suppress(Exception):
+                self._mark_idle(handle)
+
     def _process_gone(self, handle: Any) -> None:
         """A process died without finishing its turn: metadata.json must not say ``processing``."""
         if not self.persist or handle.status not in ("crashed", "crashLoopBackOff", "terminated"):
+            return
+        self._mark_idle(handle)
+
+    def _mark_idle(self, handle: Any) -> None:
+        if not self.persist:
             return
         assert self.workspace is not None
         store = self.workspace.instance(handle.agent, handle.key)
@@ -712,6 +765,17 @@ class Runtime:
                     report.failed(exc)
                     continue
             report.applied(changed)
+
+
+def _pid_alive(pid: int | None) -> bool:
+    """Whether ``pid`` still runs (a zombie waiting for its parent to reap it does not)."""
+    if pid is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def run(
