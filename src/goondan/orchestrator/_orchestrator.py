@@ -8,6 +8,12 @@ them, brokers inter-agent calls and knows nothing about turns beyond "one at a t
   outside a shutdown is ``crashed``, and after ``crash_threshold`` consecutive crashes
   ``crashLoopBackOff`` with backoff ``min(initial·2^(crashes−threshold−1), max)`` and one structured
   log line. A completed turn or a clean exit resets the count.
+- ``close()`` stops every process gracefully (each finishes its turn within the grace period);
+  ``close(interrupt=True)`` (Ctrl+C) has them cancel their turn instead, SIGKILLing a process that
+  does not stop within ``INTERRUPT_GRACE_MS + INTERRUPT_EXIT_MS``.
+- A queued event counts as taken by a process only once it answers ``turn_accepted``, which it does
+  when the turn's user message is on disk: a process that dies before that leaves the event to the
+  next one.
 - ``reconcile()`` (every ``reconcile_interval_ms``) evicts instances idle for the swarm's
   ``policy.lifecycle.ttlSeconds`` (graceful shutdown, history kept; the next event respawns them) and
   respawns crashed ones once their backoff has passed.
