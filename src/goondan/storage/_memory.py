@@ -169,7 +169,9 @@ class MemoryInstanceStore:
             if self._holds():
                 return
             holder = rec.holder() if rec.holder is not None else None
-            if holder is not None and holder is not self and not holder._closed:
+            busy = holder is not None and holder is not self and not holder._closed
+            holder = None  # a kept traceback of the error below must not keep the holder alive
+            if busy:
                 raise locked_error(self._name(), rec.holder_info)
             token = space.tokens.get(self._key, 0) + 1
             space.tokens[self._key] = token
@@ -226,16 +228,23 @@ class MemoryInstanceStore:
         base, events = rec.base, rec.events
         n = len(base)
         # the delta hint is used only when it is exactly the append events of this turn (as on disk)
-        if (
-            appended is not None
-            and len(next_messages) == n + len(appended)
-            and len(events) == len(appended)
-            and all(
-                e["type"] == "append" and e["message"].id == a.id and (b is a or b.id == a.id)
-                for e, a, b in zip(events, appended, next_messages[n:], strict=True)
-            )
-        ):
-            base.extend(appended)
+        delta = appended is not None and len(events) == len(appended) and len(next_messages) == n + len(events)
+        if delta:
+            assert appended is not None
+            i = n
+            for e, a in zip(events, appended, strict=True):  # a plain loop: this runs every turn
+                m = e.get("message")
+                b = next_messages[i]
+                i += 1
+                if (
+                    e["type"] != "append"
+                    or not (m is a or (m is not None and m.id == a.id))
+                    or not (b is a or b.id == a.id)
+                ):
+                    delta = False
+                    break
+        if delta:
+            base.extend(appended)  # type: ignore[arg-type]
         else:
             rec.base = list(next_messages)
         rec.events.clear()
@@ -381,11 +390,13 @@ class MemoryWorkspaceStore:
             if rec is None:
                 return False
             holder = rec.holder() if rec.holder is not None else None
-            if holder is not None and not holder.closed and not force:
+            held = holder is not None and not holder.closed
+            holder = None  # a kept traceback of the error below must not keep the holder alive
+            if held and not force:
                 raise locked_error(f"{agent_name}:{instance_key} (in memory)", rec.holder_info)
             del space.instances[key]
             # a forced delete fences the holder out: the next holder gets a higher token
-            if holder is not None:
+            if held:
                 space.tokens[key] = space.tokens.get(key, 0) + 1
         return not rec.is_empty()
 
