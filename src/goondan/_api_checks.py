@@ -5,7 +5,7 @@ lazily and typed ``Any`` internally, so nothing else would notice a drift). Neve
 from __future__ import annotations
 
 from ._api_types import AgentsApi, ToolRuntimeApi
-from .runtime._agents import MiddlewareAgents, ToolRuntime
+from .engine._agents import MiddlewareAgents, ToolRuntime
 
 
 def _middleware_agents(value: MiddlewareAgents) -> AgentsApi:

@@ -327,7 +327,7 @@ class ConversationState:
 
     def append_trusted(self, message: Message) -> None:
         """Append a message the runtime built itself (well-formed, fresh id, contents from
-        :mod:`goondan.runtime._messages`): the same as emitting an ``append`` event, minus the
+        :mod:`goondan.engine._messages`): the same as emitting an ``append`` event, minus the
         shape checks, and free of copies when its contents are already frozen."""
         msg = freeze_message(message)
         if msg.id in self._ids:

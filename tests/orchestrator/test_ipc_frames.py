@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from goondan.orchestrator import _ipc
-from goondan.orchestrator._ipc import HEADER, Connection, FrameTooLarge, IpcError, encode, message
+from goondan.executors.process import _ipc
+from goondan.executors.process._ipc import HEADER, Connection, FrameTooLarge, IpcError, encode, message
 
 LIMIT = 4096
 

@@ -9,8 +9,8 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from goondan.orchestrator import Orchestrator
-from goondan.orchestrator._ipc import Connection, message
+from goondan.executors.process import Orchestrator
+from goondan.executors.process._ipc import Connection, message
 
 
 class FakeAgents:

@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
-from goondan.orchestrator import MESSAGE_TYPES, STATUSES, ManualClock, backoff_ms
-from goondan.orchestrator._ipc import HEADER, Connection, IpcError, decode, encode, message
+from goondan.executors.process import MESSAGE_TYPES, STATUSES, ManualClock, backoff_ms
+from goondan.executors.process._ipc import HEADER, Connection, IpcError, decode, encode, message
 
 
 def test_ipc_has_exactly_three_message_types_and_seven_statuses() -> None:

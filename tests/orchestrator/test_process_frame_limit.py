@@ -13,7 +13,7 @@ import yaml
 
 import goondan
 from goondan import GoondanError
-from goondan.orchestrator import _ipc
+from goondan.executors.process import _ipc
 
 API = "goondan.ai/v1"
 MODEL = """\

@@ -19,7 +19,7 @@ from proc_kit import call, until
 
 import goondan
 from goondan import ExtensionError, GoondanError
-from goondan.orchestrator import ManualClock
+from goondan.executors.process import ManualClock
 
 
 def runtime(root: Path, state_root: Path, **kw: Any) -> goondan.Runtime:
@@ -297,7 +297,7 @@ def test_backoff_schedule_on_an_injected_clock(
             assert (handle.status, handle.consecutive_crashes) == ("terminated", 0)
             assert (await orch.reconcile()).to_respawn == []
 
-    with caplog.at_level(logging.WARNING, logger="goondan.orchestrator"):
+    with caplog.at_level(logging.WARNING, logger="goondan.executors.process"):
         asyncio.run(main())
     lines = [r.getMessage() for r in caplog.records if "crashLoopBackOff" in r.getMessage()]
     assert len(lines) == 2

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from goondan.orchestrator._output import OUTPUT_FILE, OUTPUT_LIMIT
+from goondan.executors.process._output import OUTPUT_FILE, OUTPUT_LIMIT
 
 API = "goondan.ai/v1"
 TEN_MB = 10 * 1024 * 1024

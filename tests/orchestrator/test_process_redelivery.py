@@ -87,7 +87,7 @@ def test_queued_requests_behind_a_dead_idle_process_each_run_exactly_once(tmp_pa
 def test_a_request_arriving_while_its_instance_is_evicted_is_served_by_the_next_process(
     tmp_path: Path, state_root: Path
 ) -> None:
-    from goondan.orchestrator import ManualClock
+    from goondan.executors.process import ManualClock
 
     root = pk.bundle(tmp_path / "b", ttl_seconds=1)
     clock = ManualClock()

@@ -1,7 +1,6 @@
-"""The agent runtime: instances, the turn/step loop, inter-agent routing."""
+"""The programmatic runtime facade: ``Runtime`` and ``run``."""
 
-from ._agents import AgentRequestResult, AgentSendResult
-from ._instance import AgentInstance
+from ..engine import AgentInstance, AgentRequestResult, AgentSendResult
 from ._runtime import Runtime, run
 
 __all__ = ["AgentInstance", "AgentRequestResult", "AgentSendResult", "Runtime", "run"]

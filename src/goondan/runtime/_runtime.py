@@ -1,7 +1,7 @@
 """The programmatic runtime (CONTRACT §7): ``Runtime`` and the ``run`` convenience wrapper.
 
 ``isolation="process"`` (the default; override with ``GOONDAN_ISOLATION=inline``) runs every agent
-instance in its own OS process under :class:`goondan.orchestrator.Orchestrator`; ``"inline"`` runs
+instance in its own OS process under :class:`goondan.executors.process.Orchestrator`; ``"inline"`` runs
 the same instances in this process. Both build instances through :class:`SwarmContext` and route
 inter-agent calls through :class:`AgentsHub`, so a turn behaves the same in either.
 """
@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from .._ids import new_id, now_iso
 from .._modules import forget_path
+from ..engine._agents import AgentLimits, AgentsHub, SpawnLimiter, SpawnRegistry, delivery_failed, request_failed
+from ..engine._instance import AgentInstance, RuntimeEventListener
+from ..engine._swarm import SwarmContext
 from ..errors import GoondanError
 from ..messages import Message
 from ..results import TurnResult
-from ._agents import AgentLimits, AgentsHub, SpawnLimiter, SpawnRegistry, delivery_failed, request_failed
-from ._instance import AgentInstance, RuntimeEventListener
-from ._swarm import SwarmContext
 
 if TYPE_CHECKING:
     from ..storage import StoreBackend, WorkspaceStore
@@ -217,14 +217,14 @@ class Runtime:
             await self._start_orchestrator()
         self._started = True
         if self.watch:
-            from ..orchestrator._watch import agent_fingerprints
+            from ..executors.process._watch import agent_fingerprints
 
             self._fingerprints = agent_fingerprints(self.bundle, self._swarm_arg)
             self._watch_task = asyncio.get_running_loop().create_task(self._watch_loop())
 
     async def _start_orchestrator(self) -> None:
-        from ..orchestrator import Orchestrator
-        from ..orchestrator._spawner import ForkServer
+        from ..executors.process import Orchestrator
+        from ..executors.process._spawner import ForkServer
 
         assert self._ctx is not None
         ctx = self._ctx
@@ -267,7 +267,7 @@ class Runtime:
         conversation. Without persistence it is read and dropped."""
         if not self.persist or self.workspace is None:
             return None
-        from ..orchestrator._output import OUTPUT_FILE
+        from ..executors.process._output import OUTPUT_FILE
 
         path = self.workspace.instance_path(agent, key)
         return None if path is None else path / OUTPUT_FILE
@@ -736,7 +736,7 @@ class Runtime:
                 await self._orch.ensure_started(handle.agent, handle.key)
 
     async def _watch_loop(self) -> None:
-        from ..orchestrator._watch import WatchReport, agent_fingerprints, changed_agents, scan
+        from ..executors.process._watch import WatchReport, agent_fingerprints, changed_agents, scan
 
         root = Path(self.bundle.root)
         files = scan(root)

@@ -24,11 +24,11 @@ from typing import Any
 import yaml
 
 from goondan.conversation import ConversationState
+from goondan.engine._info import AgentInfo, InboundInfo, PromptInfo, RuntimeInfo, SwarmInfo
 from goondan.extensions import EventBus, ExtensionApi, ExtensionState, load_module, register_extension
 from goondan.messages import Message, assistant_message, system_message, tool_message, user_message
 from goondan.pipeline import PipelineRegistry, StepState, Turn, TurnState
 from goondan.results import StepResult, TurnResult
-from goondan.runtime._info import AgentInfo, InboundInfo, PromptInfo, RuntimeInfo, SwarmInfo
 from goondan.tools import ToolRegistry
 
 API = "goondan.ai/v1"

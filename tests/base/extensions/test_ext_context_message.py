@@ -11,9 +11,9 @@ import policy_kit as k
 import pytest
 
 import goondan
+from goondan.engine._info import CallInfo, InboundInfo, SwarmInfo
 from goondan.errors import ExtensionError
 from goondan.messages import system_message, user_message
-from goondan.runtime._info import CallInfo, InboundInfo, SwarmInfo
 
 PROMPT = "You are the coordinator. Answer briefly."
 SWARM = SwarmInfo("brain", "coordinator", "coordinator", ("coordinator", "observer", "worker"), ("worker", "observer"))

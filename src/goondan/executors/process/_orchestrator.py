@@ -36,14 +36,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .._ids import new_id, now_iso
-from ..errors import AgentRequestError, ExtensionError, GoondanError
-from ..runtime._agents import AgentLimits, SpawnLimiter, SpawnRegistry, check_call_depth
+from ..._ids import new_id, now_iso
+from ...engine._agents import AgentLimits, SpawnLimiter, SpawnRegistry, check_call_depth
+from ...errors import AgentRequestError, ExtensionError, GoondanError
 from ._clock import Clock, RealClock
 from ._ipc import ORCHESTRATOR, Connection, FrameTooLarge, IpcError, frame_error, message
 from ._output import OutputSink
 
-log = logging.getLogger("goondan.orchestrator")
+log = logging.getLogger("goondan.executors.process")
 
 STATUSES = ("spawning", "idle", "processing", "draining", "terminated", "crashed", "crashLoopBackOff")
 SHUTDOWN_REASONS = ("restart", "config_change", "orchestrator_shutdown", "idle_timeout", "interrupt")

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-log = logging.getLogger("goondan.orchestrator")
+log = logging.getLogger("goondan.executors.process")
 
 OUTPUT_FILE = "agent-output.log"
 OUTPUT_LIMIT = 1024 * 1024

@@ -55,13 +55,13 @@ def _warm(init: dict[str, Any]) -> Any:
     """Import what every agent process needs and load the bundle once."""
     from pathlib import Path
 
+    import goondan.engine._instance
     import goondan.extensions
     import goondan.models
-    import goondan.runtime._instance
     import goondan.tools  # noqa: F401
     from goondan.bundle import load_bundle
-    from goondan.orchestrator import _agent_process  # noqa: F401
-    from goondan.runtime._swarm import SwarmContext
+    from goondan.engine._swarm import SwarmContext
+    from goondan.executors.process import _agent_process  # noqa: F401
 
     bundle = load_bundle(init["bundle"], env=init.get("env"), state_root=Path(init["stateRoot"]))
     return SwarmContext(
@@ -99,7 +99,7 @@ def _child(ctl: socket.socket, wake: tuple[int, int], fd: int, out: int | None, 
         set_parent_death_signal()
         if parent and os.getppid() != parent:
             os._exit(0)
-        from goondan.orchestrator._agent_process import run_agent_process
+        from goondan.executors.process._agent_process import run_agent_process
 
         code = run_agent_process(fd, spec, ctx)
     except SystemExit as exc:

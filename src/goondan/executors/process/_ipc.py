@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import GoondanError
+from ...errors import GoondanError
 
 MESSAGE_TYPES = ("event", "shutdown", "shutdown_ack")
 ORCHESTRATOR = "orchestrator"

@@ -18,10 +18,10 @@ from typing import Any
 
 import orjson
 
-from ..errors import ConfigError, GoondanError
+from ...errors import ConfigError, GoondanError
 from ._ipc import Connection
 
-log = logging.getLogger("goondan.orchestrator")
+log = logging.getLogger("goondan.executors.process")
 
 ExitCallback = Callable[[int, int], None]
 
@@ -46,7 +46,7 @@ class ForkServer:
             # whatever the server itself prints (a bundle import's side effects) goes to the host's
             # stderr: the host's stdout carries answers only
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "goondan.orchestrator._forkserver", str(child.fileno())],
+                [sys.executable, "-m", "goondan.executors.process._forkserver", str(child.fileno())],
                 pass_fds=[child.fileno()],
                 stdin=subprocess.DEVNULL,
                 stdout=2,

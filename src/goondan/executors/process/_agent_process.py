@@ -22,12 +22,12 @@ import os
 import socket
 from typing import Any, NoReturn
 
-from .._ids import new_id
-from ..errors import AgentRequestError, GoondanError
-from ..runtime._agents import AgentsHub
+from ..._ids import new_id
+from ...engine._agents import AgentsHub
+from ...errors import AgentRequestError, GoondanError
 from ._ipc import ORCHESTRATOR, Connection, FrameTooLarge, IpcError, frame_error, message
 
-log = logging.getLogger("goondan.orchestrator")
+log = logging.getLogger("goondan.executors.process")
 
 
 class ProcessBackend:

@@ -13,7 +13,7 @@ an instance per hop. Where instances live (this process, or the orchestrator for
 host's own requests are not limited (they are the operator's traffic, not a runaway swarm).
 
 Where the target runs is the backend's business: :class:`InlineBackend` runs it in this process,
-the agent-process backend (``goondan.orchestrator``) sends the event to the orchestrator, which
+the agent-process backend (``goondan.executors.process``) sends the event to the orchestrator, which
 routes it to the target's own process. Event shapes, the call stack, timeouts and the async inbox
 are handled here, once, for both.
 """
