@@ -11,10 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import rt_testkit as k
-from rt_testkit import agent_doc, export, tool_doc
-
 import goondan
+import kit as k
+from kit import agent_doc, export, tool_doc
 
 MODEL = """\
 import json
@@ -71,14 +70,12 @@ def test_sigkill_mid_turn_keeps_emitted_messages_for_the_next_turn(
 ) -> None:
     root = k.write_bundle(
         tmp_path / "bundle",
-        [
-            k.package_doc(),
-            k.python_model_doc(),
-            tool_doc("block", "./tools/block.py", [export("wait")]),
-            agent_doc("a", tools=["block"]),
-            k.swarm_doc(["a"]),
-        ],
-        {"model.py": MODEL, "tools/block.py": TOOL},
+        k.package_doc(),
+        k.python_model_doc(),
+        tool_doc("block", "./tools/block.py", [export("wait")]),
+        agent_doc("a", tools=["block"]),
+        k.swarm_doc(["a"]),
+        files={"model.py": MODEL, "tools/block.py": TOOL},
     )
     ready = tmp_path / "ready"
     req_log = tmp_path / "requests.jsonl"

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import rt_testkit as k
-from rt_testkit import agent_doc, call, export, extension_doc, scripted, text, tool_doc
 
 import goondan
+import kit as k
 from goondan import ExtensionError, GoondanError
+from kit import agent_doc, call, export, extension_doc, scripted, text, tool_doc
 
 
 def bundle(
@@ -62,22 +62,22 @@ def load_error(root: Path, state_root: Path) -> ExtensionError:
 
 SLOW_ASYNC = """\
 import asyncio
-import rt_testkit
+import kit
 
 
 async def register(api):
-    rt_testkit.TRACE.append("slow:start")
+    kit.TRACE.append("slow:start")
     for _ in range(5):
         await asyncio.sleep(0)
-    rt_testkit.TRACE.append("slow:end")
+    kit.TRACE.append("slow:end")
 """
 
 FAST_SYNC = """\
-import rt_testkit
+import kit
 
 
 def register(api):
-    rt_testkit.TRACE.append("fast")
+    kit.TRACE.append("fast")
 """
 
 
@@ -96,19 +96,19 @@ def test_register_runs_once_per_instance(tmp_path: Path, state_root: Path) -> No
 
 
 CONFIG_TWO = """\
-import rt_testkit
+import kit
 
 
 def register(api, config):
-    rt_testkit.PROBE["two"] = config
+    kit.PROBE["two"] = config
 """
 
 CONFIG_ONE = """\
-import rt_testkit
+import kit
 
 
 def register(api):
-    rt_testkit.PROBE["one"] = type(api).__name__
+    kit.PROBE["one"] = type(api).__name__
 """
 
 
@@ -311,7 +311,7 @@ def test_config_matching_the_schema_loads(tmp_path: Path, state_root: Path) -> N
 # --- api.state ---------------------------------------------------------------------------------------
 
 COUNTER = """\
-import rt_testkit
+import kit
 from goondan import GoondanError
 
 NAME = {name!r}
@@ -320,27 +320,27 @@ NAME = {name!r}
 def register(api):
     async def turn(ctx):
         value = await api.state.get()
-        rt_testkit.TRACE.append((NAME, ctx.instance_key, value))
-        if rt_testkit.PROBE.get("freeze"):
+        kit.TRACE.append((NAME, ctx.instance_key, value))
+        if kit.PROBE.get("freeze"):
             return await ctx.next()
         count = (value or {{"count": 0}})["count"]
         await api.state.set({{"count": count + {step}}})
         try:
             await api.state.set(object())
         except GoondanError as exc:
-            rt_testkit.PROBE["bad_set"] = exc.code
+            kit.PROBE["bad_set"] = exc.code
         return await ctx.next()
 
     api.pipeline.register("turn", turn)
 """
 
 READER = """\
-import rt_testkit
+import kit
 
 
 def register(api):
     async def turn(ctx):
-        rt_testkit.PROBE["reader"] = await api.state.get()
+        kit.PROBE["reader"] = await api.state.get()
         return await ctx.next()
 
     api.pipeline.register("turn", turn)
@@ -407,7 +407,7 @@ def test_state_file_is_written_only_when_the_state_changed(tmp_path: Path, state
 
 def test_state_get_returns_a_copy(tmp_path: Path, state_root: Path) -> None:
     source = """\
-import rt_testkit
+import kit
 
 
 def register(api):
@@ -415,7 +415,7 @@ def register(api):
         await api.state.set({"items": [1]})
         value = await api.state.get()
         value["items"].append(2)
-        rt_testkit.PROBE["after"] = await api.state.get()
+        kit.PROBE["after"] = await api.state.get()
         return await ctx.next()
 
     api.pipeline.register("turn", turn)
@@ -429,7 +429,7 @@ def register(api):
 # --- api.events ---------------------------------------------------------------------------------------
 
 ALL_EVENTS = """\
-import rt_testkit
+import kit
 
 TYPES = [
     "turn.started", "turn.completed", "turn.failed",
@@ -439,12 +439,12 @@ TYPES = [
 
 
 def register(api):
-    seen = rt_testkit.PROBE.setdefault("types", [])
+    seen = kit.PROBE.setdefault("types", [])
     for name in TYPES:
         api.events.on(name, lambda event, name=name: seen.append((name, event["type"])))
 
     async def tool_call(ctx):
-        if rt_testkit.PROBE.get("break_tool"):
+        if kit.PROBE.get("break_tool"):
             raise RuntimeError("middleware failure")
         return await ctx.next()
 
@@ -481,13 +481,13 @@ def test_all_nine_runtime_event_types_reach_extension_subscribers(tmp_path: Path
 
 def test_extension_logger_has_the_four_methods(tmp_path: Path, state_root: Path) -> None:
     source = """\
-import rt_testkit
+import kit
 
 
 def register(api):
     for name in ("debug", "info", "warning", "error"):
         getattr(api.logger, name)("hello from %s", name)
-    rt_testkit.PROBE["logged"] = True
+    kit.PROBE["logged"] = True
 """
     root = bundle(tmp_path, {"talker": source})
     k.MODEL = scripted(text("ok"))

@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import rt_testkit as k
-
 import goondan
+import kit as k
 
 TOOL = """\
 def ping(ctx, args):
@@ -53,11 +52,11 @@ def test_listed_guard_without_config_takes_the_agent_required_tools(tmp_path: Pa
 
 
 CLEANUP_EXT = """\
-import rt_testkit
+import kit
 
 
 def register(api):
-    api.events.on("extension.cleanup", lambda payload: rt_testkit.TRACE.append(("cleanup", payload)))
+    api.events.on("extension.cleanup", lambda payload: kit.TRACE.append(("cleanup", payload)))
 """
 
 

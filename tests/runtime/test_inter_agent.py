@@ -8,24 +8,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import rt_testkit as k
-from rt_testkit import agent_doc, call, export, extension_doc, swarm_doc, text, tool_doc
 
 import goondan
+import kit as k
 from goondan import AgentRequestError
+from kit import agent_doc, call, export, extension_doc, swarm_doc, text, tool_doc
 
 # A step middleware that, at step 0, performs the request described in PROBE["plan"][agent_name]:
 # {"op": "request"|"send", "target", "input", "kw": {...}}; results and errors go to PROBE[agent_name].
 CALLER_EXT = """\
-import rt_testkit
+import kit
 from goondan import AgentRequestError
 
 
 def register(api):
     async def step(ctx):
-        plan = rt_testkit.PROBE.get("plan", {}).get(ctx.agent_name)
+        plan = kit.PROBE.get("plan", {}).get(ctx.agent_name)
         if plan and ctx.step_index == 0:
-            out = rt_testkit.PROBE.setdefault(ctx.agent_name, {})
+            out = kit.PROBE.setdefault(ctx.agent_name, {})
             out["auth"] = ctx.input_event.get("auth")
             out["trace_id"] = ctx.trace_id
             try:
@@ -36,7 +36,7 @@ def register(api):
                 out["error"] = exc
             except Exception as exc:
                 out["other_error"] = exc
-        rt_testkit.PROBE.setdefault("inputs", []).append((ctx.agent_name, ctx.instance_key, ctx.input_event))
+        kit.PROBE.setdefault("inputs", []).append((ctx.agent_name, ctx.instance_key, ctx.input_event))
         return await ctx.next()
 
     api.pipeline.register("step", step)
@@ -44,12 +44,12 @@ def register(api):
 
 # A tool whose handler calls another agent through ctx.runtime.
 AGENT_TOOL = """\
-import rt_testkit
+import kit
 
 
 async def ask(ctx, args):
     result = await ctx.runtime.request(args["target"], args["input"])
-    rt_testkit.PROBE.setdefault("tool_results", []).append((ctx.agent_name, result))
+    kit.PROBE.setdefault("tool_results", []).append((ctx.agent_name, result))
     return result.response
 
 
@@ -369,19 +369,19 @@ def test_invalid_timeouts_fall_back_to_the_default(tmp_path: Path, state_root: P
 
 ASYNC_CALLER = """\
 import asyncio
-import rt_testkit
+import kit
 
 
 def register(api):
     def on_done(event):
         if event["agentName"] == "worker":
-            rt_testkit.PROBE["worker_done"] = True
+            kit.PROBE["worker_done"] = True
 
     api.events.on("turn.completed", on_done)
 
     async def step(ctx):
         if ctx.agent_name == "a" and ctx.step_index == 0:
-            rt_testkit.PROBE["async_result"] = await ctx.agents.request("worker", "background job", async_=True)
+            kit.PROBE["async_result"] = await ctx.agents.request("worker", "background job", async_=True)
         return await ctx.next()
 
     api.pipeline.register("step", step)
@@ -389,12 +389,12 @@ def register(api):
 
 WAIT_TOOL = """\
 import asyncio
-import rt_testkit
+import kit
 
 
 async def wait(ctx, args):
     for _ in range(400):
-        if rt_testkit.PROBE.get("worker_done"):
+        if kit.PROBE.get("worker_done"):
             break
         await asyncio.sleep(0.005)
     for _ in range(50):  # let the response task hand the message to the caller's inbox

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import rt_testkit as k
-from rt_testkit import agent_doc, call, export, extension_doc, scripted, text, tool_doc
 
 import goondan
+import kit as k
+from kit import agent_doc, call, export, extension_doc, scripted, text, tool_doc
 
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 HEX16 = re.compile(r"^[0-9a-f]{16}$")
@@ -26,7 +26,7 @@ ONE_TOOL_ORDER = [
 ]
 
 SUBSCRIBER = """\
-import rt_testkit
+import kit
 
 TYPES = [
     "turn.started", "turn.completed", "turn.failed",
@@ -36,7 +36,7 @@ TYPES = [
 
 
 def register(api):
-    seen = rt_testkit.PROBE.setdefault("ext_events", [])
+    seen = kit.PROBE.setdefault("ext_events", [])
     for name in TYPES:
         api.events.on(name, seen.append)
 """
@@ -212,11 +212,11 @@ def test_runtime_events_jsonl_has_one_line_per_event(tmp_path: Path, state_root:
 
 def test_extension_events_unsubscribe_and_raising_handler_isolated(tmp_path: Path, state_root: Path) -> None:
     source = """\
-import rt_testkit
+import kit
 
 
 def register(api):
-    got = rt_testkit.PROBE.setdefault("got", [])
+    got = kit.PROBE.setdefault("got", [])
 
     def boom(event):
         raise RuntimeError("handler failure")

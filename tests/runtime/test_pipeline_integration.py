@@ -6,22 +6,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import rt_testkit as k
-from rt_testkit import agent_doc, call, export, extension_doc, scripted, text, tool_doc
 
 import goondan
+import kit as k
+from kit import agent_doc, call, export, extension_doc, scripted, text, tool_doc
 
 TOOL = """\
-import rt_testkit
+import kit
 
 
 def echo(ctx, args):
-    rt_testkit.TRACE.append(("handler", dict(args)))
+    kit.TRACE.append(("handler", dict(args)))
     return "echo:" + str(args.get("command"))
 
 
 def other(ctx, args):
-    rt_testkit.TRACE.append(("other", dict(args)))
+    kit.TRACE.append(("other", dict(args)))
     return "other"
 
 
@@ -64,9 +64,9 @@ def go(root: Path, state_root: Path, *inputs: str) -> dict[str, Any]:
 # --- onion order ----------------------------------------------------------------------------------
 
 ORDER_A = """\
-import rt_testkit
+import kit
 
-T = rt_testkit.TRACE
+T = kit.TRACE
 
 
 def layer(label, kind):
@@ -85,9 +85,9 @@ def register(api):
 """
 
 ORDER_B = """\
-import rt_testkit
+import kit
 
-T = rt_testkit.TRACE
+T = kit.TRACE
 
 
 def layer(label, kind):
@@ -205,14 +205,14 @@ def test_args_changed_in_toolcall_middleware_reach_the_handler(tmp_path: Path, s
 
 CONTINUE_ONCE = """\
 import dataclasses
-import rt_testkit
+import kit
 
 
 def register(api):
     async def step(ctx):
         result = await ctx.next()
-        if not result.should_continue and not rt_testkit.PROBE.get("forced"):
-            rt_testkit.PROBE["forced"] = True
+        if not result.should_continue and not kit.PROBE.get("forced"):
+            kit.PROBE["forced"] = True
             return dataclasses.replace(result, should_continue=True)
         return result
 
@@ -230,22 +230,22 @@ def test_should_continue_overridden_in_step_post_causes_one_more_model_call(tmp_
 
 
 ATTRS = """\
-import rt_testkit
+import kit
 
 
 def register(api):
     async def turn(ctx):
-        rt_testkit.PROBE["turn"] = hasattr(ctx, "agents")
+        kit.PROBE["turn"] = hasattr(ctx, "agents")
         return await ctx.next()
 
     async def step(ctx):
-        rt_testkit.PROBE["step"] = hasattr(ctx, "agents")
-        rt_testkit.PROBE["step_runtime"] = ctx.runtime.swarm.self_agent
+        kit.PROBE["step"] = hasattr(ctx, "agents")
+        kit.PROBE["step_runtime"] = ctx.runtime.swarm.self_agent
         return await ctx.next()
 
     async def tool_call(ctx):
-        rt_testkit.PROBE["toolCall"] = hasattr(ctx, "agents")
-        rt_testkit.PROBE["toolCall_fields"] = (ctx.tool_name, ctx.step_index, type(ctx.args).__name__)
+        kit.PROBE["toolCall"] = hasattr(ctx, "agents")
+        kit.PROBE["toolCall_fields"] = (ctx.tool_name, ctx.step_index, type(ctx.args).__name__)
         return await ctx.next()
 
     api.pipeline.register("turn", turn)
@@ -266,7 +266,7 @@ def test_toolcall_context_has_no_agents_but_turn_and_step_do(tmp_path: Path, sta
 
 
 NEXT_TWICE = """\
-import rt_testkit
+import kit
 from goondan import GoondanError
 
 
@@ -276,7 +276,7 @@ def register(api):
         try:
             await ctx.next()
         except GoondanError as exc:
-            rt_testkit.PROBE["code"] = exc.code
+            kit.PROBE["code"] = exc.code
         return result
 
     api.pipeline.register("step", step)
@@ -335,13 +335,13 @@ def test_toolcall_middleware_that_skips_next_skips_the_handler(tmp_path: Path, s
 # --- message events from middleware --------------------------------------------------------------
 
 EDITOR = """\
-import rt_testkit
+import kit
 from goondan.messages import system_message, user_message
 
 
 def register(api):
     async def turn(ctx):
-        mode = rt_testkit.PROBE.get("mode")
+        mode = kit.PROBE.get("mode")
         msgs = ctx.conversation_state.next_messages
         if mode == "edit":
             ctx.emit_message_event({"type": "replace", "targetId": msgs[0].id, "message": user_message("REPLACED")})
@@ -411,7 +411,7 @@ def test_malformed_message_event_is_rejected_with_a_goondan_error(
     tmp_path: Path, state_root: Path, bad_event: Any
 ) -> None:
     source = f"""\
-import rt_testkit
+import kit
 from goondan import GoondanError
 
 
@@ -420,7 +420,7 @@ def register(api):
         try:
             ctx.emit_message_event({bad_event!r})
         except GoondanError as exc:
-            rt_testkit.PROBE["code"] = exc.code
+            kit.PROBE["code"] = exc.code
         return await ctx.next()
 
     api.pipeline.register("turn", turn)
@@ -436,7 +436,7 @@ def register(api):
 # --- dynamic tools ---------------------------------------------------------------------------------
 
 DYNAMIC = """\
-import rt_testkit
+import kit
 
 
 def register(api):

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import rt_testkit as k
-from rt_testkit import scripted, simple_bundle, text
 
 import goondan
+import kit as k
 from goondan.errors import GoondanError
 from goondan.storage import FileStoreBackend, MemoryStoreBackend
+from kit import scripted, simple_bundle, text
 
 
 def _files(root: Path) -> list[Path]:

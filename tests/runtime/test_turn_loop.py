@@ -8,18 +8,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import rt_testkit as k
-from rt_testkit import agent_doc, call, export, extension_doc, scripted, swarm_doc, text, tool_doc
 
 import goondan
+import kit as k
 from goondan import GoondanError, StepResult, ToolCall, ToolCallResult, TurnResult
+from kit import agent_doc, call, export, extension_doc, scripted, swarm_doc, text, tool_doc
 
 ECHO_TOOL = """\
-import rt_testkit
+import kit
 
 
 def echo(ctx, args):
-    rt_testkit.TRACE.append(("echo", dict(args)))
+    kit.TRACE.append(("echo", dict(args)))
     return "echo:" + str(args.get("command"))
 
 
@@ -543,11 +543,11 @@ def test_turn_middleware_can_return_a_replaced_turn_result(tmp_path: Path, state
 
 
 CTX_TOOL = """\
-import rt_testkit
+import kit
 
 
 def inspect_ctx(ctx, args):
-    rt_testkit.PROBE["ctx"] = {
+    kit.PROBE["ctx"] = {
         "agent_name": ctx.agent_name,
         "instance_key": ctx.instance_key,
         "turn_id": ctx.turn_id,
@@ -651,7 +651,7 @@ SCRIPTED_DOCS = [
 @pytest.mark.parametrize("isolation", ["inline", "process"])
 def test_isolation_modes_produce_the_same_turn(tmp_path: Path, isolation: str) -> None:
     standalone_tool = "handlers = {'echo': lambda ctx, args: 'echo:' + args['command']}\n"
-    root = k.write_bundle(tmp_path / "bundle", SCRIPTED_DOCS, {"tools/echo.py": standalone_tool})
+    root = k.write_bundle(tmp_path / "bundle", *SCRIPTED_DOCS, files={"tools/echo.py": standalone_tool})
     state = tmp_path / "state"
 
     async def main() -> TurnResult:

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import rt_testkit as k
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rt_testkit import agent_doc, call, export, scripted, text, tool_doc
 
 import goondan
+import kit as k
+from kit import agent_doc, call, export, scripted, text, tool_doc
 
 BAD_TOOL = """\
 def big_int(ctx, args):
@@ -216,7 +216,7 @@ def register(api, config):
 
 
 def test_extension_emitted_message_with_unencodable_values_is_stored_repaired(tmp_path: Path, state_root: Path) -> None:
-    from rt_testkit import extension_doc
+    from kit import extension_doc
 
     root = k.simple_bundle(
         tmp_path,

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import rt_testkit as k
-from rt_testkit import agent_doc, extension_doc, scripted, text
 
 import goondan
+import kit as k
 from goondan import GoondanError
+from kit import agent_doc, extension_doc, scripted, text
 
 EXITING_MIDDLEWARE = """\
 import sys
