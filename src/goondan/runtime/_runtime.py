@@ -217,7 +217,7 @@ class Runtime:
             await self._start_orchestrator()
         self._started = True
         if self.watch:
-            from ..executors.process._watch import agent_fingerprints
+            from ._watch import agent_fingerprints
 
             self._fingerprints = agent_fingerprints(self.bundle, self._swarm_arg)
             self._watch_task = asyncio.get_running_loop().create_task(self._watch_loop())
@@ -736,7 +736,7 @@ class Runtime:
                 await self._orch.ensure_started(handle.agent, handle.key)
 
     async def _watch_loop(self) -> None:
-        from ..executors.process._watch import WatchReport, agent_fingerprints, changed_agents, scan
+        from ._watch import WatchReport, agent_fingerprints, changed_agents, scan
 
         root = Path(self.bundle.root)
         files = scan(root)
