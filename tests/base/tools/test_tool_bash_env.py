@@ -14,6 +14,7 @@ import tools_testkit
 from tools_testkit import FakeCtx, run
 
 import goondan
+import kit
 from goondan.base.tools import bash
 from goondan.errors import GoondanError
 
@@ -87,14 +88,14 @@ def _bundle_run(tmp_path: Path, tool_config: dict[str, Any]) -> dict[str, Any]:
     seen: list[dict[str, Any]] = []
 
     def model(request: Any) -> Any:
-        results = tools_testkit.tool_results(request.messages)
+        results = kit.tool_results(request.messages)
         if not results:
             return {"toolCalls": [{"id": "c0", "name": "bash__exec", "args": {"command": "env"}}]}
         seen.append(results[0]["output"])
         return {"text": "done"}
 
-    tools_testkit.MODEL = model
-    root = tools_testkit.write_bundle(tmp_path / "b", {"a": ["bash"]}, tool_config=tool_config)
+    kit.MODEL = model
+    root = tools_testkit.tools_bundle(tmp_path / "b", {"a": ["bash"]}, tool_config=tool_config)
 
     async def main() -> None:
         async with goondan.Runtime(root, state_root=tmp_path / "state", isolation="inline") as rt:

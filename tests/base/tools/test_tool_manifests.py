@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tools_testkit import FakeCtx, run, write_bundle
+from tools_testkit import FakeCtx, run, tools_bundle
 
 import goondan
 from goondan._modules import import_path
@@ -30,7 +30,7 @@ Export = tuple[str, str, dict[str, Any], Any]
 
 @pytest.fixture(scope="module")
 def tools(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    bundle = goondan.load_bundle(write_bundle(tmp_path_factory.mktemp("manifests") / "b", {"a": []}))
+    bundle = goondan.load_bundle(tools_bundle(tmp_path_factory.mktemp("manifests") / "b", {"a": []}))
     return {r.name: r for r in bundle.of_kind("Tool", package="@goondan/base")}
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tools_testkit as kit
-from tools_testkit import calls_then_text, last_results, output_value, write_bundle
+from tools_testkit import calls_then_text, last_results, output_value, tools_bundle
 
 import goondan
+import kit
 
 
 def _request(root: Path, state_root: Path, text: str = "go") -> Any:
@@ -42,7 +42,7 @@ def _workdirs(state_root: Path) -> list[Path]:
 
 
 def test_bash_exec_and_script_run_in_the_instance_workdir(tmp_path: Path, state_root: Path) -> None:
-    root = write_bundle(tmp_path / "b", {"a": ["bash", "file-system"]})
+    root = tools_bundle(tmp_path / "b", {"a": ["bash", "file-system"]})
     seen_tools: list[list[str]] = []
     steps = calls_then_text(
         ("bash__exec", {"command": "printf hello; echo made > out.txt"}),
@@ -68,7 +68,7 @@ def test_bash_exec_and_script_run_in_the_instance_workdir(tmp_path: Path, state_
 
 
 def test_file_system_round_trip_and_escape_refused_through_the_runtime(tmp_path: Path, state_root: Path) -> None:
-    root = write_bundle(tmp_path / "b", {"a": ["file-system"]})
+    root = tools_bundle(tmp_path / "b", {"a": ["file-system"]})
     kit.MODEL = calls_then_text(
         ("file-system__mkdir", {"path": "notes"}),
         ("file-system__write", {"path": "notes/a.txt", "content": "alpha"}),
@@ -92,7 +92,7 @@ def test_file_system_round_trip_and_escape_refused_through_the_runtime(tmp_path:
 
 
 def test_schema_validation_runs_before_the_handlers(tmp_path: Path, state_root: Path) -> None:
-    root = write_bundle(tmp_path / "b", {"a": ["bash", "wait", "text-transform"]})
+    root = tools_bundle(tmp_path / "b", {"a": ["bash", "wait", "text-transform"]})
     kit.MODEL = calls_then_text(
         ("bash__exec", {"command": "true", "shell": "zsh"}),
         ("wait__seconds", {"seconds": 301}),
@@ -139,7 +139,7 @@ def json_server() -> Iterator[str]:
 def test_http_fetch_then_json_query_and_text_transform(tmp_path: Path, state_root: Path, json_server: str) -> None:
     # the server is on 127.0.0.1, which http-fetch refuses unless the agent's tool config allows it
     tool_config = {"http-fetch": {"allowHosts": ["127.0.0.1"]}}
-    root = write_bundle(tmp_path / "b", {"a": ["http-fetch", "json-query", "text-transform"]}, tool_config=tool_config)
+    root = tools_bundle(tmp_path / "b", {"a": ["http-fetch", "json-query", "text-transform"]}, tool_config=tool_config)
     body: dict[str, str] = {}
 
     def model(request: Any) -> Any:
@@ -166,7 +166,7 @@ def test_http_fetch_then_json_query_and_text_transform(tmp_path: Path, state_roo
 
 
 def test_wait_and_self_restart_through_the_runtime(tmp_path: Path, state_root: Path) -> None:
-    root = write_bundle(tmp_path / "b", {"a": ["wait", "self-restart"]})
+    root = tools_bundle(tmp_path / "b", {"a": ["wait", "self-restart"]})
     kit.MODEL = calls_then_text(
         ("wait__seconds", {"seconds": 0.05}),
         ("self-restart__request", {"reason": "tools changed"}),
@@ -181,7 +181,7 @@ def test_wait_and_self_restart_through_the_runtime(tmp_path: Path, state_root: P
 
 
 def test_agents_request_returns_the_other_agents_reply(tmp_path: Path, state_root: Path) -> None:
-    root = write_bundle(tmp_path / "b", {"boss": ["agents"], "helper": ["agents"]})
+    root = tools_bundle(tmp_path / "b", {"boss": ["agents"], "helper": ["agents"]})
 
     def model(request: Any) -> Any:
         if request.agent_name == "helper":
@@ -211,7 +211,7 @@ def test_agents_request_returns_the_other_agents_reply(tmp_path: Path, state_roo
 
 
 def test_agents_request_cycle_is_a_circular_call_tool_error(tmp_path: Path, state_root: Path) -> None:
-    root = write_bundle(tmp_path / "b", {"a": ["agents"], "b": ["agents"]})
+    root = tools_bundle(tmp_path / "b", {"a": ["agents"], "b": ["agents"]})
     seen_by_b: list[dict[str, Any]] = []
 
     def model(request: Any) -> Any:
@@ -239,7 +239,7 @@ def test_agents_request_cycle_is_a_circular_call_tool_error(tmp_path: Path, stat
 
 
 def test_agents_unknown_target_is_agent_not_found(tmp_path: Path, state_root: Path) -> None:
-    root = write_bundle(tmp_path / "b", {"a": ["agents"]})
+    root = tools_bundle(tmp_path / "b", {"a": ["agents"]})
     kit.MODEL = calls_then_text(
         ("agents__request", {"target": "ghost", "input": "hi"}),
         ("agents__send", {"target": "ghost", "input": "hi"}),
@@ -251,7 +251,7 @@ def test_agents_unknown_target_is_agent_not_found(tmp_path: Path, state_root: Pa
 
 
 def test_agents_spawn_then_list_through_the_runtime(tmp_path: Path, state_root: Path) -> None:
-    root = write_bundle(tmp_path / "b", {"boss": ["agents"], "helper": ["agents"]})
+    root = tools_bundle(tmp_path / "b", {"boss": ["agents"], "helper": ["agents"]})
     kit.MODEL = calls_then_text(
         ("agents__spawn", {"target": "helper", "instanceKey": "h-1", "cwd": "sub"}),
         ("agents__spawn", {"target": "helper", "instanceKey": "h-1"}),
@@ -267,7 +267,7 @@ def test_agents_spawn_then_list_through_the_runtime(tmp_path: Path, state_root: 
 
 
 def test_error_messages_are_cut_at_the_tools_error_message_limit(tmp_path: Path, state_root: Path) -> None:
-    root = write_bundle(tmp_path / "b", {"a": ["file-system"]})
+    root = tools_bundle(tmp_path / "b", {"a": ["file-system"]})
     long_path = "../" + "x/" * 1500  # the refusal message quotes the path: > 3000 characters
     kit.MODEL = calls_then_text(("file-system__read", {"path": long_path}))
     _request(root, state_root)

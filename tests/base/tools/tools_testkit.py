@@ -1,51 +1,22 @@
-"""Helpers for the standard-tool tests: a fake tool context, a handler runner and bundle builders.
+"""Helpers for the standard-tool tests: a fake tool context, a handler runner and a bundle builder.
 
 Unit tests call handlers directly with :class:`FakeCtx` (a real workdir under ``tmp_path``).
-End-to-end tests write a real bundle whose agents reference the built-in tools as
-``{kind: Tool, name: ..., package: "@goondan/base"}`` and whose ``python`` model forwards every
-call to :data:`MODEL` (``tests/base/tools`` is on ``sys.path`` while the tests run).
+End-to-end tests write a real bundle (:func:`tools_bundle`) whose agents reference the built-in
+tools as ``{kind: Tool, name: ..., package: "@goondan/base"}`` and whose ``python`` model forwards
+every call to ``kit.MODEL`` (the shared kit's model hook).
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-API = "goondan.ai/v1"
-BASE = "@goondan/base"
-
-# what the python model does; set per test (reset by conftest)
-MODEL: Callable[[Any], Any] | None = None
-# the messages each model call received (JSON copies)
-SEEN: list[list[dict[str, Any]]] = []
-
-FORWARDING_MODEL = """\
-import tools_testkit
-
-
-def generate(request):
-    return tools_testkit.forward(request)
-"""
-
-
-def forward(request: Any) -> Any:
-    SEEN.append(json.loads(json.dumps(list(request.messages))))
-    assert MODEL is not None, "test did not set tools_testkit.MODEL"
-    return MODEL(request)
-
-
-def reset() -> None:
-    global MODEL
-    MODEL = None
-    SEEN.clear()
+import kit
 
 
 @dataclass
@@ -77,51 +48,32 @@ def run(handler: Callable[[Any, Any], Any], ctx: Any, args: Any) -> Any:
 # --- bundles ------------------------------------------------------------------------------------
 
 
-def base_tool(name: str) -> dict[str, Any]:
-    return {"kind": "Tool", "name": name, "package": BASE}
-
-
-def agent_doc(name: str, tools: Sequence[str], tool_config: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """An Agent using built-in tools; ``tool_config`` gives some of them a per-agent ``config``."""
-    configs = tool_config or {}
-    items = [{"ref": base_tool(t), "config": configs[t]} if t in configs else base_tool(t) for t in tools]
-    return {
-        "apiVersion": API,
-        "kind": "Agent",
-        "metadata": {"name": name},
-        "spec": {"modelConfig": {"modelRef": "Model/m"}, "tools": items},
-    }
-
-
-def write_bundle(
+def tools_bundle(
     root: Path,
     agents: Mapping[str, Sequence[str]],
     *,
     entry: str | None = None,
     tool_config: Mapping[str, Any] | None = None,
 ) -> Path:
-    """A bundle with one forwarding python model and agents using the given built-in tools."""
-    names = list(agents)
-    docs: list[dict[str, Any]] = [
-        {"apiVersion": API, "kind": "Package", "metadata": {"name": "tools-test"}, "spec": {"version": "0.1.0"}},
-        {
-            "apiVersion": API,
-            "kind": "Model",
-            "metadata": {"name": "m"},
-            "spec": {"provider": "python", "model": "fake", "options": {"entry": "./model.py"}},
-        },
-        *(agent_doc(n, t, tool_config) for n, t in agents.items()),
-        {
-            "apiVersion": API,
-            "kind": "Swarm",
-            "metadata": {"name": "tools-swarm"},
-            "spec": {"entryAgent": f"Agent/{entry or names[0]}", "agents": [{"ref": f"Agent/{n}"} for n in names]},
-        },
-    ]
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "goondan.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False), encoding="utf-8")
-    (root / "model.py").write_text(FORWARDING_MODEL, encoding="utf-8")
-    return root
+    """A bundle with the kit's forwarding python model and agents using the given built-in tools;
+    ``tool_config`` gives some of the tools a per-agent ``config``."""
+    configs = tool_config or {}
+
+    def ref(tool: str) -> dict[str, Any]:
+        return (
+            {"ref": kit.base_ref("Tool", tool), "config": configs[tool]}
+            if tool in configs
+            else kit.base_ref("Tool", tool)
+        )
+
+    return kit.write_bundle(
+        root,
+        kit.package_doc("tools-test"),
+        kit.python_model_doc(model="fake"),
+        *(kit.agent_doc(name, tools=[ref(t) for t in tools]) for name, tools in agents.items()),
+        kit.swarm_doc(list(agents), entry=entry, name="tools-swarm"),
+        files={"model.py": kit.FORWARDING_MODEL},
+    )
 
 
 def calls_then_text(*calls: tuple[str, dict[str, Any]], final: str = "done") -> Callable[[Any], Any]:
@@ -140,17 +92,9 @@ def calls_then_text(*calls: tuple[str, dict[str, Any]], final: str = "done") -> 
     return generate
 
 
-def tool_results(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The tool-result parts of a model input, in order."""
-    out: list[dict[str, Any]] = []
-    for m in messages:
-        if m.get("role") == "tool" and isinstance(m.get("content"), list):
-            out.extend(p for p in m["content"] if p.get("type") == "tool-result")
-    return out
-
-
 def last_results() -> list[dict[str, Any]]:
-    return tool_results(SEEN[-1]) if SEEN else []
+    """The tool-result parts the last model call received."""
+    return kit.tool_results(kit.REQUESTS[-1].messages) if kit.REQUESTS else []
 
 
 def output_value(part: Mapping[str, Any]) -> Any:
