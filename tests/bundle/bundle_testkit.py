@@ -1,9 +1,8 @@
-"""Helpers shared by the bundle tests (plain module: tests/ is not a package)."""
+"""Fixtures of the bundle tests: sample bundles, validation shortcuts (bundles are written with ``kit``)."""
 
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
 
 try:
@@ -13,15 +12,7 @@ except ImportError:  # running from a checkout that is not installed
 
 from goondan.bundle import ValidationReport, validate_bundle
 from goondan.errors import ConfigIssue
-
-
-def write_files(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip("\n"))
-    return root
-
+from kit import write_files
 
 SAMPLE_MANIFEST = """
 apiVersion: goondan.ai/v1
@@ -137,13 +128,6 @@ def check(root: Path, files: dict[str, str], env: dict[str, str] | None = None) 
     """Write ``files`` (dedented) under ``root`` and validate; never raises."""
     write_files(root, files)
     return validate_bundle(root, env=env or {})
-
-
-def agent_doc(name: str = "a", model: str = "Model/m") -> str:
-    return (
-        "apiVersion: goondan.ai/v1\nkind: Agent\n"
-        f"metadata: {{name: {name}}}\nspec: {{modelConfig: {{modelRef: {model}}}}}\n"
-    )
 
 
 def real_base_root() -> Path:

@@ -5,9 +5,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from bundle_testkit import SAMPLE_FILES, write_files
+from bundle_testkit import SAMPLE_FILES
 
 from goondan.bundle import _loader
+from kit import write_files
 
 REAL_BASE = Path(_loader.__file__).resolve().parent.parent / "base"
 

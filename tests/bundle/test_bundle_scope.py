@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bundle_testkit import MODEL_DOC, agent_doc, check, codes, write_files
+from bundle_testkit import MODEL_DOC, check, codes
 
 from goondan.bundle import validate_bundle
+from kit import agent_yaml, write_files
 
 SWARM = (
     "apiVersion: goondan.ai/v1\nkind: Swarm\nmetadata: {name: default}\n"
@@ -15,7 +16,7 @@ SWARM = (
 
 
 def _bundle(root: Path) -> Path:
-    return write_files(root, {"goondan.yaml": MODEL_DOC + "---\n" + agent_doc("main") + "---\n" + SWARM})
+    return write_files(root, {"goondan.yaml": MODEL_DOC + "---\n" + agent_yaml("main") + "---\n" + SWARM})
 
 
 def test_nested_bundle_below_the_root_is_not_merged_in(tmp_path: Path) -> None:
@@ -30,7 +31,7 @@ def test_nested_bundle_below_the_root_is_not_merged_in(tmp_path: Path) -> None:
 
 def test_resource_files_in_plain_subdirectories_are_still_loaded(tmp_path: Path) -> None:
     _bundle(tmp_path)
-    write_files(tmp_path, {"sub/agents.yaml": agent_doc("extra")})
+    write_files(tmp_path, {"sub/agents.yaml": agent_yaml("extra")})
     report = check(tmp_path, {})
     assert report.valid, report.errors
     assert report.bundle is not None and report.bundle.get("Agent", "extra") is not None

@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from bundle_testkit import codes, only, real_base_root, write_files
+from bundle_testkit import codes, only, real_base_root
 
 from goondan.bundle import validate_bundle
+from kit import write_files
 
 
 @pytest.fixture(autouse=True)
@@ -26,7 +27,7 @@ MODEL = (
 )
 
 
-def tool_doc(exports: list[str], entry: str = "./tools/calc.py") -> str:
+def tool_yaml(exports: list[str], entry: str = "./tools/calc.py") -> str:
     items = ", ".join(f"{{name: {e}, description: d, parameters: {{type: object}}}}" for e in exports)
     return HEADER + f"kind: Tool\nmetadata: {{name: calc}}\nspec:\n  entry: {entry}\n  exports: [{items}]\n"
 
@@ -40,26 +41,26 @@ def bundle(tmp_path: Path, docs: list[str], files: dict[str, str] | None = None)
 
 
 def test_tool_file_with_a_syntax_error_is_reported_with_its_file_and_line(tmp_path: Path) -> None:
-    root = bundle(tmp_path, [MODEL, tool_doc(["add"])], {"tools/calc.py": "def add(ctx, args):\n    return (\n"})
+    root = bundle(tmp_path, [MODEL, tool_yaml(["add"])], {"tools/calc.py": "def add(ctx, args):\n    return (\n"})
     issue = only(validate_bundle(root, env={}).errors, "E_CONFIG_ENTRY_SYNTAX")
     assert issue.file == "tools/calc.py" and issue.line is not None and issue.line >= 2
     assert "Tool/calc" in issue.message and "py_compile" in (issue.suggestion or "")
 
 
 def test_return_outside_function_is_a_syntax_error_too(tmp_path: Path) -> None:
-    root = bundle(tmp_path, [MODEL, tool_doc(["add"])], {"tools/calc.py": "return 1\nhandlers = {}\n"})
+    root = bundle(tmp_path, [MODEL, tool_yaml(["add"])], {"tools/calc.py": "return 1\nhandlers = {}\n"})
     assert only(validate_bundle(root, env={}).errors, "E_CONFIG_ENTRY_SYNTAX").line == 1
 
 
 def test_tool_without_handlers_is_reported(tmp_path: Path) -> None:
-    root = bundle(tmp_path, [MODEL, tool_doc(["add"])], {"tools/calc.py": "def add(ctx, args):\n    return 1\n"})
+    root = bundle(tmp_path, [MODEL, tool_yaml(["add"])], {"tools/calc.py": "def add(ctx, args):\n    return 1\n"})
     issue = only(validate_bundle(root, env={}).errors, "E_CONFIG_ENTRY_EXPORT_MISSING")
     assert "handlers" in issue.message and issue.file == "goondan.yaml" and issue.line is not None
 
 
 def test_handlers_dict_missing_an_export_names_the_export_and_suggests_the_close_key(tmp_path: Path) -> None:
     source = "def add(ctx, args):\n    return 1\n\n\nhandlers = {'ad': add, 'mul': add}\n"
-    root = bundle(tmp_path, [MODEL, tool_doc(["add", "mul"])], {"tools/calc.py": source})
+    root = bundle(tmp_path, [MODEL, tool_yaml(["add", "mul"])], {"tools/calc.py": source})
     issue = only(validate_bundle(root, env={}).errors, "E_CONFIG_TOOL_HANDLER_MISSING")
     assert "'add'" in issue.message and "tools/calc.py:5" in issue.message
     assert "did you mean 'ad'?" in (issue.suggestion or "")
@@ -72,7 +73,7 @@ def test_checks_never_run_the_module_and_dynamic_handlers_are_left_to_the_runtim
         f"open({str(marker)!r}, 'w').close()\n"
         "handlers = {}\nfor name in ('add', 'mul'):\n    handlers[name] = print\n"
     )
-    root = bundle(tmp_path, [MODEL, tool_doc(["add", "mul"])], {"tools/calc.py": source})
+    root = bundle(tmp_path, [MODEL, tool_yaml(["add", "mul"])], {"tools/calc.py": source})
     report = validate_bundle(root, env={})
     assert report.errors == []
     assert not marker.exists()
@@ -176,7 +177,7 @@ def test_load_bundle_reports_syntax_errors_and_leaves_handler_checks_to_the_runt
     from goondan.bundle import load_bundle
     from goondan.errors import ConfigError
 
-    root = bundle(tmp_path, [MODEL, tool_doc(["add"])], {"tools/calc.py": "x = 1\n"})
+    root = bundle(tmp_path, [MODEL, tool_yaml(["add"])], {"tools/calc.py": "x = 1\n"})
     assert load_bundle(root, env={}) is not None  # no handlers: the runtime's import reports E_TOOL_LOAD
     (root / "tools" / "calc.py").write_text("handlers = {\n")
     with pytest.raises(ConfigError) as info:

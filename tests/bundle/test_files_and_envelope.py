@@ -3,10 +3,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from bundle_testkit import MODEL_DOC, agent_doc, check, codes, only
+from bundle_testkit import MODEL_DOC, check, codes, only
 
 from goondan.bundle import load_bundle, validate_bundle
 from goondan.errors import ConfigError
+from kit import agent_yaml
 
 PACKAGE_DOC = "apiVersion: goondan.ai/v1\nkind: Package\nmetadata: {name: pkg}\nspec: {version: 0.1.0}\n"
 
@@ -20,7 +21,7 @@ def test_directory_without_goondan_yaml_is_not_a_bundle_and_a_missing_path_is_no
 
 
 def test_only_resource_file_names_are_loaded_and_build_dirs_skipped(tmp_path: Path) -> None:
-    agent = agent_doc("NAME")
+    agent = agent_yaml("NAME")
     files = {
         "goondan.yaml": MODEL_DOC,
         "sub/Agents.YML": agent.replace("NAME", "found"),
@@ -184,7 +185,7 @@ def test_duplicate_kind_and_name_reports_both_locations(tmp_path: Path) -> None:
 
 
 def test_same_name_with_different_kinds_is_fine(tmp_path: Path) -> None:
-    agent = agent_doc("m")
+    agent = agent_yaml("m")
     report = check(tmp_path, {"goondan.yaml": MODEL_DOC + "---\n" + agent})
     assert report.valid, report.errors
 

@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from bundle_testkit import SAMPLE_FILES, write_files
+from bundle_testkit import SAMPLE_FILES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from goondan.bundle import load_bundle, validate_bundle
 from goondan.errors import ConfigError
+from kit import write_files
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("FUZZ_EXAMPLES", "150")), deadline=None, suppress_health_check=list(HealthCheck)

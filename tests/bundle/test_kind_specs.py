@@ -3,9 +3,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from bundle_testkit import MODEL_DOC, agent_doc, check, only
+from bundle_testkit import MODEL_DOC, check, only
 
 from goondan.bundle import load_bundle
+from kit import agent_yaml
 
 HEAD = "apiVersion: goondan.ai/v1\n"
 
@@ -137,7 +138,7 @@ def test_missing_system_ref_file_is_entry_not_found(tmp_path: Path) -> None:
 
 
 def swarm(spec: str) -> str:
-    return MODEL_DOC + "---\n" + agent_doc("a") + "---\n" + agent_doc("b") + "---\n" + doc("Swarm", "s", spec)
+    return MODEL_DOC + "---\n" + agent_yaml("a") + "---\n" + agent_yaml("b") + "---\n" + doc("Swarm", "s", spec)
 
 
 def test_entry_agent_must_be_listed_in_swarm_agents(tmp_path: Path) -> None:

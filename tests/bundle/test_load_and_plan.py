@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from bundle_testkit import SAMPLE_FILES, write_files
+from bundle_testkit import SAMPLE_FILES
 
 from goondan.bundle import (
     AgentPlan,
@@ -15,6 +15,7 @@ from goondan.bundle import (
 )
 from goondan.bundle._schemas import AgentSpec, ToolSpec
 from goondan.errors import ConfigError
+from kit import write_files
 
 
 def test_valid_sample_bundle_loads_with_all_scopes(sample: Path) -> None:

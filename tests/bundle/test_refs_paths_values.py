@@ -4,11 +4,12 @@ import os
 from pathlib import Path
 
 import pytest
-from bundle_testkit import MODEL_DOC, agent_doc, check, only, write_files
+from bundle_testkit import MODEL_DOC, check, only
 
 from goondan.bundle import load_bundle, resolve_value_source, validate_bundle
 from goondan.bundle._values import secret_env_name
 from goondan.errors import ConfigError
+from kit import agent_yaml, write_files
 
 HEAD = "apiVersion: goondan.ai/v1\n"
 
@@ -103,7 +104,7 @@ def test_unknown_package_in_ref_is_ref_not_found(tmp_path: Path) -> None:
 
 
 def test_ref_to_invalid_resource_is_not_reported_twice(tmp_path: Path) -> None:
-    report = check(tmp_path, {"goondan.yaml": MODEL_DOC.replace("model: x", "model: ''") + "---\n" + agent_doc()})
+    report = check(tmp_path, {"goondan.yaml": MODEL_DOC.replace("model: x", "model: ''") + "---\n" + agent_yaml()})
     assert [i.code for i in report.errors] == ["E_CONFIG_SCHEMA_INVALID"]
 
 
@@ -154,7 +155,7 @@ def connection(spec: str) -> dict[str, str]:
     conn = doc("Connection", "conn", "  connectorRef: Connector/c\n" + spec)
     connector = doc("Connector", "c", "  entry: ./c.py\n  events: [{name: msg}]\n")
     return {
-        "goondan.yaml": MODEL_DOC + "---\n" + agent_doc("a") + "---\n" + agent_doc("b") + "---\n" + swarm,
+        "goondan.yaml": MODEL_DOC + "---\n" + agent_yaml("a") + "---\n" + agent_yaml("b") + "---\n" + swarm,
         "connections.yaml": conn,
         "connectors.yaml": connector,
         "c.py": "async def run(ctx): ...\n",
