@@ -218,7 +218,7 @@ EventSink = Callable[[dict[str, Any]], None]
 
 
 class ConversationState:
-    """The conversation of one agent instance during a turn (CONTRACT §4).
+    """The conversation of one agent instance during a turn (docs/architecture.md#message-events).
 
     ``base_messages``, ``events`` and ``next_messages`` are read-only views; changes go through
     :meth:`emit` (exposed to middleware as ``ctx.emit_message_event``).

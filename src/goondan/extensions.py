@@ -1,7 +1,7 @@
 """The extension API (``pipeline``, ``tools``, ``state``, ``events``, ``logger``) and the loader.
 
 Extensions load in ``Agent.spec.extensions`` order and each ``register`` is awaited before the next
-one starts (seed 001 §2.1), so an extension can rely on everything registered before it. Failures
+one starts, so an extension can rely on everything registered before it. Failures
 are :class:`~goondan.errors.ExtensionError` with the standard codes and the extension's name.
 """
 
@@ -271,7 +271,7 @@ class ExtensionTools:
 
 
 class ExtensionApi:
-    """What ``register(api)`` receives. Only these five parts exist (seed 001 §10)."""
+    """What ``register(api)`` receives. Only these five parts exist (docs/architecture.md#extensions)."""
 
     __slots__ = ("_name", "events", "logger", "pipeline", "state", "tools")
 

@@ -1,4 +1,4 @@
-"""Messages, message events and the helpers extensions use to build them (CONTRACT §4).
+"""Messages, message events and the helpers extensions use to build them (docs/architecture.md#messages).
 
 A :class:`Message` wraps one core-message dict (``data``: ``{"role", "content"}``) with a stable id,
 free-form ``metadata`` and its ``source``. On disk (``base.jsonl``) and in ``events.jsonl`` a message is
@@ -51,7 +51,7 @@ class Message:
         )
 
     def to_record(self) -> dict[str, Any]:
-        """The on-disk JSON object (CONTRACT §4)."""
+        """The on-disk JSON object ``{id, data, metadata, createdAt, source}``."""
         return {
             "id": self.id,
             "data": self.data,
@@ -202,7 +202,7 @@ def tool_message(
     *,
     id: str | None = None,
 ) -> Message:
-    """One ``role: tool`` message holding the result of one tool call (CONTRACT §4)."""
+    """One ``role: tool`` message holding the result of one tool call (docs/architecture.md#messages)."""
     part = {"type": "tool-result", "toolCallId": tool_call_id, "toolName": tool_name, "output": output}
     return _new_message(
         "tool",

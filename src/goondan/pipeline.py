@@ -1,4 +1,4 @@
-"""The three onion middleware chains: ``turn``, ``step`` and ``toolCall`` (seed 004, CONTRACT §5).
+"""The three onion middleware chains: ``turn``, ``step`` and ``toolCall`` (docs/architecture.md#the-three-chains).
 
 Ordering: ascending ``priority`` (lower is outer), then registration order — and since extensions
 register in ``Agent.spec.extensions`` order, the first extension's middleware is outermost.
@@ -409,7 +409,7 @@ class StepContext(_LayerContext[StepState, StepResult]):
 
 class ToolCallContext(_LayerContext[ToolCallState, ToolCallResult]):
     """Context of a ``toolCall`` middleware. ``args`` may be replaced or edited before ``next()``;
-    the handler receives the result. There is deliberately no ``agents`` here (seed 001 §2.2)."""
+    the handler receives the result. Deliberately no ``agents`` here (docs/architecture.md#the-three-chains)."""
 
     __slots__ = ()
 

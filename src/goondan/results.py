@@ -1,4 +1,4 @@
-"""Result types returned through the middleware chains (CONTRACT §5). All are dataclasses so that
+"""Result types returned through the middleware chains. All are dataclasses so that
 middleware can derive a changed result with ``dataclasses.replace``."""
 
 from __future__ import annotations

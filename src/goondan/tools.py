@@ -1,4 +1,4 @@
-"""Tool registry, per-step catalog and the executor behind the ``toolCall`` chain (digest §4).
+"""Tool registry, per-step catalog and the executor behind the ``toolCall`` chain (docs/architecture.md#tools).
 
 Names are ``<resource>__<export>`` for Tool resources and ``<extension>__<tool>`` for tools an
 extension registers. The executor never raises into the turn: every failure becomes an error
@@ -87,7 +87,7 @@ class ToolEntry:
 
 
 class ToolContext:
-    """What a tool handler receives as ``ctx`` (CONTRACT §5)."""
+    """What a tool handler receives as ``ctx``."""
 
     __slots__ = (
         "_make_runtime",
@@ -346,7 +346,7 @@ async def execute_tool(
     args: Any,
     make_context: Callable[[], ToolContext],
 ) -> ToolCallResult:
-    """The core of the ``toolCall`` chain: the checks of digest §4.3, in order, then the handler."""
+    """The core of the ``toolCall`` chain: the checks of docs/architecture.md#tools, in order, then the handler."""
     item = None
     for candidate in catalog:
         if candidate.get("name") == tool_name:
@@ -454,7 +454,7 @@ def stored_output_part(result: ToolCallResult, max_bytes: int) -> tuple[ToolCall
 
 
 def result_output_part(result: ToolCallResult) -> dict[str, Any]:
-    """The ``output`` of the tool-result part recorded in the conversation (CONTRACT §4), frozen:
+    """The ``output`` of the tool-result part recorded in the conversation (docs/architecture.md#messages), frozen:
     ``error-json`` for errors, ``text`` for strings, ``json`` for anything else (an output already
     shaped ``{type: text|json, value}`` is kept). Middleware may have replaced the executor's output
     with any value, so it is coerced to JSON here, in the same pass that freezes it."""

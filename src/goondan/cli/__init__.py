@@ -1,4 +1,4 @@
-"""``gdn``: the command line (CONTRACT §9, digest §8).
+"""``gdn``: the command line (docs/architecture.md#command-line).
 
 Each command lives in its own private module imported only when it runs, so ``gdn --help`` loads
 nothing but argparse and ``gdn validate`` never imports the runtime, SDKs or servers.

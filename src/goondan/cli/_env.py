@@ -1,4 +1,4 @@
-"""Environment for a command: system < ``.env`` < ``.env.local`` < ``--env-file`` (digest §8)."""
+"""Environment for a command: system < ``.env`` < ``.env.local`` < ``--env-file``, later wins."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def parse_env_file(path: Path) -> dict[str, str]:
 
 
 def load_env(bundle_dir: Path, env_file: str | None) -> dict[str, str]:
-    """Environment for a run: system < ``.env`` < ``.env.local`` < ``--env-file`` (digest §8)."""
+    """Environment for a run: system < ``.env`` < ``.env.local`` < ``--env-file``, later wins."""
     from ..errors import ConfigError
 
     env = dict(os.environ)

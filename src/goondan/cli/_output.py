@@ -1,4 +1,4 @@
-"""Printing: colors, the ``[CODE] message`` / ``suggestion:`` / ``help:`` error format (CONTRACT §9)."""
+"""Printing: colors, the ``[CODE] message`` / ``suggestion:`` / ``help:`` error format."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``ctx`` handed to a connector's ``async def run(ctx)`` (digest §7) and the event shape it emits."""
+"""``ctx`` handed to a connector's ``async def run(ctx)`` and the event shape it emits."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def check_event(event: Any) -> dict[str, Any]:
 
 
 def message_text(message: Mapping[str, Any]) -> str:
-    """The agent's input text for a connector message (digest §7)."""
+    """The agent's input text for a connector message (docs/architecture.md#connectors)."""
     mtype = message.get("type")
     if mtype == "image":
         return f"[image] {message.get('url', '')}"

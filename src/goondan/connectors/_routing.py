@@ -1,4 +1,4 @@
-"""Ingress routing of connector events (digest §7): a pure function of the rules and the event.
+"""Ingress routing of connector events (docs/architecture.md#connectors): a pure function of the rules and the event.
 
 Kept free of I/O and of the bundle types so that the routing table can be tested exhaustively; the
 bundle's ``IngressRule`` models are converted once per connection with :func:`rules_from_ingress`.

@@ -1,5 +1,5 @@
-"""``ctx.runtime``: what a turn knows about its agent, swarm, inbound event and caller (digest §2.5
-step 4), with snake_case attributes. Read-only value objects."""
+"""``ctx.runtime``: what a turn knows about its agent, swarm, inbound event and caller, with
+snake_case attributes. Read-only value objects."""
 
 from __future__ import annotations
 

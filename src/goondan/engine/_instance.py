@@ -1,5 +1,5 @@
 """One agent instance (agent name + instance key): its conversation, tools, extensions and the
-turn/step loop (digest §2.5–2.7).
+turn/step loop (docs/architecture.md#where-a-turn-runs).
 
 Turns of one instance never overlap (an asyncio lock, FIFO). Every message change is a message
 event, appended to ``events.jsonl`` the moment it is emitted, and folded into ``base.jsonl`` at turn
@@ -96,7 +96,7 @@ def _clip(text: str) -> tuple[str, bool]:
 
 
 def llm_input_summary(messages: Any) -> list[dict[str, Any]]:
-    """``runtime.llmInputMessages`` (digest §2.9): what the model is about to see, bounded (last 64
+    """``runtime.llmInputMessages`` (of ``step.started``): what the model is about to see, bounded (last 64
     messages, texts ≤ 2000 chars) so runtime events stay small. Tool parts become ``summary`` lines
     ``[tool-call:<name>] <json>`` / ``[tool-result:<name>] <json>``."""
     from .._json import dumps_str
@@ -157,7 +157,7 @@ RESTART_FLAGS = ("restartRequested", "runtimeRestart", "__goondanRestart")
 
 
 def restart_signal(output: Any) -> str | None:
-    """The restart reason if a successful tool output asks for a restart (digest §2.10), else None.
+    """The restart reason if a successful tool output asks for a restart (``self-restart``), else None.
     ``{"type": "json", "value": {...}}`` outputs are looked into."""
     if isinstance(output, dict) and output.get("type") == "json" and isinstance(output.get("value"), dict):
         output = output["value"]
@@ -244,7 +244,7 @@ class AgentInstance:
         )
         self.inbox: list[Message] = []
         self.started = False
-        # set when a tool asked for a restart (digest §2.10); the runtime acts on it after the turn
+        # set when a tool asked for a restart (``self-restart``); the runtime acts on it after the turn
         self.restart_requested: str | None = None
 
     # --- start-up -------------------------------------------------------------------------

@@ -66,7 +66,7 @@ def model_message(
 
 
 def tool_result_message(call: ToolCall, output: Mapping[str, Any]) -> Message:
-    """One ``role: tool`` message with the result of one tool call (CONTRACT §4); ``output`` is the
+    """One ``role: tool`` message with the result of one tool call (docs/architecture.md#messages); ``output`` is the
     frozen output part (:func:`goondan.tools.stored_output_part`)."""
     part = FrozenDict({"type": "tool-result", "toolCallId": call.id, "toolName": call.name, "output": output})
     return Message(

@@ -1,4 +1,4 @@
-"""Reading core-message dicts (CONTRACT §4) the same way for every provider mapping."""
+"""Reading core-message dicts (docs/architecture.md#messages) the same way for every provider mapping."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def unsupported(message: Mapping[str, Any], what: str) -> ModelError:
     return ModelError(
         "E_MODEL_UNSUPPORTED_CONTENT",
         f"a {message.get('role')!r} message has {what}, which this provider mapping does not support",
-        suggestion="Messages carry text, tool-call and tool-result parts (CONTRACT §4).",
+        suggestion="Messages carry text, tool-call and tool-result parts (docs/architecture.md#messages).",
     )
 
 

@@ -1,4 +1,4 @@
-"""The ``python`` provider: a user module's ``generate(request)`` is the model (CONTRACT §3).
+"""The ``python`` provider: a user module's ``generate(request)`` is the model (docs/python-provider.md).
 
 Useful for tests, deterministic demos and wrapping any in-house inference code. ``docs/python-provider.md``
 is the user-facing description; in short:

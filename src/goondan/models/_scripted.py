@@ -1,4 +1,4 @@
-"""The ``scripted`` provider: ordered rules matched against the last input message (CONTRACT §3).
+"""The ``scripted`` provider: ordered rules matched against the last input message.
 
 It makes whole swarms runnable offline and deterministically — examples, tests and benchmarks use it.
 """

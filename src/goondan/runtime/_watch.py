@@ -1,4 +1,4 @@
-"""``watch=True``: which agents a file change affects (digest §2.10).
+"""``watch=True``: which agents a file change affects (docs/architecture.md#restart-and-watch).
 
 Each agent gets a fingerprint over everything its instances are built from: its Agent resource, its
 Model (and a ``python`` model's entry file), its Tools and Extensions (resources and entry files,

@@ -1,4 +1,4 @@
-"""Durable, crash-safe storage of workspaces and agent instances (CONTRACT §8).
+"""Durable, crash-safe storage of workspaces and agent instances (docs/architecture.md#durability).
 
 Layout::
 
@@ -12,7 +12,7 @@ Layout::
         messages/.commit.json         transient marker of a base rewrite in progress
         extensions/<extensionName>.json
 
-The invariant (CONTRACT §8): at every instant, ``base.jsonl`` folded with ``events.jsonl`` is the
+The invariant: at every instant, ``base.jsonl`` folded with ``events.jsonl`` is the
 conversation including everything the current turn made durable. A process killed at any point loses no
 committed message and applies no event twice; a restart replays the residual events.
 

@@ -1,4 +1,4 @@
-"""Where state lives: the state root, workspace ids and instance directory names (CONTRACT §8).
+"""Where state lives: the state root, workspace ids and instance directory names.
 
 Directory names are derived from user-chosen strings (swarm instance keys, agent names, instance keys
 such as ``user:123`` or a Slack thread id), so they must be filesystem safe on every platform we run on,
@@ -76,7 +76,7 @@ def _short_hash(text: str, length: int) -> str:
 
 
 def workspace_id(swarm_instance_key: str) -> str:
-    """The workspace id: a slug of the swarm's instance key (digest §3).
+    """The workspace id: a slug of the swarm's instance key.
 
     trim, lowercase, ``[^a-z0-9._-]`` → ``-``, collapse runs of ``-``, strip edge ``-``, empty →
     ``default``. Slugs longer than 128 characters are cut and suffixed with a hash of the full slug, so

@@ -5,7 +5,7 @@ call that asked for it, or an assistant tool call whose results do not all follo
 policy that drops messages (window, compaction) must therefore treat an assistant message with tool
 calls and the result messages answering it as one indivisible *unit*: kept whole or removed whole.
 
-Shape (CONTRACT §4): an assistant message holds ``tool-call`` parts ``{toolCallId, toolName, input}``;
+Shape (docs/architecture.md#messages): an assistant message holds ``tool-call`` parts ``{toolCallId, toolName, input}``;
 each result is a ``role: tool`` message holding ``tool-result`` parts ``{toolCallId, toolName,
 output}``. Upstream spellings (``tool_call``/``tool_use`` parts, ``id``/``tool_use_id`` keys, results
 carried by ``user`` messages) are recognised too, so histories imported from elsewhere are handled.

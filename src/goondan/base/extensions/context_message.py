@@ -1,5 +1,5 @@
 """context-message: puts the agent's system prompt (and, if enabled, runtime context blocks) into
-the conversation as one system message, once per history (digest §6).
+the conversation as one system message, once per history.
 
 Before a turn runs (turn middleware, so after the turn's inbound user message) it resolves five
 segments in a fixed order — ``agent.prompt.system``, ``runtime.swarm.catalog`` (``[runtime_catalog]``

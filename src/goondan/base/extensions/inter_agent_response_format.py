@@ -1,8 +1,8 @@
 """inter-agent-response-format: turn raw async inter-agent responses into text a model reads well
-(digest §6 and §2.8).
+(docs/architecture.md#inter-agent-calls).
 
 An async ``agents`` request delivers its answer as a **user** message whose metadata carries
-``__goondanInterAgentResponse`` (the §2.8 marker) and whose content is the raw JSON payload. Before
+``__goondanInterAgentResponse`` (the async-response marker) and whose content is the raw JSON payload. Before
 each step (step middleware, before ``next()``) every such message that is valid and not yet
 formatted is ``replace``d — same id, same position — by a message with the content::
 
@@ -35,7 +35,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
 
 
 def valid_marker(marker: Any) -> bool:
-    """The §2.8 marker: kind, version 1, request/agent ids, async true, a status and receivedAt."""
+    """The async-response marker: kind, version 1, request/agent ids, async true, a status and receivedAt."""
     if not isinstance(marker, dict):
         return False
     if marker.get("kind") != "inter_agent_response" or marker.get("version") != 1:

@@ -1,4 +1,4 @@
-"""logging: one log line when each turn, step and tool call starts and ends (digest §6, seed 001 §8.5).
+"""logging: one log line when each turn, step and tool call starts and ends.
 
 Turn and step lines are ``info``, tool-call lines ``debug``; a failing layer is logged at ``error``
 and the exception re-raised unchanged, so observing never alters behaviour. Lines go to

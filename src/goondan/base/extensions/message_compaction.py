@@ -1,5 +1,4 @@
-"""message-compaction: shrink a long history before a turn runs, leaving a summary in its place
-(digest §6, seed 001 §8.3, seed 003 §14.3).
+"""message-compaction: shrink a long history before a turn runs, leaving a summary in its place.
 
 Triggered when the history has more than ``maxMessages`` messages or more than ``maxCharacters``
 characters (text plus tool-call inputs and tool-result outputs). Two modes:

@@ -1,5 +1,4 @@
-"""message-window: keep at most ``maxMessages`` messages by removing the oldest ones (digest §6,
-seed 001 §8.4).
+"""message-window: keep at most ``maxMessages`` messages by removing the oldest ones.
 
 Before each turn runs (turn middleware, before ``next()``), the oldest ``len - maxMessages``
 messages are marked for removal; then the tool-call integrity rule (``_integrity``) removes whatever

@@ -1,4 +1,4 @@
-"""required-tools-guard: a turn may not end before one of ``requiredTools`` has succeeded (digest §6).
+"""required-tools-guard: a turn may not end before one of ``requiredTools`` has succeeded.
 
 Three middlewares cooperate. ``turn`` starts a fresh record for every turn invocation (never keyed
 by turn id, so a repeated id cannot inherit an earlier turn's success). ``toolCall`` records each

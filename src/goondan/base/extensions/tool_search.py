@@ -1,5 +1,4 @@
-"""tool-search: lets the model pick the tools it needs instead of seeing every tool at every step
-(seed 003 §14.2, seed 001 §8.2, digest §6).
+"""tool-search: lets the model pick the tools it needs instead of seeing every tool at every step.
 
 The extension registers one tool, ``<extension>__search`` (``tool-search__search`` under the
 default name), and one step middleware:
@@ -12,7 +11,7 @@ default name), and one step middleware:
   next step sees the narrowed catalog. A search that matches nothing clears the selection, so the
   full catalog comes back.
 
-Why it can never be a way around the catalog (seed 003 §14.2 rule 3, MUST NOT): the middleware only
+Why it can never be a way around the catalog: the middleware only
 ever *removes* items from the catalog it was handed; it never adds one back from the snapshot, the
 state or the registry. A tool another middleware removed therefore stays removed whatever the
 selection says, and the executor refuses any call to a tool that is not in the step's final catalog

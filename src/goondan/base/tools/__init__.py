@@ -1,4 +1,4 @@
-"""Standard tools of ``@goondan/base`` (digest §4.4): one module per Tool resource.
+"""Standard tools of ``@goondan/base`` (declared in ``tools.yaml``): one module per Tool resource.
 
 The Tool resources themselves are declared in ``tools.yaml`` next to these modules; the runtime
 imports each module from its file path and reads its ``handlers`` dict. Modules therefore use

@@ -1,4 +1,4 @@
-"""agents: talk to the other agents of the swarm (digest §2.8, §4.4).
+"""agents: talk to the other agents of the swarm (docs/architecture.md#inter-agent-calls).
 
 Everything goes through ``ctx.runtime`` (the runtime's inter-agent router), so the rules are the
 runtime's: unknown targets, timeouts and call cycles (A→B→A) fail with ``AgentRequestError`` and

@@ -1,4 +1,4 @@
-"""bash: run shell commands and scripts for the agent (digest §4.4).
+"""bash: run shell commands and scripts for the agent.
 
 ``exec`` runs ``/bin/sh -lc <command>``; ``script`` runs ``<shell> <path> args...``. Both run in
 the instance workdir unless ``cwd`` says otherwise, with a minimal environment (never the runtime's

@@ -1,4 +1,4 @@
-"""file-system: read, write, list and manage files inside the instance workdir (digest §4.4).
+"""file-system: read, write, list and manage files inside the instance workdir.
 
 Every path is relative to the instance workdir (``ctx.workdir``) and must stay inside it: ``..``
 escapes, absolute paths elsewhere and symlinks that lead out are refused with

@@ -1,4 +1,4 @@
-"""http-fetch: HTTP GET/POST for the agent (digest §4.4).
+"""http-fetch: HTTP GET/POST for the agent.
 
 Only ``http``/``https`` URLs (also after redirects). The request runs in a worker thread with the
 stdlib client so the event loop never blocks; ``timeoutMs`` bounds the whole exchange (connect,

@@ -1,4 +1,4 @@
-"""json-query: look into JSON text without writing code (digest §4.4).
+"""json-query: look into JSON text without writing code.
 
 ``data`` is always JSON *text* (what a previous tool returned). Paths are dot/bracket paths:
 ``.`` (the whole document), ``a.b.c``, ``items[1]``, ``items[-1]`` (from the end),

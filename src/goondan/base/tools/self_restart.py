@@ -1,4 +1,4 @@
-"""self-restart: lets an agent ask the runtime to restart it (digest §2.10, §4.4).
+"""self-restart: lets an agent ask the runtime to restart it (docs/architecture.md#restart-and-watch).
 
 The handler only answers with ``restartRequested: true``; the runtime watches tool results for that
 flag and restarts the instance after the turn (reloading the bundle, e.g. after the agent edited its

@@ -1,4 +1,4 @@
-"""text-transform: small, exact string operations a model otherwise gets wrong (digest §4.4).
+"""text-transform: small, exact string operations a model otherwise gets wrong.
 
 Models miscount characters and miss occurrences; these exports do it exactly and report what they
 did (``replacements``, ``length``, ``count``) so the model can check. Indices count Unicode code

@@ -1,4 +1,4 @@
-"""wait: pause the agent for a while without blocking anything else (digest §4.4).
+"""wait: pause the agent for a while without blocking anything else.
 
 Useful between polls (a build, a deployment, another agent's work). ``asyncio.sleep`` keeps the
 event loop free, so other instances and connectors keep running meanwhile.

@@ -1,5 +1,6 @@
 """Process isolation: the orchestrator, the pre-warmed fork server and agent processes
-(``Runtime(isolation="process")``, digest §2.1–2.4). The IPC framing is documented in ``_ipc``."""
+(``Runtime(isolation="process")``; docs/architecture.md#where-processes-are-spawned).
+The IPC framing is documented in ``_ipc``."""
 
 from ._clock import Clock, ManualClock, RealClock
 from ._ipc import MESSAGE_TYPES

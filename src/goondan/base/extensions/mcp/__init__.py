@@ -1,7 +1,6 @@
-"""mcp: bridges one MCP server into an agent through the official ``mcp`` SDK (2.x, ``mcp.Client``)
-(seed 001 §8.6, seed 002 §11).
+"""mcp: bridges one MCP server into an agent through the official ``mcp`` SDK (2.x, ``mcp.Client``).
 
-Config (seed 002 §11.1)::
+Config::
 
     transport: {type: stdio, command: ["npx", "-y", "server"] | "cmd line", env: {K: V}, cwd: dir}
              | {type: http, endpoint: "http://127.0.0.1:8080/mcp", headers: {Authorization: "..."}}

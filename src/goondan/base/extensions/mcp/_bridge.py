@@ -1,6 +1,6 @@
 """Sessions to one MCP server with the attach policy and the reconnect rule.
 
-Attach (seed 002 §11.1, §11.4): ``stateful`` keeps one session open and reuses it; ``stateless``
+Attach: ``stateful`` keeps one session open and reuses it; ``stateless``
 opens a session for each use and closes it afterwards. Scope ``agent`` gives every agent instance
 its own bridge; scope ``instance`` shares one bridge among all agent instances in this process that
 use the same extension name with the same connection config (inline isolation: the whole swarm

@@ -1,4 +1,4 @@
-"""The MCP extension's config (seed 002 §11.1) as a typed value, plus the schema checked at load."""
+"""The MCP extension's config as a typed value, plus the schema checked at load."""
 
 from __future__ import annotations
 

@@ -389,7 +389,7 @@ async def register(api: ExtensionApi, config: dict[str, Any]) -> None:
             "E_EXT_CONFIG",
             f"invalid config for extension {name}: {exc}",
             extension_name=name,
-            suggestion="See seed 002 §11.1: transport {type: stdio, command} or {type: http, endpoint}.",
+            suggestion="Set transport to {type: stdio, command} or {type: http, endpoint}.",
         ) from None
     ex = _Exposed(api, name, cfg)
     release_when_collected(ex, ex.holder)

@@ -1,4 +1,4 @@
-"""skills: exposes ``SKILL.md`` bundles to the model (seed 003 §14.1, seed 001 §8.1, seed 002 §12).
+"""skills: exposes ``SKILL.md`` bundles to the model.
 
 **Discovery.** Every direct sub-directory of a directory in ``discovery.repoSkillDirs`` that holds a
 ``SKILL.md`` is a skill. Relative directories resolve against the **bundle root**

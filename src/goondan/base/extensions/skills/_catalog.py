@@ -1,9 +1,9 @@
 """Finding skills: every direct sub-directory of a configured skill directory that holds a
-``SKILL.md`` is one skill (seed 002 §12.3).
+``SKILL.md`` is one skill.
 
 ``SKILL.md`` may start with a YAML front matter (``---`` / ``name:`` / ``description:`` / ``---``,
 the Agent Skills convention); without one, the description is the first non-empty line with its
-leading ``#`` removed (seed 002 §12.4). The skill's name is the front matter's ``name`` when it is a
+leading ``#`` removed. The skill's name is the front matter's ``name`` when it is a
 plain identifier, else the directory name. When two directories provide the same name, the one
 listed first in ``repoSkillDirs`` wins, so a project can override a shared skill.
 """
