@@ -1,11 +1,12 @@
-"""Run `gdn` the way a user types it, with HOME and the state root inside the test's tmp_path."""
+"""Run `gdn` the way a user types it, with HOME and the state root inside the test's tmp_path.
+
+:data:`ECHO_BUNDLE` is the default bundle of the CLI tests (write it with ``kit.write_bundle``)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 ECHO_BUNDLE = """\
@@ -77,9 +78,3 @@ def gdn(
         timeout=timeout,
         cwd=tmp_path,
     )
-
-
-def write_bundle(directory: Path, text: str = ECHO_BUNDLE) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "goondan.yaml").write_text(textwrap.dedent(text), encoding="utf-8")
-    return directory

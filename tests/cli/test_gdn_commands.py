@@ -10,7 +10,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from cli_testkit import env_for, gdn, write_bundle
+from cli_testkit import ECHO_BUNDLE, env_for, gdn
+
+from kit import write_bundle
 
 COMMANDS = ["init", "validate", "run", "restart", "instance", "logs", "doctor", "schema"]
 
@@ -39,7 +41,7 @@ def test_no_command_and_unknown_command_exit_2(tmp_path: Path) -> None:
 
 
 def test_global_options_work_before_and_after_the_command(tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b")
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     state = tmp_path / "st"
     before = gdn(tmp_path, "--state-root", str(state), "run", str(bundle), "--input", "one")
     after = gdn(tmp_path, "run", str(bundle), "--input", "two", "--state-root", str(state))
@@ -75,7 +77,7 @@ def test_multi_agent_template_delegates_to_the_researcher(tmp_path: Path) -> Non
 
 
 def test_init_refuses_an_existing_bundle_unless_forced(tmp_path: Path) -> None:
-    write_bundle(tmp_path / "b")
+    write_bundle(tmp_path / "b", ECHO_BUNDLE)
     proc = gdn(tmp_path, "init", "b")
     assert proc.returncode == 2
     assert proc.stderr.startswith("[E_INIT_EXISTS]") and "suggestion: " in proc.stderr and "--force" in proc.stderr
@@ -93,7 +95,7 @@ def test_init_rejects_an_invalid_package_name(tmp_path: Path) -> None:
 
 
 def test_run_errors_use_the_standard_format_and_exit_codes(tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b")
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     both = gdn(tmp_path, "run", str(bundle), "--input", "a", "--input-file", "f")
     assert both.returncode == 2 and both.stderr.startswith("[E_INVALID_ARGUMENT]")
     missing_file = gdn(tmp_path, "run", str(bundle), "--input-file", "nope.txt")
@@ -108,7 +110,7 @@ def test_run_errors_use_the_standard_format_and_exit_codes(tmp_path: Path) -> No
 
 
 def test_json_errors_carry_code_message_and_exit_code(tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b")
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     proc = gdn(tmp_path, "run", str(bundle), "--json", "--input", "a", "--agent", "ghost", "--state-root", "s")
     assert proc.returncode == 1
     err = json.loads(proc.stderr.strip().splitlines()[-1])
@@ -116,7 +118,7 @@ def test_json_errors_carry_code_message_and_exit_code(tmp_path: Path) -> None:
 
 
 def test_dotenv_files_and_env_file_supply_value_sources(tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b")
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     with (bundle / "goondan.yaml").open("a") as fh:
         fh.write(
             "---\napiVersion: goondan.ai/v1\nkind: Connection\nmetadata:\n  name: term\nspec:\n"
@@ -186,7 +188,7 @@ def test_schema_for_one_kind_and_to_a_file(tmp_path: Path) -> None:
 
 
 def test_doctor_reports_checks_and_fails_on_an_invalid_bundle(tmp_path: Path) -> None:
-    good = write_bundle(tmp_path / "good")
+    good = write_bundle(tmp_path / "good", ECHO_BUNDLE)
     proc = gdn(tmp_path, "doctor", str(good))
     assert proc.returncode == 0, proc.stdout
     assert proc.stdout.startswith("Goondan Doctor")
@@ -204,7 +206,7 @@ def test_doctor_reports_checks_and_fails_on_an_invalid_bundle(tmp_path: Path) ->
 
 
 def test_instance_list_and_delete(tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b")
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     state = str(tmp_path / "state")
     empty = gdn(tmp_path, "instance", "list", "--state-root", state)
     assert empty.returncode == 0 and "No instances" in empty.stdout
@@ -258,7 +260,7 @@ def test_instance_list_and_delete(tmp_path: Path) -> None:
 
 
 def test_logs_filter_by_instance_agent_and_trace(tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b")
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     state = str(tmp_path / "state")
     gdn(tmp_path, "run", str(bundle), "--input", "a", "--instance-key", "k1", "--state-root", state)
     gdn(
@@ -293,7 +295,7 @@ def test_logs_follow_prints_new_events_until_interrupted(tmp_path: Path) -> None
     import signal
     import time
 
-    bundle = write_bundle(tmp_path / "b")
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     state = str(tmp_path / "state")
     follower = subprocess.Popen(
         [sys.executable, "-m", "goondan", "logs", "--follow", "--json", "--state-root", state],
@@ -330,7 +332,7 @@ def test_restart_without_a_running_gdn_run_is_an_error(tmp_path: Path) -> None:
 def test_restart_reaches_a_running_session(tmp_path: Path) -> None:
     import time
 
-    bundle = write_bundle(tmp_path / "b")
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     state = str(tmp_path / "state")
     session = subprocess.Popen(
         [sys.executable, "-m", "goondan", "run", str(bundle), "--state-root", state],
@@ -423,7 +425,7 @@ def test_help_and_validate_do_not_import_sdks_servers_or_the_runtime(tmp_path: P
 def test_watch_applies_an_edited_bundle_to_the_running_session(tmp_path: Path) -> None:
     import time
 
-    bundle = write_bundle(tmp_path / "b")
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     session = subprocess.Popen(
         [sys.executable, "-m", "goondan", "run", str(bundle), "--watch", "--state-root", str(tmp_path / "s")],
         stdin=subprocess.PIPE,

@@ -11,7 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from cli_testkit import ECHO_BUNDLE, env_for, gdn, write_bundle
+from cli_testkit import ECHO_BUNDLE, env_for, gdn
+
+from kit import write_bundle
 
 NO_PACKAGE = ECHO_BUNDLE.split("---\n", 1)[1]
 
@@ -45,7 +47,7 @@ def test_bundles_in_different_directories_never_share_a_conversation(tmp_path: P
 
 def test_the_package_name_is_the_identity_and_survives_a_move(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    bundle = write_bundle(tmp_path / "here")
+    bundle = write_bundle(tmp_path / "here", ECHO_BUNDLE)
     run(tmp_path, bundle, "before the move", state)
     moved = tmp_path / "there"
     bundle.rename(moved)
@@ -88,7 +90,7 @@ def test_instance_delete_acts_on_the_current_bundle_only(tmp_path: Path) -> None
 
 def test_instance_delete_without_a_terminal_needs_yes(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    bundle = write_bundle(tmp_path / "b")
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     run(tmp_path, bundle, "keep me", state)
     refused = gdn(tmp_path, "instance", "delete", "default", str(bundle), "--state-root", str(state))
     assert refused.returncode == 2
@@ -131,7 +133,7 @@ def _ask_on_a_terminal(tmp_path: Path, state: Path, answer: bytes) -> tuple[int,
 
 def test_instance_delete_asks_on_a_terminal(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    bundle = write_bundle(tmp_path / "b")
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     run(tmp_path, bundle, "hello", state)
     code, out = _ask_on_a_terminal(tmp_path, state, b"n\n")
     assert code == 1 and "talker@default" in out and "nothing was deleted" in out

@@ -12,7 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_testkit import env_for, write_bundle
+from cli_testkit import ECHO_BUNDLE, env_for
+
+from kit import write_bundle
 
 
 def _take_terminal() -> None:
@@ -81,7 +83,7 @@ class Terminal:
 
 
 def test_chat_with_line_editing_history_and_quit(tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b")
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     state = tmp_path / "state"
     term = Terminal(tmp_path, str(bundle), "--state-root", str(state))
     try:
@@ -103,7 +105,7 @@ def test_chat_with_line_editing_history_and_quit(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_exits_130_and_ctrl_d_exits_0(tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b")
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     term = Terminal(tmp_path, str(bundle), "--state-root", str(tmp_path / "state"))
     try:
         term.expect("> ")
@@ -124,7 +126,7 @@ def test_ctrl_c_exits_130_and_ctrl_d_exits_0(tmp_path: Path) -> None:
 def test_sigint_during_a_session_restores_the_terminal(tmp_path: Path) -> None:
     import termios
 
-    bundle = write_bundle(tmp_path / "b")
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     term = Terminal(tmp_path, str(bundle), "--state-root", str(tmp_path / "state"))
     try:
         before = termios.tcgetattr(term.master)

@@ -7,12 +7,13 @@ import re
 from pathlib import Path
 
 import pytest
-from cli_testkit import gdn, write_bundle
+from cli_testkit import ECHO_BUNDLE, gdn
 from hypothesis import given
 from hypothesis import strategies as st
 
 from goondan.cli._logs import MIN_TRACE_PREFIX, resolve_trace
 from goondan.cli._output import CliError
+from kit import write_bundle
 
 hex_ids = st.text("0123456789abcdef", min_size=32, max_size=32)
 
@@ -50,7 +51,7 @@ def test_a_full_id_wins_over_longer_ids_it_prefixes_and_an_unknown_one_is_an_err
 
 
 def test_logs_trace_accepts_the_short_id_it_prints(tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b")
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     state = str(tmp_path / "state")
     for text in ("one", "two"):
         assert gdn(tmp_path, "run", str(bundle), "--input", text, "--state-root", state).returncode == 0

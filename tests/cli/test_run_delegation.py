@@ -14,7 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_testkit import ECHO_BUNDLE, env_for, gdn, write_bundle
+from cli_testkit import ECHO_BUNDLE, env_for, gdn
+
+from kit import write_bundle
 
 
 def _bundle(directory: Path, reply: str) -> Path:

@@ -9,8 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_testkit import ECHO_BUNDLE, gdn, write_bundle
+from cli_testkit import ECHO_BUNDLE, gdn
 from test_interactive_pty import Terminal
+
+from kit import write_bundle
 
 PYTHON_MODEL_BUNDLE = """\
 apiVersion: goondan.ai/v1

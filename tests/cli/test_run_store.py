@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cli_testkit import gdn, write_bundle
+from cli_testkit import ECHO_BUNDLE, gdn
+
+from kit import write_bundle
 
 
 def test_gdn_run_store_memory_answers_and_writes_no_instance(tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b")
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     state = tmp_path / "state"
     proc = gdn(tmp_path, "run", str(bundle), "--state-root", str(state), "--store", "memory:", "--input", "hi")
     assert proc.returncode == 0, proc.stderr
@@ -17,7 +19,7 @@ def test_gdn_run_store_memory_answers_and_writes_no_instance(tmp_path: Path) -> 
 
 
 def test_gdn_run_store_directory_keeps_the_conversation_there(tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b")
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     store = tmp_path / "conversations"
     for _ in range(2):
         proc = gdn(tmp_path, "run", str(bundle), "--store", str(store), "--input", "hi")
@@ -27,7 +29,7 @@ def test_gdn_run_store_directory_keeps_the_conversation_there(tmp_path: Path) ->
 
 
 def test_goondan_store_env_is_the_default_of_gdn_run(tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b")
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     store = tmp_path / "from-env"
     proc = gdn(tmp_path, "run", str(bundle), "--input", "hi", GOONDAN_STORE=store.as_uri())
     assert proc.returncode == 0, proc.stderr
@@ -35,7 +37,7 @@ def test_goondan_store_env_is_the_default_of_gdn_run(tmp_path: Path) -> None:
 
 
 def test_gdn_run_with_an_unsupported_store_fails_with_the_code_and_no_traceback(tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b")
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     proc = gdn(tmp_path, "run", str(bundle), "--store", "postgresql://db/x", "--input", "hi")
     assert proc.returncode != 0
     assert "E_STORE_UNSUPPORTED" in proc.stderr and "Traceback" not in proc.stderr

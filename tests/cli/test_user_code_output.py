@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_testkit import gdn, write_bundle
+from cli_testkit import gdn
+
+from kit import write_bundle
 
 BUNDLE = """\
 apiVersion: goondan.ai/v1

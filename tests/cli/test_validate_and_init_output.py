@@ -6,7 +6,9 @@ import json
 import shlex
 from pathlib import Path
 
-from cli_testkit import gdn, write_bundle
+from cli_testkit import ECHO_BUNDLE, gdn
+
+from kit import write_bundle
 
 NO_SWARM = """\
 apiVersion: goondan.ai/v1
@@ -45,7 +47,7 @@ def test_strict_turns_warnings_into_errors_under_their_real_codes(tmp_path: Path
 
 
 def test_missing_env_file_is_a_config_error_with_the_documented_exit_codes(tmp_path: Path) -> None:
-    write_bundle(tmp_path / "b")
+    write_bundle(tmp_path / "b", ECHO_BUNDLE)
     validate = gdn(tmp_path, "validate", "b", "--env-file", "nosuch")
     assert validate.returncode == 4 and "[E_ENV_FILE_NOT_FOUND]" in validate.stdout
     run = gdn(tmp_path, "run", "b", "--input", "x", "--env-file", "nosuch")
@@ -70,7 +72,7 @@ def test_init_in_a_directory_with_a_space_prints_commands_that_paste(tmp_path: P
 
 
 def test_readme_given_as_path_is_not_a_bundle(tmp_path: Path) -> None:
-    write_bundle(tmp_path / "b")
+    write_bundle(tmp_path / "b", ECHO_BUNDLE)
     (tmp_path / "b" / "README.md").write_text("# hi\n")
     proc = gdn(tmp_path, "validate", "b/README.md")
     assert proc.returncode == 4

@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_testkit import write_bundle
 from test_interactive_pty import Terminal
+
+from kit import write_bundle
 
 CALC_BUNDLE = """\
 apiVersion: goondan.ai/v1

@@ -18,6 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import kit
+
 BUNDLE_HEAD = """\
 apiVersion: goondan.ai/v1
 kind: Package
@@ -100,12 +102,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def write_bundle(directory: Path, connection_yaml: str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    text = BUNDLE_HEAD + "---\n" + connection_yaml
-    (directory / "goondan.yaml").write_text(text, encoding="utf-8")
-    (directory / "probe.py").write_text(PROBE, encoding="utf-8")
-    return directory
+def connector_bundle(directory: Path, connection_yaml: str) -> Path:
+    """The two-agent echo bundle with the probe extension, plus the given Connection document(s)."""
+    return kit.write_bundle(directory, BUNDLE_HEAD, connection_yaml, files={"probe.py": PROBE})
 
 
 def probes(path: Path) -> list[dict[str, Any]]:

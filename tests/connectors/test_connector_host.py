@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cn_testkit import gdn_env, probes, write_bundle
+from cn_testkit import connector_bundle, gdn_env, probes
 
 USER_CONNECTION = """\
 apiVersion: goondan.ai/v1
@@ -70,7 +70,7 @@ def test_cli_connector_turns_stdin_lines_into_events_and_prints_replies(tmp_path
         "apiVersion: goondan.ai/v1\nkind: Connection\nmetadata:\n  name: term\nspec:\n"
         '  connectorRef: { kind: Connector, name: cli, package: "@goondan/base" }\n'
     )
-    bundle = write_bundle(tmp_path / "b", conn)
+    bundle = connector_bundle(tmp_path / "b", conn)
     lines = 'hello\n\n   \nworld\n{"text": "as json", "instanceKey": "k9", "properties": {"tier": 2}}\n'
     proc = gdn(tmp_path, "run", str(bundle), stdin=lines)
     assert proc.returncode == 0, proc.stderr
@@ -82,7 +82,7 @@ def test_cli_connector_turns_stdin_lines_into_events_and_prints_replies(tmp_path
 
 
 def test_user_connector_gets_config_and_secrets_and_every_message_kind_reaches_the_agent(tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b", USER_CONNECTION)
+    bundle = connector_bundle(tmp_path / "b", USER_CONNECTION)
     (bundle / "custom.py").write_text(CUSTOM, encoding="utf-8")
     out = tmp_path / "custom.json"
     proc = gdn(
@@ -113,7 +113,7 @@ def test_user_connector_gets_config_and_secrets_and_every_message_kind_reaches_t
 
 
 def test_connector_that_fails_at_start_makes_gdn_run_fail_with_its_message(tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b", USER_CONNECTION)
+    bundle = connector_bundle(tmp_path / "b", USER_CONNECTION)
     (bundle / "custom.py").write_text("async def run(ctx):\n    raise RuntimeError('port busy')\n")
     proc = gdn(tmp_path, "run", str(bundle), CUSTOM_SETTING="x", GOONDAN_SECRET_CUSTOM_API_TOKEN="t")
     assert proc.returncode == 1
@@ -122,7 +122,7 @@ def test_connector_that_fails_at_start_makes_gdn_run_fail_with_its_message(tmp_p
 
 
 def test_connector_without_async_run_is_reported(tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b", USER_CONNECTION)
+    bundle = connector_bundle(tmp_path / "b", USER_CONNECTION)
     (bundle / "custom.py").write_text("def run(ctx):\n    pass\n")
     proc = gdn(tmp_path, "run", str(bundle), CUSTOM_SETTING="x", GOONDAN_SECRET_CUSTOM_API_TOKEN="t")
     assert proc.returncode == 1
@@ -130,7 +130,7 @@ def test_connector_without_async_run_is_reported(tmp_path: Path) -> None:
 
 
 def test_interactive_flag_chats_even_when_the_swarm_has_connections(tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b", USER_CONNECTION)
+    bundle = connector_bundle(tmp_path / "b", USER_CONNECTION)
     (bundle / "custom.py").write_text("async def run(ctx):\n    raise RuntimeError('must not start')\n")
     proc = gdn(
         tmp_path,
@@ -162,7 +162,7 @@ async def run(ctx):
 
 
 def test_a_connector_process_that_dies_is_started_again(tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b", USER_CONNECTION)
+    bundle = connector_bundle(tmp_path / "b", USER_CONNECTION)
     (bundle / "custom.py").write_text(CRASHY, encoding="utf-8")
     out = tmp_path / "out.txt"
     proc = gdn(
@@ -180,7 +180,7 @@ def test_a_connector_process_that_dies_is_started_again(tmp_path: Path) -> None:
 
 
 def test_user_connector_imports_helpers_beside_it_without_shadowing_installed_modules(tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b", USER_CONNECTION)
+    bundle = connector_bundle(tmp_path / "b", USER_CONNECTION)
     # a helper beside the connector, and a file named like a stdlib module that must not shadow it
     (bundle / "greeting.py").write_text("WORD = 'hello from a helper'\n", encoding="utf-8")
     (bundle / "json.py").write_text("raise RuntimeError('the bundle json.py shadowed the stdlib')\n")

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cn_testkit import FakeApi, free_port, gdn_run, post, probes, wait_for, write_bundle
+from cn_testkit import FakeApi, connector_bundle, free_port, gdn_run, post, probes, wait_for
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
@@ -45,7 +45,7 @@ def test_interactions_are_verified_and_answered_through_the_interaction_webhook(
 ) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
-    bundle = write_bundle(tmp_path / "b", connection(port, fake_api.url))
+    bundle = connector_bundle(tmp_path / "b", connection(port, fake_api.url))
     with gdn_run(tmp_path, bundle, DISCORD_PUBLIC_KEY=PUBLIC_HEX) as run:
         run.wait_ready()
         assert post(url, *signed({"type": 1})) == (200, {"type": 1})

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cn_testkit import FakeApi, free_port, gdn_run, post, probes, wait_for, write_bundle
+from cn_testkit import FakeApi, connector_bundle, free_port, gdn_run, post, probes, wait_for
 
 SECRET = "gh-hook-secret"
 
@@ -49,7 +49,7 @@ def test_github_webhooks_are_verified_mapped_and_answered_on_the_pull_request(
 ) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
-    bundle = write_bundle(tmp_path / "b", connection(port, fake_api.url))
+    bundle = connector_bundle(tmp_path / "b", connection(port, fake_api.url))
     with gdn_run(tmp_path, bundle, GH_SECRET=SECRET) as run:
         run.wait_ready()
         assert post(url, *signed("ping", {"zen": "hi"}, "d0")) == (200, {"ok": True, "pong": True})

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cn_testkit import FakeApi, free_port, gdn_run, post, probes, wait_for, write_bundle
+from cn_testkit import FakeApi, connector_bundle, free_port, gdn_run, post, probes, wait_for
 
 SECRET = "slack-signing"
 
@@ -46,7 +46,7 @@ def callback(event: dict[str, Any], event_id: str) -> dict[str, Any]:
 def test_slack_events_are_verified_routed_to_threads_and_answered(tmp_path: Path, fake_api: FakeApi) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}/slack/events"
-    bundle = write_bundle(tmp_path / "b", connection(port, fake_api.url))
+    bundle = connector_bundle(tmp_path / "b", connection(port, fake_api.url))
     with gdn_run(tmp_path, bundle, SLACK_SIGNING_SECRET=SECRET) as run:
         run.wait_ready()
         assert post(url, *signed({"type": "url_verification", "challenge": "c-123"})) == (200, {"challenge": "c-123"})

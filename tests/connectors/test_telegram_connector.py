@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from cn_testkit import FakeApi, gdn_run, probes, wait_for, write_bundle
+from cn_testkit import FakeApi, connector_bundle, gdn_run, probes, wait_for
 
 TOKEN = "123:abc"
 
@@ -72,7 +72,7 @@ def test_long_polling_delivers_each_update_once_and_replies_with_send_message(
         message(44, 2002, "second chat"),
     ]
     fake_api.routes[f"/bot{TOKEN}/getUpdates"] = Updates(batch)
-    bundle = write_bundle(tmp_path / "b", connection(fake_api.url))
+    bundle = connector_bundle(tmp_path / "b", connection(fake_api.url))
     with gdn_run(tmp_path, bundle, TG_TOKEN=TOKEN) as run:
         run.wait_ready()
         sent = wait_for(lambda: len(fake_api.matching("/sendMessage")) >= 2 and fake_api.matching("/sendMessage"))
@@ -92,7 +92,7 @@ def test_long_polling_delivers_each_update_once_and_replies_with_send_message(
 
 def test_a_rejected_token_stops_the_connector_with_an_error(tmp_path: Path, fake_api: FakeApi) -> None:
     fake_api.routes[f"/bot{TOKEN}/getUpdates"] = lambda record: (401, {"ok": False, "description": "Unauthorized"})
-    bundle = write_bundle(tmp_path / "b", connection(fake_api.url))
+    bundle = connector_bundle(tmp_path / "b", connection(fake_api.url))
     with gdn_run(tmp_path, bundle, TG_TOKEN=TOKEN) as run:
         run.wait_ready()
         code = run.proc.wait(20)

@@ -7,7 +7,7 @@ import hmac
 import json
 from pathlib import Path
 
-from cn_testkit import free_port, gdn_run, post, probes, wait_for, write_bundle
+from cn_testkit import connector_bundle, free_port, gdn_run, post, probes, wait_for
 
 SECRET = "s3cret-value"
 
@@ -47,7 +47,7 @@ def signed(payload: dict[str, object], secret: str = SECRET) -> tuple[bytes, dic
 
 def test_signed_request_gets_the_agents_reply_and_unsigned_ones_get_401(tmp_path: Path) -> None:
     port = free_port()
-    bundle = write_bundle(tmp_path / "b", connection(port, ROUTES))
+    bundle = connector_bundle(tmp_path / "b", connection(port, ROUTES))
     url = f"http://127.0.0.1:{port}/"
     # the default isolation (one process per agent instance): metadata crosses that boundary too
     with gdn_run(tmp_path, bundle, HOOK_SECRET=SECRET, GOONDAN_ISOLATION="process") as run:
@@ -77,7 +77,7 @@ def test_signed_request_gets_the_agents_reply_and_unsigned_ones_get_401(tmp_path
 
 def test_ingress_rules_route_to_agents_and_instance_keys(tmp_path: Path) -> None:
     port = free_port()
-    bundle = write_bundle(tmp_path / "b", connection(port, ROUTES))
+    bundle = connector_bundle(tmp_path / "b", connection(port, ROUTES))
     url = f"http://127.0.0.1:{port}/"
     with gdn_run(tmp_path, bundle, "-v", HOOK_SECRET=SECRET) as run:
         run.wait_ready()
@@ -104,7 +104,7 @@ def test_ingress_rules_route_to_agents_and_instance_keys(tmp_path: Path) -> None
 def test_async_reply_mode_acknowledges_with_202_and_still_runs_the_turn(tmp_path: Path) -> None:
     port = free_port()
     conn = connection(port, extra_config='    replyMode: { value: "async" }\n')
-    bundle = write_bundle(tmp_path / "b", conn)
+    bundle = connector_bundle(tmp_path / "b", conn)
     with gdn_run(tmp_path, bundle, HOOK_SECRET=SECRET) as run:
         run.wait_ready()
         status, reply = post(f"http://127.0.0.1:{port}/", *signed({"text": "later"}))
@@ -117,7 +117,7 @@ def test_sigterm_stops_gdn_run_and_its_connector_processes(tmp_path: Path) -> No
     import signal
 
     port = free_port()
-    bundle = write_bundle(tmp_path / "b", connection(port))
+    bundle = connector_bundle(tmp_path / "b", connection(port))
     with gdn_run(tmp_path, bundle, HOOK_SECRET=SECRET) as run:
         run.wait_ready()
         assert run.stop(signal.SIGTERM) == 0
@@ -135,7 +135,7 @@ def test_missing_secret_variable_is_a_config_error_before_anything_starts(tmp_pa
 
     from cn_testkit import gdn_env
 
-    bundle = write_bundle(tmp_path / "b", connection(free_port()))
+    bundle = connector_bundle(tmp_path / "b", connection(free_port()))
     proc = subprocess.run(
         [sys.executable, "-m", "goondan", "run", str(bundle), "--state-root", str(tmp_path / "s")],
         capture_output=True,
@@ -158,7 +158,7 @@ def test_a_busy_port_fails_the_start_with_the_connectors_error(tmp_path: Path) -
         blocker.bind(("127.0.0.1", 0))
         blocker.listen()
         port = blocker.getsockname()[1]
-        bundle = write_bundle(tmp_path / "b", connection(port))
+        bundle = connector_bundle(tmp_path / "b", connection(port))
         proc = subprocess.run(
             [sys.executable, "-m", "goondan", "run", str(bundle), "--state-root", str(tmp_path / "s")],
             capture_output=True,
@@ -175,7 +175,7 @@ def test_connector_processes_exit_when_gdn_run_is_killed(tmp_path: Path) -> None
     import socket
 
     port = free_port()
-    bundle = write_bundle(tmp_path / "b", connection(port))
+    bundle = connector_bundle(tmp_path / "b", connection(port))
     with gdn_run(tmp_path, bundle, HOOK_SECRET=SECRET) as run:
         run.wait_ready()
         run.proc.send_signal(signal.SIGKILL)
@@ -196,7 +196,7 @@ def test_without_a_secret_signatures_are_optional_unless_required(tmp_path: Path
         .replace("  secrets:\n    signingSecret: { valueFrom: { env: HOOK_SECRET } }\n", "")
         .replace("name: hook", "name: strict")
     )
-    bundle = write_bundle(tmp_path / "b", open_conn + "---\n" + strict)
+    bundle = connector_bundle(tmp_path / "b", open_conn + "---\n" + strict)
     with gdn_run(tmp_path, bundle) as run:
         run.wait_ready()
         assert post(f"http://127.0.0.1:{port}/", b'{"text": "open"}') == (200, {"ok": True, "text": "echo: open"})

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import goondan
+import kit
 from goondan.errors import ModelError
 
 from .conftest import run
@@ -22,53 +22,27 @@ from .fake_http import Reply, Req, sse_event
 KEY = "sk-bundle-SECRET-42"
 
 
-def write_bundle(root: Path, model_spec: dict[str, Any]) -> Path:
-    docs = f"""\
-        apiVersion: goondan.ai/v1
-        kind: Package
-        metadata: {{name: provider-e2e}}
-        spec: {{version: 0.1.0}}
-        ---
-        apiVersion: goondan.ai/v1
-        kind: Model
-        metadata: {{name: main}}
-        spec: {json.dumps(model_spec)}
-        ---
-        apiVersion: goondan.ai/v1
-        kind: Tool
-        metadata: {{name: calc}}
-        spec:
-          entry: ./calc.py
-          exports:
-            - name: add
-              description: Add two numbers.
-              parameters:
-                type: object
-                properties: {{a: {{type: number}}, b: {{type: number}}}}
-                required: [a, b]
-                additionalProperties: false
-        ---
-        apiVersion: goondan.ai/v1
-        kind: Agent
-        metadata: {{name: helper}}
-        spec:
-          modelConfig:
-            modelRef: Model/main
-            params: {{temperature: 0.0, maxTokens: 200}}
-          prompt: {{system: "Use the calculator."}}
-          tools: [{{ref: Tool/calc}}]
-        ---
-        apiVersion: goondan.ai/v1
-        kind: Swarm
-        metadata: {{name: default}}
-        spec:
-          entryAgent: Agent/helper
-          agents: [{{ref: Agent/helper}}]
-        """
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "goondan.yaml").write_text(textwrap.dedent(docs), encoding="utf-8")
-    (root / "calc.py").write_text("handlers = {'add': lambda ctx, args: {'sum': args['a'] + args['b']}}\n")
-    return root
+def provider_bundle(root: Path, model_spec: dict[str, Any]) -> Path:
+    """One agent with a calculator tool whose Model ``main`` has the given spec."""
+    add = kit.export(
+        "add", {"a": {"type": "number"}, "b": {"type": "number"}}, required=["a", "b"], additionalProperties=False
+    )
+    add["description"] = "Add two numbers."
+    return kit.write_bundle(
+        root,
+        kit.package_doc("provider-e2e"),
+        {"apiVersion": kit.API, "kind": "Model", "metadata": {"name": "main"}, "spec": model_spec},
+        kit.tool_doc("calc", "./calc.py", [add]),
+        kit.agent_doc(
+            "helper",
+            model="main",
+            params={"temperature": 0.0, "maxTokens": 200},
+            prompt="Use the calculator.",
+            tools=["calc"],
+        ),
+        kit.swarm_doc(["helper"]),
+        files={"calc.py": "handlers = {'add': lambda ctx, args: {'sum': args['a'] + args['b']}}\n"},
+    )
 
 
 def chat_server_handler(req: Req) -> Reply:
@@ -167,7 +141,7 @@ def test_an_openai_compatible_endpoint_runs_a_full_turn_with_a_tool_call(
         "apiKey": {"valueFrom": {"env": "TEST_OPENAI_KEY"}},
         "options": {"retryBaseDelaySeconds": 0.01},
     }
-    bundle = write_bundle(tmp_path / "bundle", spec)
+    bundle = provider_bundle(tmp_path / "bundle", spec)
     deltas: list[str] | None = [] if streaming else None
     result = run_turn(bundle, tmp_path / "state", stream_listener=deltas)
     assert result.finish_reason != "error", result.error
@@ -194,7 +168,7 @@ def test_an_openai_compatible_endpoint_runs_a_full_turn_with_a_tool_call(
 
 
 def test_validating_a_bundle_never_imports_a_provider_sdk(tmp_path: Path) -> None:
-    bundle = write_bundle(
+    bundle = provider_bundle(
         tmp_path / "b", {"provider": "anthropic", "model": "claude-x", "apiKey": {"valueFrom": {"env": "K"}}}
     )
     code = (
