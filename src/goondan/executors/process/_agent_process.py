@@ -25,7 +25,34 @@ from typing import Any, NoReturn
 from ..._ids import new_id
 from ...engine._agents import AgentsHub
 from ...errors import AgentRequestError, GoondanError
-from ._ipc import ORCHESTRATOR, Connection, FrameTooLarge, IpcError, frame_error, message
+from ._ipc import (
+    ORCHESTRATOR,
+    AgentReady,
+    Connection,
+    Dispatcher,
+    ErrorResponse,
+    FrameTooLarge,
+    IpcError,
+    Log,
+    Record,
+    Response,
+    RestartRequest,
+    Rpc,
+    RpcResult,
+    RuntimeEvent,
+    Send,
+    Shutdown,
+    ShutdownAck,
+    StartError,
+    Sync,
+    SyncAck,
+    TextDelta,
+    Turn,
+    TurnAccepted,
+    TurnDone,
+    frame_error,
+)
+from ._ipc import Request as RequestMsg
 
 log = logging.getLogger("goondan.executors.process")
 
@@ -39,14 +66,12 @@ class ProcessBackend:
         self._pending: dict[str, tuple[str, asyncio.Future[str]]] = {}
         self._rpcs: dict[str, asyncio.Future[Any]] = {}
 
-    def _event(self, kind: str, **fields: Any) -> None:
+    def _event(self, record: Record, target: str | None = None) -> None:
         try:
-            sent = self._conn.send(message("event", self._agent, ORCHESTRATOR, {"kind": kind, **fields}))
+            sent = self._conn.send_record(record, self._agent, ORCHESTRATOR)
         except FrameTooLarge as exc:
             err = frame_error(exc)
-            raise AgentRequestError(
-                err.code, err.message, target=fields.get("target"), suggestion=err.suggestion
-            ) from None
+            raise AgentRequestError(err.code, err.message, target=target, suggestion=err.suggestion) from None
         if not sent:
             raise AgentRequestError("IPC_DELIVERY_FAILED", "the orchestrator connection is closed")
 
@@ -55,20 +80,20 @@ class ProcessBackend:
         fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._pending[corr] = (target, fut)
         try:
-            self._event("request", event=event, target=target, instanceKey=key)
+            self._event(RequestMsg(event, target, key), target)
             return await fut
         finally:
             self._pending.pop(corr, None)
 
     async def run_send(self, target: str, key: str, event: dict[str, Any]) -> None:
-        self._event("send", event=event, target=target, instanceKey=key)
+        self._event(Send(event, target, key), target)
 
     async def _rpc(self, op: str, **args: Any) -> Any:
         rpc_id = new_id("rpc")
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._rpcs[rpc_id] = fut
         try:
-            self._event("rpc", rpcId=rpc_id, op=op, args=args)
+            self._event(Rpc(rpc_id, op, args), args.get("target"))
             return await fut
         finally:
             self._rpcs.pop(rpc_id, None)
@@ -81,16 +106,15 @@ class ProcessBackend:
         value: dict[str, Any] = await self._rpc("list", owner=list(owner), includeAll=include_all)
         return value
 
-    def on_response(self, payload: dict[str, Any]) -> None:
-        if payload.get("kind") == "response":
-            event = payload.get("event") or {}
-            corr = (event.get("metadata") or {}).get("inReplyTo")
-            entry = self._pending.get(str(corr))
-            if entry and not entry[1].done():
-                text = event.get("input")
-                entry[1].set_result(text if isinstance(text, str) else "")
-            return
-        meta = payload.get("metadata") or {}
+    def on_response(self, rec: Response) -> None:
+        corr = (rec.event.get("metadata") or {}).get("inReplyTo")
+        entry = self._pending.get(str(corr))
+        if entry and not entry[1].done():
+            text = rec.event.get("input")
+            entry[1].set_result(text if isinstance(text, str) else "")
+
+    def on_error_response(self, rec: ErrorResponse) -> None:
+        meta = rec.metadata
         entry = self._pending.get(str(meta.get("inReplyTo")))
         if entry and not entry[1].done():
             entry[1].set_exception(
@@ -101,14 +125,14 @@ class ProcessBackend:
                 )
             )
 
-    def on_rpc_result(self, payload: dict[str, Any]) -> None:
-        fut = self._rpcs.get(str(payload.get("rpcId")))
+    def on_rpc_result(self, rec: RpcResult) -> None:
+        fut = self._rpcs.get(rec.rpc_id)
         if fut is None or fut.done():
             return
-        if payload.get("ok"):
-            fut.set_result(payload.get("value"))
+        if rec.ok:
+            fut.set_result(rec.value)
         else:
-            err = payload.get("error") or {}
+            err = rec.error or {}
             fut.set_exception(
                 AgentRequestError(
                     str(err.get("code") or "IPC_DELIVERY_FAILED"),
@@ -158,7 +182,7 @@ class IpcLogHandler(logging.Handler):
             if record.exc_info and not exc_text:
                 exc_text = logging.Formatter().formatException(record.exc_info)
             fields["exc_text"] = exc_text
-            self._send("log", record=fields)
+            self._send(Log(fields))
         except Exception:
             pass
         finally:
@@ -185,66 +209,98 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
     agent: str = spec["agent"]
     key: str = spec["instanceKey"]
 
-    def send(kind: str, **fields: Any) -> None:
+    def send(record: Record) -> None:
         try:
-            conn.send(message("event", agent, ORCHESTRATOR, {"kind": kind, **fields}))
+            conn.send_record(record, agent, ORCHESTRATOR)
         except FrameTooLarge as exc:
             # nothing was written; the one request this message belonged to fails, the channel stays
-            if kind == "turn_done":
+            if isinstance(record, TurnDone):
                 err = frame_error(exc).to_dict()
-                result = {"turnId": fields["result"].get("turnId", ""), "finishReason": "error", "text": None}
-                send("turn_done", ticket=fields["ticket"], result={**result, "responseMessage": None, "error": err})
-            elif kind == "start_error":
-                error = dict(fields["error"])
+                result = {"turnId": record.result.get("turnId", ""), "finishReason": "error", "text": None}
+                send(TurnDone(record.ticket, {**result, "responseMessage": None, "error": err}))
+            elif isinstance(record, StartError):
+                error = dict(record.error)
                 error["message"] = str(error.get("message", ""))[:4096]
                 error.pop("traceback", None)
-                conn.send(message("event", agent, ORCHESTRATOR, {"kind": kind, "error": error}))
+                conn.send_record(StartError(error), agent, ORCHESTRATOR)
             else:
-                log.warning("%s@%s: %s message dropped: %s", agent, key, kind, exc)
+                log.warning("%s@%s: %s message dropped: %s", agent, key, record.KIND, exc)
 
     _forward_logging(send, spec.get("logLevel"))
     backend = ProcessBackend(conn, agent)
     hub = AgentsHub(ctx, backend)
-    listeners = [lambda record: send("runtime_event", record=record)]
-    deltas = [lambda payload: send("text_delta", delta=payload)] if spec.get("deltas") else []
+    listeners = [lambda record: send(RuntimeEvent(record))]
+    deltas = [lambda payload: send(TextDelta(payload))] if spec.get("deltas") else []
     instance = ctx.build_instance(agent, key, hub=hub, listeners=listeners, delta_listeners=deltas)
     try:
         await instance.start()
     except BaseException as exc:
-        send("start_error", error=error_dict(exc))
+        send(StartError(error_dict(exc)))
         with contextlib.suppress(Exception):
             await writer.drain()
         return 3
-    send("agent_ready", pid=os.getpid())
-    current: asyncio.Task[None] | None = None
-    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    send(AgentReady(os.getpid()))
+    queue: asyncio.Queue[Turn] = asyncio.Queue()
 
     async def turns() -> None:
         while True:
-            payload = await queue.get()
+            turn = await queue.get()
             # accepted once the user's message is durable: from then on a crash belongs to this turn
             # (recovered as interrupted); before it the orchestrator hands the event to the next
             # process, which does not store the message again if it was stored (same event id)
-            accepted = functools.partial(send, "turn_accepted", ticket=payload["ticket"])
+            accepted = functools.partial(send, TurnAccepted(turn.ticket))
             try:
-                result = (await instance.run_turn(payload["event"], on_accepted=accepted)).to_dict()
+                result = (await instance.run_turn(turn.event, on_accepted=accepted)).to_dict()
             except Exception as exc:
                 err = error_dict(exc)
                 result = {"turnId": "", "finishReason": "error", "text": None, "responseMessage": None, "error": err}
-            send("turn_done", ticket=payload["ticket"], result=result)
+            send(TurnDone(turn.ticket, result))
             reason = instance.restart_requested
             if reason is not None:
                 instance.restart_requested = None
-                send("restart_request", reason=reason)
+                send(RestartRequest(str(reason)))
 
-    async def sync(sync_id: Any) -> None:
+    async def sync(rec: Sync) -> None:
         while hub.busy or not queue.empty() or instance.lock.locked():
             await asyncio.sleep(0.002)
-        send("sync_ack", id=sync_id)
+        send(SyncAck(rec.id))
 
     loop = asyncio.get_running_loop()
     current = loop.create_task(turns())
     background: set[asyncio.Task[Any]] = set()
+
+    def on_sync(rec: Sync) -> None:
+        task = loop.create_task(sync(rec))
+        background.add(task)
+        task.add_done_callback(background.discard)
+
+    async def on_shutdown(rec: Shutdown) -> int:
+        if rec.interrupt:
+            await _interrupted(current, background, hub, instance)
+            conn.send_record(ShutdownAck(key), agent, ORCHESTRATOR)
+            with contextlib.suppress(Exception):
+                await writer.drain()
+            _exit_now()
+        deadline = loop.time() + rec.grace_period_ms / 1000
+        while not queue.empty() or instance.lock.locked() or (hub.busy and loop.time() < deadline):
+            await asyncio.sleep(0.002)
+        current.cancel()
+        await instance.close()
+        conn.send_record(ShutdownAck(key), agent, ORCHESTRATOR)
+        with contextlib.suppress(Exception):
+            await writer.drain()
+        return 0
+
+    # what this process answers to; anything else the orchestrator sends is logged and skipped
+    table = (
+        Dispatcher(f"agent process {agent}@{key}", log)
+        .on(Turn, queue.put_nowait)
+        .on(Response, backend.on_response)
+        .on(ErrorResponse, backend.on_error_response)
+        .on(RpcResult, backend.on_rpc_result)
+        .on(Sync, on_sync)
+        .on(Shutdown, on_shutdown)
+    )
     while True:
         try:
             msg = await conn.recv()
@@ -253,38 +309,9 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
             continue
         if msg is None:
             os._exit(0)
-        mtype = msg["type"]
-        payload = msg.get("payload") or {}
-        if mtype == "shutdown" and payload.get("interrupt"):
-            await _interrupted(current, background, hub, instance)
-            conn.send(message("shutdown_ack", agent, ORCHESTRATOR, {"instanceKey": key}))
-            with contextlib.suppress(Exception):
-                await writer.drain()
-            _exit_now()
-        if mtype == "shutdown":
-            grace = payload.get("gracePeriodMs")
-            deadline = loop.time() + (grace / 1000 if isinstance(grace, int | float) else 30.0)
-            while not queue.empty() or instance.lock.locked() or (hub.busy and loop.time() < deadline):
-                await asyncio.sleep(0.002)
-            current.cancel()
-            await instance.close()
-            conn.send(message("shutdown_ack", agent, ORCHESTRATOR, {"instanceKey": key}))
-            with contextlib.suppress(Exception):
-                await writer.drain()
-            return 0
-        if mtype != "event":
-            continue
-        kind = payload.get("kind")
-        if kind == "turn":
-            queue.put_nowait(payload)
-        elif kind in ("response", "error_response"):
-            backend.on_response(payload)
-        elif kind == "rpc_result":
-            backend.on_rpc_result(payload)
-        elif kind == "sync":
-            task = asyncio.get_running_loop().create_task(sync(payload.get("id")))
-            background.add(task)
-            task.add_done_callback(background.discard)
+        code = await table.dispatch_async(msg)
+        if isinstance(code, int):
+            return code
 
 
 async def _interrupted(

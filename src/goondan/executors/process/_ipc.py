@@ -1,12 +1,10 @@
-"""The IPC wire format between the orchestrator and agent processes (digest §2.3).
+"""THE wire protocol between goondan and every child process it supervises: agent processes, the
+fork server and connector hosts. One framing, one message envelope, one set of typed records.
 
-Every message is a JSON object ``{"type", "from", "to", "payload"}`` whose ``type`` is one of
-``event``, ``shutdown`` or ``shutdown_ack``; ``payload`` is any JSON value.
-
-Framing (agent connections, one ``SOCK_STREAM`` Unix socketpair per agent process): each message is
-a 4-byte big-endian unsigned length ``n`` followed by ``n`` bytes of UTF-8 JSON (no trailing newline).
-A stream socket delivers bytes in order, so messages are ordered per connection; there is no other
-multiplexing. End of stream means the peer is gone.
+Framing (agent and connector channels, one ``SOCK_STREAM`` Unix socketpair per child): each message
+is a 4-byte big-endian unsigned length ``n`` followed by ``n`` bytes of UTF-8 JSON (no trailing
+newline). A stream socket delivers bytes in order, so messages are ordered per connection; there is
+no other multiplexing. End of stream means the peer is gone.
 
 A frame body is at most :data:`MAX_FRAME` bytes (64 MiB; ``GOONDAN_IPC_MAX_FRAME_BYTES`` lowers or
 raises it). Senders refuse a larger message with :class:`FrameTooLarge` (the caller turns that into an
@@ -14,23 +12,82 @@ raises it). Senders refuse a larger message with :class:`FrameTooLarge` (the cal
 skips its body and raises :class:`FrameTooLarge`, and so does a body that is not an IPC message
 (:class:`IpcError`): the stream stays in step, so the channel keeps serving.
 
-The fork-server control channel (host ↔ fork server) is a ``SOCK_SEQPACKET`` socketpair: one
-datagram is one message (same JSON shape, no length prefix), and a spawn request carries the child's
-end of its agent socketpair as ``SCM_RIGHTS`` ancillary data.
+The fork-server control channel (host ↔ fork server) carries the same envelope and records, encoded
+the same way and under the same size limit, but as ``SOCK_SEQPACKET`` datagrams without the length
+prefix. It stays a datagram channel because a ``spawn`` carries the child's ends of its agent
+socketpair and output pipe as ``SCM_RIGHTS`` ancillary data: on a datagram socket the descriptors
+arrive with exactly the message they belong to, whereas on a byte stream they attach to whichever
+``recvmsg`` happens to read the first byte after them, which a reader that batches frames would have
+to untangle. The fork server is also a plain ``select`` loop (it must stay free of asyncio and
+threads to ``fork()`` safely), for which one ``recv`` per message is the simplest correct reader.
 
-What travels inside ``event`` payloads is documented on :data:`EVENT_KINDS`.
+Envelope: every message is a JSON object ``{"type", "from", "to", "payload"}``; ``type`` is one of
+``event``, ``shutdown`` or ``shutdown_ack``. An ``event``'s payload carries ``kind``; the pair
+(type, kind) names one record class below. Field names are the records' attribute names in
+camelCase; a field with a default may be left out. A receiver decodes with :func:`decode_record`
+and hands the record to a :class:`Dispatcher` (message kind → handler): a kind it does not know, or
+a record whose fields have the wrong types, is logged and skipped, never ends the channel.
+
+Messages (→ child: sent by the host; ← child: sent by the child)
+
+Agent channel (orchestrator ↔ agent process):
+  → ``turn`` {ticket, event}: run one turn for an AgentEvent.
+  → ``response`` {event}: the answer to an inter-agent request, ``event.metadata.inReplyTo`` = its
+    correlation id.
+  → ``error_response`` {source, metadata{inReplyTo, errorCode, errorMessage}}: the request failed.
+  → ``rpc_result`` {rpcId, ok, value?, error?}: the answer to an ``rpc``.
+  → ``sync`` {id}: answer ``sync_ack`` once no turn or background work is left.
+  → ``shutdown`` (type ``shutdown``) {reason, gracePeriodMs, instanceKey?, interrupt?}: finish the
+    current turn (cancel it when ``interrupt``), save state, answer ``shutdown_ack``, exit 0.
+  ← ``agent_ready`` {pid}: the instance started.
+  ← ``start_error`` {error}: it could not start (a GoondanError dict plus ``class``).
+  ← ``turn_accepted`` {ticket}: the turn's user message is durable; a crash now belongs to the turn.
+  ← ``turn_done`` {ticket, result}: the TurnResult dict.
+  ← ``request`` {event, target, instanceKey} / ``send`` {event, target, instanceKey}: inter-agent.
+  ← ``rpc`` {rpcId, op, args}: op "spawn" with args {owner, target, instanceKey, cwd}, or op
+    "list" with args {owner, includeAll}.
+  ← ``runtime_event`` {record}, ``text_delta`` {delta}, ``log`` {record} (a log record's fields,
+    message formatted, traceback as text).
+  ← ``restart_request`` {reason}; ``sync_ack`` {id}.
+  ← ``shutdown_ack`` (type ``shutdown_ack``) {instanceKey?}.
+
+Fork-server channel (host ↔ fork server, datagrams):
+  → ``init`` {bundle, stateRoot, persist, env?, swarm?, store?, sysPath?}: first message; load the
+    bundle and warm up.
+  → ``spawn`` {id, spec}, with SCM_RIGHTS [agent socket, output pipe]: fork one agent process;
+    ``spec`` is {agent, instanceKey, deltas, logLevel} as the agent process reads it.
+  ← ``ready`` {pid} / ``start_error`` {error}: the answer to ``init``.
+  ← ``spawned`` {id, pid}; ``exited`` {pid, code} (``code`` < 0: killed by that signal).
+
+Connector channel (``gdn run`` ↔ connector host, ``python -m goondan.connectors.host --fd N``):
+  → ``connector_start`` {entry, connection, connector, config, secrets}: first message.
+  → ``connector_reply`` {id, text?, finishReason?, error?}: the turn result of event ``id``.
+  → ``shutdown`` {reason, gracePeriodMs}: cancel ``run(ctx)``, answer ``connector_stopped`` and
+    ``shutdown_ack``, exit.
+  ← ``ready`` {pid} / ``start_error`` {error}: the connector is up, or failed to load/start.
+  ← ``connector_event`` {id, event{name, message, properties, instanceKey}}.
+  ← ``connector_stopped`` {reason: returned|shutdown|failed, error?{code, message, traceback}}.
+  ← ``shutdown_ack`` {}.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import inspect
+import logging
 import os
 import struct
-from typing import Any
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeVar
 
 import orjson
 
 from ...errors import GoondanError
+
+log = logging.getLogger("goondan.executors.process")
 
 MESSAGE_TYPES = ("event", "shutdown", "shutdown_ack")
 ORCHESTRATOR = "orchestrator"
@@ -47,37 +104,8 @@ def _max_frame_from_env() -> int:
     return DEFAULT_MAX_FRAME
 
 
-# Read once per process; agent processes inherit the host's environment, so both ends agree.
+# Read once per process; child processes inherit the host's environment, so both ends agree.
 MAX_FRAME = _max_frame_from_env()
-
-# ``payload.kind`` of ``event`` messages. Orchestrator → agent: ``turn`` {ticket, event} (run one turn
-# for an AgentEvent), ``response`` {event} / ``error_response`` {metadata{inReplyTo, errorCode,
-# errorMessage}} (the answer to an inter-agent request, matched by correlation id), ``rpc_result``
-# {rpcId, ok, value|error}, ``sync`` {id}. Agent → orchestrator: ``agent_ready`` {pid}, ``start_error``
-# {error}, ``turn_accepted`` {ticket} (sent when the process takes the event, before the turn
-# runs), ``turn_done`` {ticket, result}, ``request`` {event, target, instanceKey}, ``send`` {event,
-# target, instanceKey}, ``rpc`` {rpcId, op, args}, ``runtime_event`` {record}, ``text_delta``
-# {delta}, ``restart_request`` {reason}, ``sync_ack`` {id}, ``log`` {record} (a log record's fields,
-# message formatted and traceback as text).
-EVENT_KINDS = (
-    "turn",
-    "response",
-    "error_response",
-    "rpc_result",
-    "sync",
-    "agent_ready",
-    "start_error",
-    "turn_accepted",
-    "turn_done",
-    "request",
-    "send",
-    "rpc",
-    "runtime_event",
-    "text_delta",
-    "restart_request",
-    "sync_ack",
-    "log",
-)
 
 
 class IpcError(Exception):
@@ -105,7 +133,434 @@ def frame_error(exc: FrameTooLarge) -> GoondanError:
     )
 
 
+# --- typed records --------------------------------------------------------------------------------
+
+_Check = Callable[[Any], bool]
+_NO_DEFAULT: Any = dataclasses.MISSING
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _checker(hint: Any) -> _Check:
+    """A cheap JSON-level type check for one annotated field (str, int, float, bool, dict, list,
+    Any and ``X | None``): enough to refuse a record a handler would trip over."""
+    if hint is Any:
+        return lambda v: True
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        checks = [_checker(arg) for arg in typing.get_args(hint)]
+        return lambda v: any(check(v) for check in checks)
+    if hint is type(None):
+        return lambda v: v is None
+    base = origin or hint
+    if base is bool:
+        return lambda v: isinstance(v, bool)
+    if base is int:
+        return lambda v: isinstance(v, int) and not isinstance(v, bool)
+    if base is float:
+        return lambda v: isinstance(v, int | float) and not isinstance(v, bool)
+    if base in (dict, Mapping):
+        return lambda v: isinstance(v, dict)
+    if base is list:
+        return lambda v: isinstance(v, list)
+    if base is str:
+        return lambda v: isinstance(v, str)
+    raise TypeError(f"IPC record fields must be JSON types, not {hint!r}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Field:
+    name: str
+    wire: str
+    check: _Check
+    default: Any
+
+
+class Record:
+    """One IPC message. Subclasses are frozen dataclasses registered with :func:`_record`; ``TYPE``
+    is the envelope type and ``KIND`` the payload kind (for ``shutdown``/``shutdown_ack`` the type)."""
+
+    __slots__ = ()
+    TYPE: ClassVar[str] = "event"
+    KIND: ClassVar[str] = ""
+    FIELDS: ClassVar[tuple[_Field, ...]] = ()
+
+    def to_payload(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {"kind": self.KIND} if self.TYPE == "event" else {}
+        for f in self.FIELDS:
+            value = getattr(self, f.name)
+            if f.default is _NO_DEFAULT or value != f.default or type(value) is not type(f.default):
+                payload[f.wire] = value
+        return payload
+
+    @classmethod
+    def from_payload(cls: type[R], payload: Any) -> R:
+        """The record a payload describes; :class:`IpcError` names the first field that is missing
+        or of the wrong type. Unknown fields are ignored (a newer peer may add optional ones)."""
+        if not isinstance(payload, dict):
+            raise IpcError(f"a {cls.KIND} payload must be an object")
+        values: dict[str, Any] = {}
+        for f in cls.FIELDS:
+            if f.wire in payload:
+                value = payload[f.wire]
+                if not f.check(value):
+                    raise IpcError(f"{cls.KIND}: field {f.wire!r} has the wrong type ({type(value).__name__})")
+                values[f.name] = value
+            elif f.default is _NO_DEFAULT:
+                raise IpcError(f"{cls.KIND}: field {f.wire!r} is missing")
+        return cls(**values)
+
+    def message(self, from_: str, to: str) -> dict[str, Any]:
+        """The envelope this record travels in."""
+        return {"type": self.TYPE, "from": from_, "to": to, "payload": self.to_payload()}
+
+
+R = TypeVar("R", bound=Record)
+RECORDS: dict[str, type[Record]] = {}
+
+
+def _record(cls: type[R]) -> type[R]:
+    """Register a record class: precompute its wire fields (checked once here, not per message)."""
+    hints = typing.get_type_hints(cls)
+    fields = []
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.default_factory is not dataclasses.MISSING:
+            raise TypeError(f"{cls.__name__}.{f.name}: IPC record defaults must be plain values")
+        fields.append(_Field(f.name, _camel(f.name), _checker(hints[f.name]), f.default))
+    cls.FIELDS = tuple(fields)
+    if cls.KIND in RECORDS:
+        raise TypeError(f"IPC message kind {cls.KIND!r} is defined twice")
+    RECORDS[cls.KIND] = cls
+    return cls
+
+
+JsonObject = dict[str, Any]
+
+
+# Agent channel, orchestrator → agent process
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class Turn(Record):
+    KIND: ClassVar[str] = "turn"
+    ticket: str
+    event: JsonObject
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class Response(Record):
+    KIND: ClassVar[str] = "response"
+    event: JsonObject
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class ErrorResponse(Record):
+    KIND: ClassVar[str] = "error_response"
+    source: JsonObject
+    metadata: JsonObject
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class RpcResult(Record):
+    KIND: ClassVar[str] = "rpc_result"
+    rpc_id: str
+    ok: bool
+    value: Any = None
+    error: JsonObject | None = None
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class Sync(Record):
+    KIND: ClassVar[str] = "sync"
+    id: str
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class Shutdown(Record):
+    """Agent and connector channels: stop gracefully (or, ``interrupt``, cancel the running work)."""
+
+    TYPE: ClassVar[str] = "shutdown"
+    KIND: ClassVar[str] = "shutdown"
+    reason: str
+    grace_period_ms: int
+    instance_key: str | None = None
+    interrupt: bool = False
+
+
+# Agent channel, agent process → orchestrator
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class AgentReady(Record):
+    KIND: ClassVar[str] = "agent_ready"
+    pid: int
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class StartError(Record):
+    """Agent, fork-server and connector channels: the child could not start."""
+
+    KIND: ClassVar[str] = "start_error"
+    error: JsonObject
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class TurnAccepted(Record):
+    KIND: ClassVar[str] = "turn_accepted"
+    ticket: str
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class TurnDone(Record):
+    KIND: ClassVar[str] = "turn_done"
+    ticket: str
+    result: JsonObject
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class Request(Record):
+    KIND: ClassVar[str] = "request"
+    event: JsonObject
+    target: str
+    instance_key: str
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class Send(Record):
+    KIND: ClassVar[str] = "send"
+    event: JsonObject
+    target: str
+    instance_key: str
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class Rpc(Record):
+    KIND: ClassVar[str] = "rpc"
+    rpc_id: str
+    op: str
+    args: JsonObject
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class RuntimeEvent(Record):
+    KIND: ClassVar[str] = "runtime_event"
+    record: JsonObject
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class TextDelta(Record):
+    KIND: ClassVar[str] = "text_delta"
+    delta: Any
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class RestartRequest(Record):
+    KIND: ClassVar[str] = "restart_request"
+    reason: str
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class SyncAck(Record):
+    KIND: ClassVar[str] = "sync_ack"
+    id: str
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class Log(Record):
+    KIND: ClassVar[str] = "log"
+    record: JsonObject
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class ShutdownAck(Record):
+    """Agent and connector channels: the child stopped its work and saved its state."""
+
+    TYPE: ClassVar[str] = "shutdown_ack"
+    KIND: ClassVar[str] = "shutdown_ack"
+    instance_key: str | None = None
+
+
+# Fork-server channel
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class Init(Record):
+    KIND: ClassVar[str] = "init"
+    bundle: str
+    state_root: str
+    persist: bool
+    env: JsonObject | None = None
+    swarm: str | None = None
+    store: str | None = None
+    sys_path: list[Any] | None = None
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class Spawn(Record):
+    KIND: ClassVar[str] = "spawn"
+    id: int
+    spec: JsonObject
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class Ready(Record):
+    """Fork-server and connector channels: the child is up."""
+
+    KIND: ClassVar[str] = "ready"
+    pid: int
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class Spawned(Record):
+    KIND: ClassVar[str] = "spawned"
+    id: int
+    pid: int
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class Exited(Record):
+    KIND: ClassVar[str] = "exited"
+    pid: int
+    code: int
+
+
+# Connector channel
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConnectorStart(Record):
+    KIND: ClassVar[str] = "connector_start"
+    entry: str
+    connection: str
+    connector: str
+    config: JsonObject
+    secrets: JsonObject
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConnectorReply(Record):
+    KIND: ClassVar[str] = "connector_reply"
+    id: str
+    text: str | None = None
+    finish_reason: str | None = None
+    error: JsonObject | None = None
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConnectorEvent(Record):
+    KIND: ClassVar[str] = "connector_event"
+    id: str
+    event: JsonObject
+
+
+@_record
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConnectorStopped(Record):
+    KIND: ClassVar[str] = "connector_stopped"
+    reason: str
+    error: JsonObject | None = None
+
+
+EVENT_KINDS = tuple(kind for kind, cls in RECORDS.items() if cls.TYPE == "event")
+
+
+def message_kind(msg: Mapping[str, Any]) -> str:
+    """The dispatch key of an envelope: the payload kind of an ``event``, else the type."""
+    mtype = msg.get("type")
+    if mtype != "event":
+        return str(mtype)
+    payload = msg.get("payload")
+    kind = payload.get("kind") if isinstance(payload, dict) else None
+    return str(kind) if kind else "event"
+
+
+def decode_record(msg: Mapping[str, Any]) -> Record:
+    """The record an envelope carries; :class:`IpcError` for an unknown kind or bad fields."""
+    kind = message_kind(msg)
+    cls = RECORDS.get(kind)
+    if cls is None or msg.get("type") != cls.TYPE:
+        raise IpcError(f"unknown IPC message kind {kind!r}")
+    return cls.from_payload(msg.get("payload") if msg.get("payload") is not None else {})
+
+
+Handler = Callable[[Any], Any]
+
+
+class Dispatcher:
+    """Message kind → handler, one table per channel end (instead of an ``if``/``elif`` chain on
+    ``type`` and ``kind``). A message whose kind has no handler here, or whose record does not
+    decode, is logged and skipped: one bad message never ends the channel, and a peer one version
+    ahead (a new kind) degrades to a warning. A handler that raises is logged with its traceback and
+    the channel goes on. Returns what the handler returned (a coroutine is the caller's to await)."""
+
+    __slots__ = ("_logger", "_table", "name")
+
+    def __init__(self, name: str, logger: logging.Logger | None = None) -> None:
+        self.name = name
+        self._table: dict[str, tuple[type[Record], Handler]] = {}
+        self._logger = logger or log
+
+    def on(self, cls: type[R], handler: Callable[[R], Any]) -> Dispatcher:
+        self._table[cls.KIND] = (cls, handler)
+        return self
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        return frozenset(self._table)
+
+    def dispatch(self, msg: Mapping[str, Any]) -> Any:
+        kind = message_kind(msg)
+        entry = self._table.get(kind)
+        if entry is None or msg.get("type") != entry[0].TYPE:
+            self._logger.warning("%s: skipped a message of unknown kind %r from %s", self.name, kind, msg.get("from"))
+            return None
+        cls, handler = entry
+        try:
+            record = cls.from_payload(msg.get("payload") if msg.get("payload") is not None else {})
+        except IpcError as exc:
+            self._logger.error("%s: skipped a malformed message from %s: %s", self.name, msg.get("from"), exc)
+            return None
+        try:
+            return handler(record)
+        except Exception:
+            self._logger.exception("%s: handling a %s message failed", self.name, kind)
+            return None
+
+    async def dispatch_async(self, msg: Mapping[str, Any]) -> Any:
+        """:meth:`dispatch`, awaiting a handler that is a coroutine function."""
+        result = self.dispatch(msg)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+
+# --- envelopes and framing ------------------------------------------------------------------------
+
+
 def message(type_: str, from_: str, to: str, payload: Any) -> dict[str, Any]:
+    """A raw envelope (records build theirs with :meth:`Record.message`)."""
     if type_ not in MESSAGE_TYPES:
         raise IpcError(f"unknown IPC message type {type_!r}")
     return {"type": type_, "from": from_, "to": to, "payload": payload}
@@ -117,11 +572,22 @@ def _kind(msg: dict[str, Any]) -> str:
     return str(kind) if kind else str(msg.get("type"))
 
 
-def encode(msg: dict[str, Any]) -> bytes:
+def _body(msg: dict[str, Any]) -> bytes:
     body = orjson.dumps(msg)
     if len(body) > MAX_FRAME:
         raise FrameTooLarge(len(body), MAX_FRAME, _kind(msg))
+    return body
+
+
+def encode(msg: dict[str, Any]) -> bytes:
+    body = _body(msg)
     return HEADER.pack(len(body)) + body
+
+
+def encode_packet(msg: dict[str, Any]) -> bytes:
+    """A fork-server control datagram: the same JSON body, no length prefix (SOCK_SEQPACKET keeps
+    message boundaries), the same size limit."""
+    return _body(msg)
 
 
 def decode(body: bytes) -> dict[str, Any]:
@@ -186,6 +652,10 @@ class Connection:
             return False
         return True
 
+    def send_record(self, record: Record, from_: str, to: str) -> bool:
+        """:meth:`send` for a typed record."""
+        return self.send(record.message(from_, to))
+
     async def recv(self) -> dict[str, Any] | None:
         """The next message or ``None`` when the peer is gone; :class:`IpcError` (incl.
         :class:`FrameTooLarge`) for one bad frame, after which the stream goes on."""
@@ -203,24 +673,24 @@ class Connection:
                 pass
 
 
-def encode_packet(msg: dict[str, Any]) -> bytes:
-    """A control-channel datagram (no length prefix: SOCK_SEQPACKET keeps message boundaries)."""
-    return orjson.dumps(msg)
-
-
 __all__ = [
     "DEFAULT_MAX_FRAME",
     "EVENT_KINDS",
     "MAX_FRAME_ENV",
     "MESSAGE_TYPES",
     "ORCHESTRATOR",
+    "RECORDS",
     "Connection",
+    "Dispatcher",
     "FrameTooLarge",
     "IpcError",
+    "Record",
     "decode",
+    "decode_record",
     "encode",
     "encode_packet",
     "frame_error",
     "message",
+    "message_kind",
     "read_message",
 ]

@@ -40,7 +40,33 @@ from ..._ids import new_id, now_iso
 from ...engine._agents import AgentLimits, SpawnLimiter, SpawnRegistry, check_call_depth
 from ...errors import AgentRequestError, ExtensionError, GoondanError
 from ._clock import Clock, RealClock
-from ._ipc import ORCHESTRATOR, Connection, FrameTooLarge, IpcError, frame_error, message
+from ._ipc import (
+    ORCHESTRATOR,
+    AgentReady,
+    Connection,
+    Dispatcher,
+    ErrorResponse,
+    FrameTooLarge,
+    IpcError,
+    Log,
+    Response,
+    RestartRequest,
+    Rpc,
+    RpcResult,
+    RuntimeEvent,
+    Send,
+    Shutdown,
+    ShutdownAck,
+    StartError,
+    Sync,
+    SyncAck,
+    TextDelta,
+    Turn,
+    TurnAccepted,
+    TurnDone,
+    frame_error,
+)
+from ._ipc import Request as RequestMsg
 from ._output import OutputSink
 
 log = logging.getLogger("goondan.executors.process")
@@ -357,6 +383,7 @@ class Orchestrator:
     # --- messages from agent processes ---------------------------------------------------------------
 
     async def _read_loop(self, h: InstanceHandle, conn: Connection, ready: asyncio.Future[None]) -> None:
+        table = self._table(h, conn, ready)
         while True:
             try:
                 msg = await conn.recv()
@@ -368,10 +395,7 @@ class Orchestrator:
                 continue
             if msg is None:
                 break
-            try:
-                self._on_message(h, conn, ready, msg)
-            except Exception:
-                log.exception("handling a message from %s failed", h.name)
+            table.dispatch(msg)
         conn.close()
         # The exit code comes from the fork server on another channel and may arrive before this
         # stream's last messages (turn_done, shutdown_ack) were read: an exit is handled only once
@@ -384,66 +408,70 @@ class Orchestrator:
             else:
                 self._finish_exit(h, pid, code)
 
-    def _on_message(
-        self, h: InstanceHandle, conn: Connection, ready: asyncio.Future[None], msg: dict[str, Any]
-    ) -> None:
-        mtype = msg["type"]
-        payload = msg.get("payload") or {}
-        if mtype == "shutdown_ack":
-            if payload.get("instanceKey") in (None, h.key) and h.acked is not None and not h.acked.done():
-                h.acked.set_result(None)
-            return
-        if mtype != "event":
-            return
-        kind = payload.get("kind")
-        if kind == "runtime_event":
-            self._emit(self.listeners, payload.get("record"))
-        elif kind == "turn_accepted":
-            if h.current is not None and h.current.ticket == str(payload.get("ticket")):
-                h.current.accepted = True
-        elif kind == "turn_done":
-            if h.current is None or h.current.ticket != str(payload.get("ticket")):
-                return  # the answer to a turn already failed here (e.g. its frame was too large)
-            work, h.current = h.current, None
-            if not work.future.done():
-                work.future.set_result(payload.get("result") or {})
-            result = payload.get("result") or {}
-            if result.get("finishReason") != "error":
-                h.consecutive_crashes = 0
-            h.last_active = self.clock.now_ms()
-            if h.status == "processing":
-                h.status = "idle"
-            self._pump(h)
-        elif kind == "agent_ready":
-            if h.status == "spawning":
-                h.status = "idle"
-            h.last_active = self.clock.now_ms()
-            if not ready.done():
-                ready.set_result(None)
-            self._pump(h)
-        elif kind == "start_error":
-            err = error_from_dict(payload.get("error") or {})
-            if not ready.done():
-                ready.set_exception(err)
-                ready.exception()
-            self._fail_queue(h, err)
-        elif kind == "request":
-            self._route_request(h, payload)
-        elif kind == "send":
-            self._route_send(payload)
-        elif kind == "rpc":
-            self._track(self._rpc(h, conn, payload))
-        elif kind == "log":
-            self._log_record(h, payload.get("record"))
-        elif kind == "text_delta":
-            self._emit(self.delta_listeners, payload.get("delta"))
-        elif kind == "restart_request":
-            if self._on_restart_request is not None:
-                self._track(self._on_restart_request(h, str(payload.get("reason") or "self-restart")))
-        elif kind == "sync_ack":
-            fut = h.syncs.pop(str(payload.get("id")), None)
-            if fut is not None and not fut.done():
-                fut.set_result(None)
+    def _table(self, h: InstanceHandle, conn: Connection, ready: asyncio.Future[None]) -> Dispatcher:
+        """What the orchestrator answers to on one agent process's stream (see ``_ipc`` for every
+        message); anything else is logged and skipped by the dispatcher."""
+        return (
+            Dispatcher(f"orchestrator <- {h.name}", log)
+            .on(ShutdownAck, lambda rec: self._on_shutdown_ack(h, rec))
+            .on(RuntimeEvent, lambda rec: self._emit(self.listeners, rec.record))
+            .on(TurnAccepted, lambda rec: self._on_turn_accepted(h, rec))
+            .on(TurnDone, lambda rec: self._on_turn_done(h, rec))
+            .on(AgentReady, lambda rec: self._on_agent_ready(h, ready))
+            .on(StartError, lambda rec: self._on_start_error(h, ready, rec))
+            .on(RequestMsg, lambda rec: self._route_request(h, rec))
+            .on(Send, self._route_send)
+            .on(Rpc, lambda rec: self._track(self._rpc(h, conn, rec)))
+            .on(Log, lambda rec: self._log_record(h, rec.record))
+            .on(TextDelta, lambda rec: self._emit(self.delta_listeners, rec.delta))
+            .on(RestartRequest, lambda rec: self._on_restart_request_msg(h, rec))
+            .on(SyncAck, lambda rec: self._on_sync_ack(h, rec))
+        )
+
+    def _on_shutdown_ack(self, h: InstanceHandle, rec: ShutdownAck) -> None:
+        if rec.instance_key in (None, h.key) and h.acked is not None and not h.acked.done():
+            h.acked.set_result(None)
+
+    def _on_turn_accepted(self, h: InstanceHandle, rec: TurnAccepted) -> None:
+        if h.current is not None and h.current.ticket == rec.ticket:
+            h.current.accepted = True
+
+    def _on_turn_done(self, h: InstanceHandle, rec: TurnDone) -> None:
+        if h.current is None or h.current.ticket != rec.ticket:
+            return  # the answer to a turn already failed here (e.g. its frame was too large)
+        work, h.current = h.current, None
+        if not work.future.done():
+            work.future.set_result(rec.result)
+        if rec.result.get("finishReason") != "error":
+            h.consecutive_crashes = 0
+        h.last_active = self.clock.now_ms()
+        if h.status == "processing":
+            h.status = "idle"
+        self._pump(h)
+
+    def _on_agent_ready(self, h: InstanceHandle, ready: asyncio.Future[None]) -> None:
+        if h.status == "spawning":
+            h.status = "idle"
+        h.last_active = self.clock.now_ms()
+        if not ready.done():
+            ready.set_result(None)
+        self._pump(h)
+
+    def _on_start_error(self, h: InstanceHandle, ready: asyncio.Future[None], rec: StartError) -> None:
+        err = error_from_dict(rec.error)
+        if not ready.done():
+            ready.set_exception(err)
+            ready.exception()
+        self._fail_queue(h, err)
+
+    def _on_restart_request_msg(self, h: InstanceHandle, rec: RestartRequest) -> None:
+        if self._on_restart_request is not None:
+            self._track(self._on_restart_request(h, rec.reason or "self-restart"))
+
+    def _on_sync_ack(self, h: InstanceHandle, rec: SyncAck) -> None:
+        fut = h.syncs.pop(rec.id, None)
+        if fut is not None and not fut.done():
+            fut.set_result(None)
 
     def _log_record(self, h: InstanceHandle, fields: Any) -> None:
         """A log record of an agent process, handled by the host's logging as if it were its own
@@ -608,10 +636,8 @@ class Orchestrator:
             work = h.queue.popleft()
             self.turns_dispatched += 1
             work.ticket, work.accepted = str(self.turns_dispatched), False
-            payload = {"kind": "turn", "ticket": work.ticket, "event": work.event}
             try:
-                frame = message("event", ORCHESTRATOR, h.agent, payload)
-                sent = h.conn.send(frame)
+                sent = h.conn.send_record(Turn(work.ticket, work.event), ORCHESTRATOR, h.agent)
             except TypeError as exc:  # not JSON: refuse this event, keep serving the queue
                 self._fail(work, GoondanError("E_IPC_NOT_JSON", f"the event cannot cross the process boundary: {exc}"))
                 continue
@@ -654,45 +680,40 @@ class Orchestrator:
 
     # --- inter-agent routing ----------------------------------------------------------------------------
 
-    def _reply(self, caller: InstanceHandle, payload: dict[str, Any]) -> None:
+    def _reply(self, caller: InstanceHandle, reply: Response | ErrorResponse) -> None:
         if caller.conn is None:
             log.warning("response for %s dropped: its process is gone", caller.name)
             return
         try:
-            sent = caller.conn.send(message("event", ORCHESTRATOR, caller.agent, payload))
+            sent = caller.conn.send_record(reply, ORCHESTRATOR, caller.agent)
         except FrameTooLarge as exc:
-            event = payload.get("event") or {}
+            event = reply.event if isinstance(reply, Response) else {}
             err = frame_error(exc)
             source = event.get("source") or {}
-            payload = {
-                "kind": "error_response",
-                "type": "error_response",
-                "source": source,
-                "metadata": {
+            reply = ErrorResponse(
+                source,
+                {
                     "inReplyTo": (event.get("metadata") or {}).get("inReplyTo"),
                     "errorCode": err.code,
                     "errorMessage": f"the response of agent '{source.get('name')}': {err.message}",
                 },
-            }
-            sent = caller.conn.send(message("event", ORCHESTRATOR, caller.agent, payload))
+            )
+            sent = caller.conn.send_record(reply, ORCHESTRATOR, caller.agent)
         if not sent:
             log.warning("response for %s dropped: its process is gone", caller.name)
 
     def _error_response(self, caller: InstanceHandle, corr: Any, target: str, code: str, text: str) -> None:
         self._reply(
             caller,
-            {
-                "kind": "error_response",
-                "type": "error_response",
-                "source": {"kind": "agent", "name": target},
-                "metadata": {"inReplyTo": corr, "errorCode": code, "errorMessage": text},
-            },
+            ErrorResponse(
+                {"kind": "agent", "name": target}, {"inReplyTo": corr, "errorCode": code, "errorMessage": text}
+            ),
         )
 
-    def _route_request(self, caller: InstanceHandle, payload: dict[str, Any]) -> None:
-        event = payload.get("event") or {}
-        target = str(payload.get("target"))
-        key = str(payload.get("instanceKey") or caller.key)
+    def _route_request(self, caller: InstanceHandle, rec: RequestMsg) -> None:
+        event = rec.event
+        target = rec.target
+        key = rec.instance_key or caller.key
         corr = (event.get("replyTo") or {}).get("correlationId")
         stack = (event.get("metadata") or {}).get("__goondanAgentCallStack") or []
         chain = [str(s) for s in stack] if isinstance(stack, list) else []
@@ -752,9 +773,8 @@ class Orchestrator:
                 return
             self._reply(
                 caller,
-                {
-                    "kind": "response",
-                    "event": {
+                Response(
+                    {
                         "id": new_id("evt"),
                         "type": "response",
                         "createdAt": now_iso(),
@@ -763,33 +783,31 @@ class Orchestrator:
                         "instanceKey": key,
                         "source": {"kind": "agent", "name": target},
                         "metadata": {"inReplyTo": corr},
-                    },
-                },
+                    }
+                ),
             )
 
         fut.add_done_callback(done)
 
-    def _route_send(self, payload: dict[str, Any]) -> None:
-        target = str(payload.get("target"))
-        key = str(payload.get("instanceKey"))
+    def _route_send(self, rec: Send) -> None:
+        target, key = rec.target, rec.instance_key
         if target not in self.agent_names:
             return
         try:
             self._admit(target, key)
-            fut = self.submit(target, key, payload.get("event") or {})
+            fut = self.submit(target, key, rec.event)
         except GoondanError as exc:
             log.warning("send to %s@%s failed: %s", target, key, exc)
             return
         fut.add_done_callback(lambda f: f.exception())
 
-    async def _rpc(self, h: InstanceHandle, conn: Connection, payload: dict[str, Any]) -> None:
-        rpc_id = payload.get("rpcId")
-        args = payload.get("args") or {}
+    async def _rpc(self, h: InstanceHandle, conn: Connection, rec: Rpc) -> None:
+        args = rec.args
         owner_raw = args.get("owner") or [h.agent, h.key]
         owner = (str(owner_raw[0]), str(owner_raw[1]))
-        reply: dict[str, Any] = {"kind": "rpc_result", "rpcId": rpc_id, "ok": True}
+        reply = RpcResult(rec.rpc_id, True)
         try:
-            if payload.get("op") == "spawn":
+            if rec.op == "spawn":
                 target, key = str(args["target"]), str(args["instanceKey"])
                 self._admit(target, key)
                 try:
@@ -802,25 +820,19 @@ class Orchestrator:
                     ) from exc
                 cwd = args.get("cwd")
                 fresh = self.registry.record(owner, target, key, cwd)
-                reply["value"] = {"target": target, "instanceKey": key, "spawned": fresh, "cwd": cwd}
-            elif payload.get("op") == "list":
-                reply["value"] = self.registry.list(owner, bool(args.get("includeAll")))
+                value = {"target": target, "instanceKey": key, "spawned": fresh, "cwd": cwd}
+                reply = RpcResult(rec.rpc_id, True, value)
+            elif rec.op == "list":
+                reply = RpcResult(rec.rpc_id, True, self.registry.list(owner, bool(args.get("includeAll"))))
             else:
-                raise GoondanError("E_RPC", f"unknown rpc {payload.get('op')!r}")
+                raise GoondanError("E_RPC", f"unknown rpc {rec.op!r}")
         except GoondanError as exc:
-            reply = {
-                "kind": "rpc_result",
-                "rpcId": rpc_id,
-                "ok": False,
-                "error": {**exc.to_dict(), "target": getattr(exc, "target", None)},
-            }
+            error = {**exc.to_dict(), "target": getattr(exc, "target", None)}
+            reply = RpcResult(rec.rpc_id, False, error=error)
         try:
-            conn.send(message("event", ORCHESTRATOR, h.agent, reply))
+            conn.send_record(reply, ORCHESTRATOR, h.agent)
         except FrameTooLarge as exc:
-            err = frame_error(exc)
-            conn.send(
-                message("event", ORCHESTRATOR, h.agent, {**reply, "ok": False, "value": None, "error": err.to_dict()})
-            )
+            conn.send_record(RpcResult(rec.rpc_id, False, error=frame_error(exc).to_dict()), ORCHESTRATOR, h.agent)
 
     # --- graceful shutdown ----------------------------------------------------------------------------
 
@@ -847,10 +859,8 @@ class Orchestrator:
             h.acked = loop.create_future()
             exited = h.exited
             assert exited is not None
-            payload: dict[str, Any] = {"gracePeriodMs": int(grace), "reason": reason, "instanceKey": h.key}
-            if interrupt:
-                payload["interrupt"] = True  # cancel the running turn instead of finishing it
-            h.conn.send(message("shutdown", ORCHESTRATOR, h.agent, payload))
+            # ``interrupt``: cancel the running turn instead of finishing it
+            h.conn.send_record(Shutdown(reason, int(grace), h.key, interrupt), ORCHESTRATOR, h.agent)
             timer = loop.create_task(self.clock.sleep_ms(grace))
             waiters: set[asyncio.Future[Any]] = {h.acked, exited, timer}
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
@@ -946,7 +956,7 @@ class Orchestrator:
                     sync_id = new_id("sync")
                     fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
                     h.syncs[sync_id] = fut
-                    if h.conn.send(message("event", ORCHESTRATOR, h.agent, {"kind": "sync", "id": sync_id})):
+                    if h.conn.send_record(Sync(sync_id), ORCHESTRATOR, h.agent):
                         syncs.append(fut)
                     else:
                         h.syncs.pop(sync_id, None)
