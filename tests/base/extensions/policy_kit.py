@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+import kit
 from goondan.conversation import ConversationState
 from goondan.engine._info import AgentInfo, InboundInfo, PromptInfo, RuntimeInfo, SwarmInfo
 from goondan.extensions import EventBus, ExtensionApi, ExtensionState, load_module, register_extension
@@ -235,62 +233,24 @@ def bundle(
     required_tools: Sequence[str] = (),
     other_agents: Sequence[str] = (),
 ) -> Path:
-    agent_spec: dict[str, Any] = {
-        "modelConfig": {"modelRef": "Model/m"},
-        "tools": [{"ref": "Tool/t"}],
-        "extensions": list(extensions),
-    }
-    if prompt is not None:
-        agent_spec["prompt"] = {"system": prompt}
+    agent = kit.agent_doc("a", tools=["t"], prompt=prompt)
+    agent["spec"]["extensions"] = list(extensions)  # as given: refs, base_ref(...) or "Extension/x"
     if required_tools:
-        agent_spec["requiredTools"] = list(required_tools)
-    model_config = {"modelRef": "Model/m"}
-    swarm_spec: dict[str, Any] = {
-        "entryAgent": "Agent/a",
-        "agents": [{"ref": f"Agent/{name}"} for name in ("a", *other_agents)],
-    }
-    if max_steps is not None:
-        swarm_spec["policy"] = {"maxStepsPerTurn": max_steps}
-    docs: list[Mapping[str, Any]] = [
-        {"apiVersion": API, "kind": "Package", "metadata": {"name": "policy-test"}, "spec": {"version": "0.1.0"}},
-        {
-            "apiVersion": API,
-            "kind": "Model",
-            "metadata": {"name": "m"},
-            "spec": {"provider": "python", "model": "test", "options": {"entry": "./model.py"}},
-        },
-        {
-            "apiVersion": API,
-            "kind": "Tool",
-            "metadata": {"name": "t"},
-            "spec": {
-                "entry": "./tool.py",
-                "exports": [
-                    {
-                        "name": "echo",
-                        "description": "echo a value",
-                        "parameters": {"type": "object", "properties": {"value": {"type": "string"}}},
-                    },
-                    {"name": "fail", "description": "always fails", "parameters": {"type": "object"}},
-                ],
-            },
-        },
+        agent["spec"]["requiredTools"] = list(required_tools)
+    echo = kit.export("echo", {"value": {"type": "string"}})
+    echo["description"] = "echo a value"
+    fail = {"name": "fail", "description": "always fails", "parameters": {"type": "object"}}
+    return kit.write_bundle(
+        root,
+        kit.package_doc("policy-test"),
+        kit.python_model_doc(model="test"),
+        kit.tool_doc("t", "./tool.py", [echo, fail]),
         *extra_docs,
-        {"apiVersion": API, "kind": "Agent", "metadata": {"name": "a"}, "spec": agent_spec},
-        *(
-            {"apiVersion": API, "kind": "Agent", "metadata": {"name": name}, "spec": {"modelConfig": model_config}}
-            for name in other_agents
-        ),
-        {"apiVersion": API, "kind": "Swarm", "metadata": {"name": "s"}, "spec": swarm_spec},
-    ]
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "goondan.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False), encoding="utf-8")
-    all_files = {"model.py": FORWARDING_MODEL, "tool.py": ECHO_TOOL, **(files or {})}
-    for rel, text in all_files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text), encoding="utf-8")
-    return root
+        agent,
+        *(kit.agent_doc(name) for name in other_agents),
+        kit.swarm_doc(["a", *other_agents], name="s", max_steps=max_steps),
+        files={"model.py": FORWARDING_MODEL, "tool.py": ECHO_TOOL, **(files or {})},
+    )
 
 
 def scripted(*replies: Any) -> Callable[[Any], Any]:
