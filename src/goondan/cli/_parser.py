@@ -130,6 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="where conversations are kept: a directory (filesystem store), file:///DIR, memory: "
         "(default: $GOONDAN_STORE, else the state root)",
     )
+    r.add_argument(
+        "--executor",
+        metavar="NAME",
+        help="where agent instances run: process (one OS process each) or inline (this process) "
+        "(default: $GOONDAN_EXECUTOR, else process)",
+    )
     r.set_defaults(func=cmd_run)
 
     rs = _sub(

@@ -87,6 +87,7 @@ def _runtime(args: argparse.Namespace, bundle: Any, env: Mapping[str, str]) -> A
         "swarm": args.swarm,
         "persist": not args.no_persist,
         "store": getattr(args, "store", None),
+        "executor": getattr(args, "executor", None),
         "env": env,
     }
     if args.watch:

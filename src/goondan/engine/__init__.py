@@ -1,9 +1,33 @@
 """The engine: one agent instance's turn/step loop, the pipeline wiring, the agents hub and the swarm
 context. It runs turns and knows nothing about processes: executors (``goondan.executors``) decide
-where an instance lives and carry events to it; the engine never imports them."""
+where an instance lives and carry events to it; the engine never imports them (an import contract in
+``pyproject.toml`` checks it)."""
 
-from ._agents import AgentRequestResult, AgentSendResult, AgentsHub
-from ._instance import AgentInstance
+from ._agents import (
+    AgentLimits,
+    AgentRequestResult,
+    AgentSendResult,
+    AgentsHub,
+    HubBackend,
+    SpawnLimiter,
+    SpawnRegistry,
+    delivery_failed,
+    request_failed,
+)
+from ._instance import AgentInstance, RuntimeEventListener
 from ._swarm import SwarmContext
 
-__all__ = ["AgentInstance", "AgentRequestResult", "AgentSendResult", "AgentsHub", "SwarmContext"]
+__all__ = [
+    "AgentInstance",
+    "AgentLimits",
+    "AgentRequestResult",
+    "AgentSendResult",
+    "AgentsHub",
+    "HubBackend",
+    "RuntimeEventListener",
+    "SpawnLimiter",
+    "SpawnRegistry",
+    "SwarmContext",
+    "delivery_failed",
+    "request_failed",
+]

@@ -8,14 +8,14 @@ stack so that a cycle (A→B→A, through tools, middleware or both, and self-ca
 
 The call stack also bounds how deep a chain may go (``Swarm.spec.policy.maxCallDepth``, default 8
 hops): without it a chain that uses a new instance key on every hop never closes a cycle and forks
-an instance per hop. Where instances live (this process, or the orchestrator for agent processes), a
-:class:`SpawnLimiter` holds agents to a swarm-wide rate of new instances and a cap on live ones; the
-host's own requests are not limited (they are the operator's traffic, not a runaway swarm).
+an instance per hop. Wherever instances live, a :class:`SpawnLimiter` holds agents to a swarm-wide
+rate of new instances and a cap on live ones; the host's own requests are not limited (they are the
+operator's traffic, not a runaway swarm).
 
-Where the target runs is the backend's business: :class:`InlineBackend` runs it in this process,
-the agent-process backend (``goondan.executors.process``) sends the event to the orchestrator, which
-routes it to the target's own process. Event shapes, the call stack, timeouts and the async inbox
-are handled here, once, for both.
+Where the target runs is the :class:`HubBackend`'s business, which the executors
+(``goondan.executors``) provide: the inline executor runs it in this process, an agent process hands
+the event to the host's executor, which routes it to the target. Event shapes, the call stack,
+timeouts and the async inbox are handled here, once, for all of them.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def check_call_depth(chain: list[str], target_node: str, limit: int, target: str
 class SpawnLimiter:
     """Swarm-wide admission of new instances that agents ask for: a token bucket (capacity one
     second's worth, at least one) for the rate and a cap on live instances. One limiter serves the
-    whole swarm: the inline runtime's, or the orchestrator's in process mode."""
+    whole swarm: its executor's."""
 
     def __init__(self, limits: AgentLimits, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -160,9 +160,14 @@ def _node(agent: str, key: str) -> str:
 
 
 class SwarmDirectory(Protocol):
-    swarm_name: str
-    entry_agent: str
-    agent_names: frozenset[str]
+    @property
+    def swarm_name(self) -> str: ...
+
+    @property
+    def entry_agent(self) -> str: ...
+
+    @property
+    def agent_names(self) -> frozenset[str]: ...
 
     @property
     def max_call_depth(self) -> int: ...

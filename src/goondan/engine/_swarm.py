@@ -1,7 +1,6 @@
 """What every agent instance of one swarm shares: the loaded bundle, the selected swarm, the
-workspace, and how to build an :class:`AgentInstance`. The inline runtime and each agent process
-(``isolation="process"``) build their instances through this one class, so both modes run the same
-code for everything inside a turn."""
+workspace, and how to build an :class:`AgentInstance`. Every executor builds its instances through
+this one class (wherever they run), so all of them run the same code for everything inside a turn."""
 
 from __future__ import annotations
 
@@ -49,7 +48,7 @@ class SwarmContext:
         self.persist = persist
         # the workspace belongs to this bundle and swarm: other bundles never share its conversations
         self.workspace_identity = bundle_workspace_identity(bundle, self.swarm)
-        # ``store`` is the runtime's backend (inline) or its URL (agent processes open it again)
+        # ``store`` is the runtime's backend, or its URL where an executor opens it again elsewhere
         self.store_backend = runtime_store(store, persist=persist, state_root=state_root, env={})
         self.persist = self.store_backend.durable
         self.workspace: WorkspaceStore = self.store_backend.workspace(
@@ -171,6 +170,17 @@ class SwarmContext:
             env=self.bundle.env,
             delta_listeners=delta_listeners,
         )
+
+    def clear_histories(self, agents: set[str] | None) -> None:
+        """Forget the conversation and extension state of every stored instance of ``agents`` (all
+        when ``None``): a fresh restart. Their instances must be stopped first."""
+        for info in self.workspace.list_instances():
+            if agents is None or info.agent_name in agents:
+                store = self.workspace.instance(info.agent_name, info.instance_key)
+                try:
+                    store.clear_history()
+                finally:
+                    store.close()
 
     def entry_paths(self, agent: str) -> list[Path]:
         """Python files an agent's instances import (model, tools, extensions)."""

@@ -678,6 +678,49 @@ class Orchestrator:
             await asyncio.shield(h.ready)
         return h
 
+    def admit(self, target: str, key: str) -> None:
+        """An instance asks for ``target@key``: a new one must pass the swarm's spawn limits
+        (``E_AGENT_SPAWN_LIMIT``); a live one is always reachable."""
+        self._admit(target, key)
+
+    async def restart(self, agents: set[str] | None, *, before_start: Callable[[], None] | None = None) -> list[str]:
+        """Stop the live instances of ``agents`` (all when ``None``) gracefully — each finishes its
+        turn — forgive earlier crashes of those agents, run ``before_start`` (a fresh restart clears
+        the histories there, while nothing runs) and start the stopped ones again. Returns their
+        ``agent:instanceKey`` names."""
+        handles = [h for h in list(self.handles.values()) if (agents is None or h.agent in agents) and h.alive]
+        await asyncio.gather(*(self.stop(h, "restart") for h in handles))
+        for h in list(self.handles.values()):
+            if (agents is None or h.agent in agents) and h.status in ("crashed", "crashLoopBackOff"):
+                # a restart forgives earlier crashes: the next event starts it at once
+                h.status, h.consecutive_crashes, h.next_spawn_allowed_at = "terminated", 0, 0.0
+        if before_start is not None:
+            before_start()
+        for h in handles:
+            h.consecutive_crashes = 0
+            with contextlib.suppress(GoondanError):
+                await self.ensure_started(h.agent, h.key)
+        return [h.name for h in handles]
+
+    async def restart_one(self, h: InstanceHandle) -> None:
+        """Stop one instance gracefully and start it again (an agent's own restart request)."""
+        await self.stop(h, "restart")
+        with contextlib.suppress(GoondanError):
+            await self.ensure_started(h.agent, h.key)
+
+    async def delete(self, agent: str, key: str) -> bool:
+        """Stop one instance (its current turn finishes) and forget it; whether it was known."""
+        h = self.handles.get((agent, key))
+        if h is None:
+            return False
+        await self.stop(h, "restart")
+        self.handles.pop((agent, key), None)
+        return True
+
+    def live(self) -> list[tuple[str, str, str]]:
+        """``(agent, instance_key, status)`` of every instance this supervisor knows, sorted."""
+        return [(agent, key, h.status) for (agent, key), h in sorted(self.handles.items())]
+
     # --- inter-agent routing ----------------------------------------------------------------------------
 
     def _reply(self, caller: InstanceHandle, reply: Response | ErrorResponse) -> None:

@@ -1,0 +1,300 @@
+"""The process executor: one OS process per agent instance, supervised by the :class:`Orchestrator`.
+
+This module adapts the orchestrator to the :class:`~goondan.executors.Executor` protocol and keeps
+what only a process boundary needs: the fork server's start parameters (read from the host's current
+swarm context, so a reload forks from the new bundle), where a process's raw output is kept, the
+grace period of a graceful close, and marking instances ``idle`` on disk when their process died
+mid-turn (a dead process cannot do it itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import logging
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...engine import SwarmContext, delivery_failed, request_failed
+from ...errors import AgentRequestError, GoondanError
+from ...messages import Message
+from ...results import TurnResult
+from .._listeners import Listeners
+from .._protocol import ExecutorHost, ExecutorOptions, RuntimeEventListener
+from ._orchestrator import InstanceHandle, Orchestrator
+
+if TYPE_CHECKING:
+    from ...storage import InstanceInfo
+    from ._spawner import ForkServer
+
+log = logging.getLogger("goondan.runtime")
+
+
+def turn_result_from_dict(data: dict[str, Any]) -> TurnResult:
+    """A turn result as an agent process reports it (JSON over IPC)."""
+    record = data.get("responseMessage")
+    return TurnResult(
+        turn_id=str(data.get("turnId") or ""),
+        response_message=Message.from_record(record) if isinstance(record, dict) else None,
+        finish_reason=data.get("finishReason") or "error",
+        error=data.get("error"),
+        text=data.get("text"),
+    )
+
+
+class ProcessExecutor:
+    """Runs every instance in its own OS process (``executor="process"``, the default)."""
+
+    name = "process"
+
+    def __init__(self, options: ExecutorOptions | None = None) -> None:
+        self.options = options or ExecutorOptions()
+        self._host: ExecutorHost | None = None
+        self._orch: Orchestrator | None = None
+        self._listeners = Listeners()
+
+    @property
+    def orchestrator(self) -> Orchestrator | None:
+        """The process supervisor (``None`` before start); tests and benchmarks inspect it."""
+        return self._orch
+
+    @property
+    def _context(self) -> SwarmContext:
+        if self._host is None:
+            raise GoondanError("E_RUNTIME_NOT_STARTED", "the executor is not started")
+        return self._host.context
+
+    def _supervisor(self) -> Orchestrator:
+        if self._orch is None:
+            raise GoondanError("E_RUNTIME_NOT_STARTED", "the executor is not started")
+        return self._orch
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self, host: ExecutorHost) -> None:
+        from ._spawner import ForkServer
+
+        self._host = host
+        ctx = host.context
+        opts = self.options
+
+        def factory(on_exit: Callable[[int, int], None]) -> ForkServer:
+            now = self._context  # a replaced fork server starts from the reloaded bundle
+            init = {
+                "bundle": str(now.bundle.root),
+                "env": dict(now.bundle.env),
+                "stateRoot": str(now.state_root),
+                "swarm": now.swarm_name,
+                "persist": now.persist,
+                "store": now.store_backend.url,
+                "sysPath": list(sys.path),
+            }
+            return ForkServer(init, on_exit)
+
+        ttl = ctx.ttl_seconds
+        self._orch = Orchestrator(
+            spawner_factory=factory,
+            swarm_name=ctx.swarm_name,
+            agent_names=ctx.agent_names,
+            clock=opts.clock,
+            crash_threshold=opts.crash_threshold,
+            backoff_initial_ms=opts.backoff_initial_ms,
+            backoff_max_ms=opts.backoff_max_ms,
+            grace_period_ms=opts.grace_period_ms if opts.grace_period_ms is not None else ctx.grace_period_ms,
+            ttl_ms=ttl * 1000.0 if ttl is not None and ctx.persist else None,
+            reconcile_interval_ms=opts.reconcile_interval_ms,
+            listeners=self._listeners.events,
+            delta_listeners=self._listeners.deltas,
+            on_restart_request=self._self_restart,
+            on_process_gone=self._process_gone,
+            limits=ctx.agent_limits,
+            output_path=self._output_path,
+        )
+        await self._orch.start()
+
+    async def close(self, *, interrupt: bool = False) -> None:
+        orch = self._orch
+        if orch is None:
+            return
+        if interrupt:
+            await orch.close(interrupt=True)
+            return
+        # a stuck turn must not hang close(): after the grace period the processes are stopped
+        try:
+            await asyncio.wait_for(orch.wait_idle(), orch.grace_period_ms / 1000)
+        except TimeoutError:
+            log.warning("closing with work still running: stopping the agent processes")
+        except asyncio.CancelledError:
+            await orch.close(interrupt=True)
+            raise
+        await orch.close()
+
+    def kill_now(self) -> None:
+        """SIGKILL every agent process and, once each is gone, mark its instance ``idle`` on disk
+        (a dead process cannot write ``processing`` after that)."""
+        if self._orch is None:
+            return
+        killed = self._orch.kill_now()
+        deadline = time.monotonic() + 0.5
+        for handle in killed:
+            while time.monotonic() < deadline and _pid_alive(handle.pid):
+                time.sleep(0.005)
+            with contextlib.suppress(Exception):
+                self._mark_idle(handle)
+
+    def _output_path(self, agent: str, key: str) -> Path | None:
+        """Where an agent process's raw output (fds 1 and 2) is kept, bounded: next to its
+        conversation. Without persistence it is read and dropped."""
+        ctx = self._context
+        if not ctx.persist:
+            return None
+        from ._output import OUTPUT_FILE
+
+        path = ctx.workspace.instance_path(agent, key)
+        return None if path is None else path / OUTPUT_FILE
+
+    def _process_gone(self, handle: InstanceHandle) -> None:
+        """A process died without finishing its turn: metadata.json must not say ``processing``."""
+        if handle.status in ("crashed", "crashLoopBackOff", "terminated"):
+            self._mark_idle(handle)
+
+    def _mark_idle(self, handle: InstanceHandle) -> None:
+        ctx = self._context
+        if not ctx.persist:
+            return
+        store = ctx.workspace.instance(handle.agent, handle.key)
+        meta = store.read_metadata()
+        if meta is not None and meta.get("status") != "idle":
+            with contextlib.suppress(Exception):
+                store.write_metadata(agent_name=handle.agent, instance_key=handle.key, status="idle")
+        store.close()
+
+    async def _self_restart(self, handle: InstanceHandle, reason: str) -> None:
+        log.info("%s requested a restart (%s)", handle.name, reason)
+        assert self._host is not None
+        async with self._host.restart_lock:
+            await self._host.reload_for_self_restart()
+            await self._supervisor().restart_one(handle)
+
+    # --- turns ----------------------------------------------------------------------------------
+
+    async def submit(self, agent: str, instance_key: str, event: dict[str, Any]) -> TurnResult:
+        return turn_result_from_dict(await self._supervisor().submit(agent, instance_key, event))
+
+    async def send(self, agent: str, instance_key: str, event: dict[str, Any]) -> bool:
+        future = self._supervisor().submit(agent, instance_key, event)
+        future.add_done_callback(lambda f: f.exception())
+        return True
+
+    async def wait_idle(self) -> None:
+        if self._orch is not None:
+            await self._orch.wait_idle()
+
+    # --- inter-agent routing ----------------------------------------------------------------------
+    # Agent processes reach each other through the orchestrator's IPC routing; these are the same
+    # routes taken from the host's side of the boundary.
+
+    async def run_request(self, target: str, key: str, event: dict[str, Any]) -> str:
+        orch = self._supervisor()
+        orch.admit(target, key)
+        try:
+            future = orch.submit(target, key, event)
+        except GoondanError as exc:
+            raise delivery_failed(target, exc) from exc
+        try:
+            result = await asyncio.shield(future)  # a caller that gives up leaves the turn running
+        except GoondanError as exc:
+            raise delivery_failed(target, exc) from exc
+        if result.get("finishReason") == "error":
+            raise request_failed(target, str((result.get("error") or {}).get("message", "unknown error")))
+        return str(result.get("text") or "")
+
+    async def run_send(self, target: str, key: str, event: dict[str, Any]) -> None:
+        orch = self._supervisor()
+        orch.admit(target, key)
+        try:
+            await orch.submit(target, key, event)
+        except GoondanError as exc:
+            raise delivery_failed(target, exc) from exc
+
+    async def spawn(self, owner: tuple[str, str], target: str, key: str, cwd: str | None) -> dict[str, Any]:
+        orch = self._supervisor()
+        orch.admit(target, key)
+        try:
+            await orch.ensure_started(target, key)
+        except GoondanError as exc:
+            raise AgentRequestError(
+                "IPC_DELIVERY_FAILED",
+                f"agent '{target}' could not start: [{exc.code}] {exc.message}",
+                target=target,
+            ) from exc
+        fresh = orch.registry.record(owner, target, key, cwd)
+        return {"target": target, "instanceKey": key, "spawned": fresh, "cwd": cwd}
+
+    async def list(self, owner: tuple[str, str], include_all: bool) -> dict[str, Any]:
+        return self._supervisor().registry.list(owner, include_all)
+
+    # --- instances ------------------------------------------------------------------------------
+
+    async def instances(self) -> builtins.list[InstanceInfo]:
+        from ..._ids import utc_now
+        from ...storage import InstanceInfo
+
+        out = []
+        for agent, key, status in self._supervisor().live():
+            now = utc_now()
+            out.append(
+                InstanceInfo(
+                    agent_name=agent, instance_key=key, status=status, created_at=now, updated_at=now, path=Path()
+                )
+            )
+        return out
+
+    def status(self, agent: str, instance_key: str) -> str | None:
+        return self._orch.status(agent, instance_key) if self._orch is not None else None
+
+    async def restart(self, agents: set[str] | None, *, fresh: bool) -> builtins.list[str]:
+        ctx = self._context
+
+        def clear() -> None:
+            if fresh:
+                ctx.clear_histories(agents)
+
+        return await self._supervisor().restart(agents, before_start=clear)
+
+    async def delete(self, agent: str, instance_key: str) -> bool:
+        return await self._supervisor().delete(agent, instance_key)
+
+    async def reloaded(self) -> None:
+        """The bundle changed: new processes fork from a fresh fork server that loaded it."""
+        orch = self._supervisor()
+        ctx = self._context
+        orch.agent_names = ctx.agent_names
+        orch.limiter.update(ctx.agent_limits)
+        await orch.replace_spawner()
+
+    # --- listeners ------------------------------------------------------------------------------
+
+    def on_runtime_event(self, listener: RuntimeEventListener) -> Callable[[], None]:
+        return self._listeners.on_runtime_event(listener)
+
+    def on_text_delta(self, listener: RuntimeEventListener) -> Callable[[], None]:
+        return self._listeners.on_text_delta(listener)
+
+
+def _pid_alive(pid: int | None) -> bool:
+    """Whether ``pid`` still runs (a zombie waiting for its parent to reap it does not)."""
+    if pid is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+__all__ = ["ProcessExecutor", "turn_result_from_dict"]
