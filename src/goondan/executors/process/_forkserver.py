@@ -7,13 +7,13 @@ Why a separate process instead of forking the host: the host runs an asyncio loo
 (forking those is unsafe), holds hundreds of sockets, and may be any application embedding goondan.
 The fork server is single-threaded and has no event loop, so ``fork()`` is clean.
 
-Control channel (``SOCK_SEQPACKET``, one datagram = one IPC message, see ``_ipc``):
-host → server ``init {bundle, env, stateRoot, swarm, persist, sysPath}`` then ``spawn {id, agent,
-instanceKey, options}`` with the child's socket as SCM_RIGHTS; server → host ``ready`` /
-``init_error {error}``, ``spawned {id, pid}``, ``exited {pid, code}`` (``code`` < 0: killed by that
-signal). The server reaps its children; when the host goes away (end of stream, or the parent-death
-signal) it SIGKILLs every child and exits, and every child gets SIGKILL when the server dies, so a
-killed host never leaves agent processes writing to instance files.
+Control channel (``SOCK_SEQPACKET``, one datagram = one record of ``_ipc``, where the messages
+and the reason this channel is not a byte stream are documented): host → server ``init`` then
+``spawn`` with the child's socket and output pipe as SCM_RIGHTS; server → host ``ready`` /
+``start_error``, ``spawned``, ``exited``. The server reaps its children; when the host goes away
+(end of stream, or the parent-death signal) it SIGKILLs every child and exits, and every child gets
+SIGKILL when the server dies, so a killed host never leaves agent processes writing to instance
+files.
 """
 
 from __future__ import annotations
@@ -29,9 +29,25 @@ import sys
 import traceback
 from typing import Any
 
-import orjson
+from ._ipc import (
+    ORCHESTRATOR,
+    Dispatcher,
+    Init,
+    IpcError,
+    Ready,
+    Record,
+    Spawn,
+    Spawned,
+    StartError,
+    decode,
+    decode_record,
+    encode_packet,
+)
+from ._ipc import Exited as ExitedMsg
+from ._ipc import log as ipc_log
 
 PR_SET_PDEATHSIG = 1
+FORKSERVER = "forkserver"
 
 
 def set_parent_death_signal(sig: int = signal.SIGKILL) -> None:
@@ -45,13 +61,12 @@ def set_parent_death_signal(sig: int = signal.SIGKILL) -> None:
         pass
 
 
-def _packet(ctl: socket.socket, kind: str, **fields: Any) -> None:
-    msg = {"type": "event", "from": "forkserver", "to": "orchestrator", "payload": {"kind": kind, **fields}}
+def _packet(ctl: socket.socket, record: Record) -> None:
     with contextlib.suppress(OSError):
-        ctl.send(orjson.dumps(msg))
+        ctl.send(encode_packet(record.message(FORKSERVER, ORCHESTRATOR)))
 
 
-def _warm(init: dict[str, Any]) -> Any:
+def _warm(init: Init) -> Any:
     """Import what every agent process needs and load the bundle once."""
     from pathlib import Path
 
@@ -63,13 +78,13 @@ def _warm(init: dict[str, Any]) -> Any:
     from goondan.engine._swarm import SwarmContext
     from goondan.executors.process import _agent_process  # noqa: F401
 
-    bundle = load_bundle(init["bundle"], env=init.get("env"), state_root=Path(init["stateRoot"]))
+    bundle = load_bundle(init.bundle, env=init.env, state_root=Path(init.state_root))
     return SwarmContext(
         bundle,
-        swarm=init.get("swarm"),
-        state_root=Path(init["stateRoot"]),
-        persist=init["persist"],
-        store=init.get("store"),
+        swarm=init.swarm,
+        state_root=Path(init.state_root),
+        persist=init.persist,
+        store=init.store,
     )
 
 
@@ -120,8 +135,14 @@ def serve(ctl: socket.socket) -> int:
     raw = ctl.recv(1 << 22)
     if not raw:
         return 0
-    init = orjson.loads(raw)["payload"]
-    for path in reversed(init.get("sysPath") or []):
+    try:
+        init = decode_record(decode(raw))
+        if not isinstance(init, Init):
+            raise IpcError(f"the first message must be init, not {init.KIND}")
+    except IpcError as exc:
+        _packet(ctl, StartError({"code": "E_FORKSERVER", "message": str(exc)}))
+        return 1
+    for path in reversed(init.sys_path or []):
         if path not in sys.path:
             sys.path.insert(0, path)
     try:
@@ -131,9 +152,9 @@ def serve(ctl: socket.socket) -> int:
 
         error = exc.to_dict() if isinstance(exc, GoondanError) else {"code": "E_FORKSERVER", "message": str(exc)}
         error["class"] = type(exc).__name__
-        _packet(ctl, "init_error", error=error)
+        _packet(ctl, StartError(error))
         return 1
-    _packet(ctl, "ready", pid=os.getpid())
+    _packet(ctl, Ready(os.getpid()))
     gc.collect()
     gc.freeze()  # children inherit these objects untouched: no copy-on-write from the collector
     wake_r, wake_w = os.pipe()
@@ -153,7 +174,31 @@ def serve(ctl: socket.socket) -> int:
             if pid == 0:
                 return
             children.discard(pid)
-            _packet(ctl, "exited", pid=pid, code=os.waitstatus_to_exitcode(status))
+            _packet(ctl, ExitedMsg(pid, os.waitstatus_to_exitcode(status)))
+
+    received: list[int] = []  # the descriptors that came with the datagram being dispatched
+
+    def on_spawn(rec: Spawn) -> None:
+        fds = received[:]
+        received.clear()
+        if not fds:
+            return
+        fd = fds[0]
+        out = fds[1] if len(fds) > 1 else None
+        for extra in fds[2:]:
+            os.close(extra)
+        spec = dict(rec.spec)
+        spec["forkServerPid"] = me
+        pid = os.fork()
+        if pid == 0:
+            _child(ctl, (wake_r, wake_w), fd, out, spec, ctx)
+        os.close(fd)
+        if out is not None:
+            os.close(out)
+        children.add(pid)
+        _packet(ctl, Spawned(rec.id, pid))
+
+    table = Dispatcher("fork server", ipc_log).on(Spawn, on_spawn)
 
     try:
         while True:
@@ -173,25 +218,14 @@ def serve(ctl: socket.socket) -> int:
                     break
                 if not data:
                     break
-                payload = orjson.loads(data)["payload"]
-                if payload.get("kind") != "spawn" or not fds:
-                    for fd in fds:
-                        os.close(fd)
-                    continue
-                fd = fds[0]
-                out = fds[1] if len(fds) > 1 else None
-                for extra in fds[2:]:
-                    os.close(extra)
-                spec = dict(payload)
-                spec["forkServerPid"] = me
-                pid = os.fork()
-                if pid == 0:
-                    _child(ctl, (wake_r, wake_w), fd, out, spec, ctx)
-                os.close(fd)
-                if out is not None:
-                    os.close(out)
-                children.add(pid)
-                _packet(ctl, "spawned", id=payload["id"], pid=pid)
+                received[:] = fds
+                try:
+                    table.dispatch(decode(data))
+                except IpcError as exc:
+                    ipc_log.error("fork server: skipped a datagram: %s", exc)
+                for fd in received:  # not a spawn: nobody took them
+                    os.close(fd)
+                received.clear()
     finally:
         for pid in list(children):
             with contextlib.suppress(ProcessLookupError):

@@ -1,5 +1,6 @@
 """Host side of the fork server (see ``_forkserver``): start it, ask it for agent processes, learn
-their exit codes, kill them by pid."""
+their exit codes, kill them by pid. The control channel speaks the records of ``_ipc`` (``init``,
+``spawn`` → ``ready``/``start_error``, ``spawned``, ``exited``) as datagrams."""
 
 from __future__ import annotations
 
@@ -13,13 +14,28 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-
 from ...errors import ConfigError, GoondanError
-from ._ipc import Connection
+from ._ipc import (
+    ORCHESTRATOR,
+    Connection,
+    Dispatcher,
+    Exited,
+    Init,
+    IpcError,
+    Ready,
+    Record,
+    Spawn,
+    Spawned,
+    StartError,
+    decode,
+    encode_packet,
+)
+
+FORKSERVER = "forkserver"
 
 log = logging.getLogger("goondan.executors.process")
 
@@ -38,6 +54,13 @@ class ForkServer:
         self.children: set[int] = set()
         self.alive = False
         self.pid: int | None = None
+        self._table = (
+            Dispatcher("fork server channel", log)
+            .on(Spawned, self._on_spawned)
+            .on(Exited, self._on_exited)
+            .on(Ready, self._on_ready)
+            .on(StartError, self._on_init_error)
+        )
 
     async def start(self, timeout: float = 60.0) -> None:
         loop = asyncio.get_running_loop()
@@ -59,19 +82,22 @@ class ForkServer:
         self._ready = loop.create_future()
         loop.add_reader(parent.fileno(), self._on_readable)
         self.alive = True
-        self._send({"kind": "init", **self._init})
+        try:
+            init = Init.from_payload(self._init)
+        except IpcError as exc:
+            await self.close()
+            raise GoondanError("E_FORKSERVER", f"bad fork server settings: {exc}") from None
+        self._send(init)
         try:
             await asyncio.wait_for(asyncio.shield(self._ready), timeout)
         except BaseException:
             await self.close()
             raise
 
-    def _send(self, payload: dict[str, Any], fds: list[int] | None = None) -> None:
+    def _send(self, record: Record, fds: list[int] | None = None) -> None:
         assert self._sock is not None
-        data = orjson.dumps({"type": "event", "from": "orchestrator", "to": "forkserver", "payload": payload})
+        data = encode_packet(record.message(ORCHESTRATOR, FORKSERVER))
         anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
-        import time
-
         deadline = time.monotonic() + 5.0
         while True:
             try:
@@ -97,32 +123,36 @@ class ForkServer:
             if not data:
                 self._lost()
                 return
-            self._handle(orjson.loads(data).get("payload") or {})
+            try:
+                msg = decode(data)
+            except IpcError as exc:
+                log.error("fork server channel: skipped a datagram: %s", exc)
+                continue
+            self._table.dispatch(msg)
 
-    def _handle(self, payload: dict[str, Any]) -> None:
-        kind = payload.get("kind")
-        if kind == "spawned":
-            fut = self._spawns.pop(int(payload["id"]), None)
-            pid = int(payload["pid"])
-            self.children.add(pid)
-            if fut is not None and not fut.done():
-                fut.set_result(pid)
-        elif kind == "exited":
-            pid = int(payload["pid"])
-            self.children.discard(pid)
-            self._on_exit(pid, int(payload["code"]))
-        elif kind == "ready":
-            if self._ready and not self._ready.done():
-                self._ready.set_result(None)
-        elif kind == "init_error":
-            err = payload.get("error") or {}
-            exc: GoondanError
-            if err.get("class") == "ConfigError":
-                exc = ConfigError(str(err.get("code")), str(err.get("message")))
-            else:
-                exc = GoondanError(str(err.get("code") or "E_FORKSERVER"), str(err.get("message")))
-            if self._ready and not self._ready.done():
-                self._ready.set_exception(exc)
+    def _on_spawned(self, rec: Spawned) -> None:
+        fut = self._spawns.pop(rec.id, None)
+        self.children.add(rec.pid)
+        if fut is not None and not fut.done():
+            fut.set_result(rec.pid)
+
+    def _on_exited(self, rec: Exited) -> None:
+        self.children.discard(rec.pid)
+        self._on_exit(rec.pid, rec.code)
+
+    def _on_ready(self, _rec: Ready) -> None:
+        if self._ready and not self._ready.done():
+            self._ready.set_result(None)
+
+    def _on_init_error(self, rec: StartError) -> None:
+        err = rec.error
+        exc: GoondanError
+        if err.get("class") == "ConfigError":
+            exc = ConfigError(str(err.get("code")), str(err.get("message")))
+        else:
+            exc = GoondanError(str(err.get("code") or "E_FORKSERVER"), str(err.get("message")))
+        if self._ready and not self._ready.done():
+            self._ready.set_exception(exc)
 
     def _lost(self) -> None:
         """The fork server is gone; so are its children (parent-death signal)."""
@@ -156,7 +186,7 @@ class ForkServer:
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._spawns[spawn_id] = fut
         try:
-            self._send({"kind": "spawn", "id": spawn_id, **spec}, [theirs.fileno(), out_w])
+            self._send(Spawn(spawn_id, spec), [theirs.fileno(), out_w])
         except BaseException:
             self._spawns.pop(spawn_id, None)
             mine.close()
