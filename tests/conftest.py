@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -16,3 +17,22 @@ def _reset_kit() -> Iterator[None]:
     kit.reset()
     yield
     kit.reset()
+
+
+@pytest.fixture
+def state_root(tmp_path: Path) -> Path:
+    """An empty state root (``GOONDAN_STATE_ROOT``) inside the test's tmp_path."""
+    root = tmp_path / "state"
+    root.mkdir()
+    return root
+
+
+# Every executor the shared executor suite runs against (``executor`` fixture); a new executor is
+# added here and every test taking the fixture runs against it too.
+EXECUTORS = ("inline", "process")
+
+
+@pytest.fixture(params=EXECUTORS)
+def executor(request: pytest.FixtureRequest) -> str:
+    """An executor name: a test taking it runs once per executor and must behave the same in each."""
+    return str(request.param)

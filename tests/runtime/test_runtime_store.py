@@ -51,16 +51,15 @@ def test_deleting_an_instance_of_the_memory_store_forgets_its_conversation(tmp_p
     assert k.run(main()) == ["seen 1", "seen 1"]
 
 
-@pytest.mark.parametrize("isolation", ["inline", "process"])
 def test_a_directory_store_keeps_instances_there_and_not_under_the_state_root(
-    tmp_path: Path, state_root: Path, isolation: str
+    tmp_path: Path, state_root: Path, executor: str
 ) -> None:
     k.MODEL = None
     root = simple_bundle(tmp_path, files={"model.py": "def generate(request):\n    return {'text': 'ok'}\n"})
     store_dir = tmp_path / "elsewhere"
 
     async def main() -> None:
-        async with goondan.Runtime(root, state_root=state_root, isolation=isolation, store=str(store_dir)) as rt:
+        async with goondan.Runtime(root, state_root=state_root, executor=executor, store=str(store_dir)) as rt:
             assert isinstance(rt.store, FileStoreBackend) and rt.store.root == store_dir
             assert (await rt.request("hi")).text == "ok"
             infos = await rt.instances()

@@ -99,23 +99,22 @@ def _once(bundle: Path, state: Path, isolation: str, text: str) -> dict[str, obj
         proc.wait(60)
 
 
-@pytest.mark.parametrize("isolation", ["inline", "process"])
-def test_a_second_runtime_cannot_write_an_instance_another_holds(tmp_path: Path, isolation: str) -> None:
+def test_a_second_runtime_cannot_write_an_instance_another_holds(tmp_path: Path, executor: str) -> None:
     bundle = tmp_path / "bundle"
     bundle.mkdir()
     (bundle / "goondan.yaml").write_text(textwrap.dedent(BUNDLE))
     state = tmp_path / "state"
-    holder = _start(bundle, state, isolation, "first", hold=True)
+    holder = _start(bundle, state, executor, "first", hold=True)
     try:
         assert _answer(holder)["text"] == "echo: first"
-        refused = _once(bundle, state, isolation, "second")
+        refused = _once(bundle, state, executor, "second")
         error = refused["error"]
         assert isinstance(error, dict) and error["code"] == "E_INSTANCE_LOCKED", refused
         assert "pid " in str(error["message"]) and "since" in str(error["message"])
         # the holder dies the hard way: its lease goes with it
         os.killpg(holder.pid, signal.SIGKILL)
         holder.wait(30)
-        after = _once(bundle, state, isolation, "third")
+        after = _once(bundle, state, executor, "third")
         assert after["text"] == "echo: third", after
     finally:
         if holder.poll() is None:
