@@ -33,6 +33,8 @@ SHARED = {
 
 # test directories that mirror something outside src/goondan
 NOT_SOURCE = {"kit": "the shared helpers", "bench": "bench/ at the top of the repository"}
+# test directories still waiting for their move (the executor work is reshaping them)
+PENDING = {"orchestrator": "goondan/executors/process: to become tests/executors/process"}
 # test directories that group the tests of several modules of one package
 GROUPS = {"models/providers": "goondan/models/_openai.py, _anthropic.py, _google.py, _local.py ..."}
 
@@ -58,7 +60,9 @@ def test_test_directories_mirror_the_source_tree() -> None:
         for d in TESTS.rglob("*")
         if d.is_dir() and d.name != "__pycache__"
         for rel in [d.relative_to(TESTS)]
-        if rel.parts[0] not in NOT_SOURCE and str(rel) not in GROUPS and not (SRC / rel / "__init__.py").exists()
+        if rel.parts[0] not in NOT_SOURCE | PENDING.keys()
+        and str(rel) not in GROUPS
+        and not (SRC / rel / "__init__.py").exists()
     )
     assert strays == [], "a test directory is named after the source package it tests"
 
