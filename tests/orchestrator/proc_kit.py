@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import json
 import os
-import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
+import kit
+from kit import instance_dir, read_jsonl
 
-API = "goondan.ai/v1"
+__all__ = ["alive", "bundle", "call", "instance_dir", "out", "read_jsonl", "until"]
 
 MODEL = """\
 import json
@@ -219,46 +219,23 @@ def bundle(
     grace_seconds: int | None = None,
 ) -> Path:
     docs: list[dict[str, Any]] = [
-        {"apiVersion": API, "kind": "Package", "metadata": {"name": "proc-test"}, "spec": {"version": "0.1.0"}},
-        {
-            "apiVersion": API,
-            "kind": "Model",
-            "metadata": {"name": "m"},
-            "spec": {"provider": "python", "model": "fake", "options": {"entry": "./model.py"}},
-        },
-        {
-            "apiVersion": API,
-            "kind": "Tool",
-            "metadata": {"name": "t"},
-            "spec": {"entry": "./tools.py", "exports": EXPORTS},
-        },
-        {"apiVersion": API, "kind": "Extension", "metadata": {"name": "mw"}, "spec": {"entry": "./mw.py"}},
-        {"apiVersion": API, "kind": "Extension", "metadata": {"name": "crasher"}, "spec": {"entry": "./crash_ext.py"}},
+        kit.package_doc("proc-test"),
+        kit.python_model_doc(model="fake"),
+        kit.tool_doc("t", "./tools.py", EXPORTS),
+        kit.extension_doc("mw", "./mw.py"),
+        kit.extension_doc("crasher", "./crash_ext.py"),
     ]
     for name in agents:
-        exts = [{"ref": "Extension/mw"}] + ([{"ref": "Extension/crasher"}] if name in crash_at_start else [])
-        docs.append(
-            {
-                "apiVersion": API,
-                "kind": "Agent",
-                "metadata": {"name": name},
-                "spec": {"modelConfig": {"modelRef": "Model/m"}, "tools": [{"ref": "Tool/t"}], "extensions": exts},
-            }
-        )
-    spec: dict[str, Any] = {"entryAgent": f"Agent/{agents[0]}", "agents": [{"ref": f"Agent/{a}"} for a in agents]}
+        exts = ["mw"] + (["crasher"] if name in crash_at_start else [])
+        docs.append(kit.agent_doc(name, tools=["t"], extensions=exts))
     policy: dict[str, Any] = {}
     if ttl_seconds is not None:
         policy["lifecycle"] = {"ttlSeconds": ttl_seconds}
     if grace_seconds is not None:
         policy["shutdown"] = {"gracePeriodSeconds": grace_seconds}
-    if policy:
-        spec["policy"] = policy
-    docs.append({"apiVersion": API, "kind": "Swarm", "metadata": {"name": "default"}, "spec": spec})
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "goondan.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False), encoding="utf-8")
-    for name, text in {"model.py": MODEL, "tools.py": TOOLS, "mw.py": MIDDLEWARE, "crash_ext.py": CRASH_EXT}.items():
-        (root / name).write_text(textwrap.dedent(text), encoding="utf-8")
-    return root
+    docs.append(kit.swarm_doc(list(agents), policy=policy))
+    files = {"model.py": MODEL, "tools.py": TOOLS, "mw.py": MIDDLEWARE, "crash_ext.py": CRASH_EXT}
+    return kit.write_bundle(root, *docs, files=files)
 
 
 def call(tool: str, **args: Any) -> str:
@@ -271,20 +248,6 @@ def out(root: Path, kind: str | None = None) -> list[dict[str, Any]]:
         return []
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     return [r for r in records if kind is None or r.get("kind") == kind]
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def instance_dir(state_root: Path, agent: str, key: str) -> Path:
-    for meta in state_root.glob("workspaces/*/instances/*/metadata.json"):
-        data = json.loads(meta.read_text(encoding="utf-8"))
-        if data.get("agentName") == agent and data.get("instanceKey") == key:
-            return meta.parent
-    raise AssertionError(f"no instance {agent}@{key}")
 
 
 def alive(pid: int) -> bool:
