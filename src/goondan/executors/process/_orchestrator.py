@@ -68,6 +68,7 @@ from ._ipc import (
 )
 from ._ipc import Request as RequestMsg
 from ._output import OutputSink
+from ._supervisor import EXIT_MS, BackoffPolicy, graceful_stop
 
 log = logging.getLogger("goondan.executors.process")
 
@@ -76,11 +77,12 @@ SHUTDOWN_REASONS = ("restart", "config_change", "orchestrator_shutdown", "idle_t
 # An interrupt (Ctrl+C) does not wait for the turn: the process is told to cancel it and gets this
 # long to acknowledge, then this long again to exit, before it is SIGKILLed.
 INTERRUPT_GRACE_MS = 1000
-INTERRUPT_EXIT_MS = 500
+INTERRUPT_EXIT_MS = EXIT_MS
 
 
 def backoff_ms(crashes: int, threshold: int, initial_ms: int, max_ms: int) -> int:
-    return int(min(initial_ms * 2 ** max(0, crashes - threshold - 1), max_ms))
+    """The crashLoopBackOff delay: the shared supervisor's policy with the orchestrator's settings."""
+    return int(BackoffPolicy(initial_ms, max_ms, threshold).delay_ms(max(crashes, threshold + 1)))
 
 
 def error_from_dict(err: dict[str, Any]) -> GoondanError:
@@ -188,6 +190,8 @@ class Orchestrator:
         self.crash_threshold = crash_threshold
         self.backoff_initial_ms = backoff_initial_ms
         self.backoff_max_ms = backoff_max_ms
+        # crashLoopBackOff: the shared supervisor's policy; a completed turn or a clean exit resets it
+        self.backoff = BackoffPolicy(backoff_initial_ms, backoff_max_ms, crash_threshold)
         self.grace_period_ms = grace_period_ms
         self.ttl_ms = ttl_ms
         self.reconcile_interval_ms = reconcile_interval_ms
@@ -567,9 +571,7 @@ class Orchestrator:
             h.consecutive_crashes += 1
             now = self.clock.now_ms()
             if h.consecutive_crashes > self.crash_threshold:
-                delay = backoff_ms(
-                    h.consecutive_crashes, self.crash_threshold, self.backoff_initial_ms, self.backoff_max_ms
-                )
+                delay = int(self.backoff.delay_ms(h.consecutive_crashes))
                 h.status = "crashLoopBackOff"
                 h.next_spawn_allowed_at = now + delay
                 log.warning(
@@ -898,35 +900,23 @@ class Orchestrator:
             grace = self.grace_period_ms if grace_ms is None else grace_ms
             interrupt = reason == "interrupt"
             h.status = "draining"
-            loop = asyncio.get_running_loop()
-            h.acked = loop.create_future()
+            h.acked = asyncio.get_running_loop().create_future()
             exited = h.exited
             assert exited is not None
+            conn, spawner, pid = h.conn, h.spawner, h.pid
             # ``interrupt``: cancel the running turn instead of finishing it
-            h.conn.send_record(Shutdown(reason, int(grace), h.key, interrupt), ORCHESTRATOR, h.agent)
-            timer = loop.create_task(self.clock.sleep_ms(grace))
-            waiters: set[asyncio.Future[Any]] = {h.acked, exited, timer}
-            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-            timer.cancel()
-            pid = h.pid
-            if not exited.done() and pid is not None:
-                if h.acked.done() and interrupt:
-                    # everything is durable once it acked: a process slow to exit is not waited for
-                    try:
-                        await asyncio.wait_for(asyncio.shield(exited), INTERRUPT_EXIT_MS / 1000)
-                    except TimeoutError:
-                        h.spawner.kill(pid, signal.SIGKILL)
-                elif h.acked.done():
-                    h.spawner.kill(pid, signal.SIGTERM)
-                    try:
-                        await asyncio.wait_for(asyncio.shield(exited), 5)
-                    except TimeoutError:
-                        h.spawner.kill(pid, signal.SIGKILL)
-                else:
-                    log.warning("%s did not acknowledge shutdown within %d ms: SIGKILL", h.name, int(grace))
-                    h.spawner.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(exited), 10)
+            await graceful_stop(
+                name=h.name,
+                send_shutdown=lambda: conn.send_record(
+                    Shutdown(reason, int(grace), h.key, interrupt), ORCHESTRATOR, h.agent
+                ),
+                acked=h.acked,
+                exited=exited,
+                kill=lambda sig: spawner.kill(pid, sig),
+                grace_ms=grace,
+                clock=self.clock,
+                interrupt=interrupt,
+            )
             h.status = "terminated"
             h.consecutive_crashes = 0
         finally:
