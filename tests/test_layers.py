@@ -29,7 +29,9 @@ def lint_imports(cwd: Path, src: Path) -> subprocess.CompletedProcess[str]:
 def copy_tree(tmp_path: Path) -> Path:
     """A copy of the package and its contracts that a test may break without touching the tree."""
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    shutil.copytree(ROOT / "src" / "goondan", tmp_path / "src" / "goondan", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "src" / "goondan", tmp_path / "src" / "goondan", ignore=shutil.ignore_patterns("__pycache__")
+    )
     return tmp_path
 
 
@@ -55,7 +57,9 @@ def test_engine_importing_an_executor_inside_a_function_breaks_the_contracts(tmp
 def test_an_executor_importing_the_runtime_facade_breaks_the_contracts(tmp_path: Path) -> None:
     tree = copy_tree(tmp_path)
     inline = tree / "src" / "goondan" / "executors" / "_inline.py"
-    inline.write_text(inline.read_text() + "\n\ndef _facade() -> object:\n    from ..runtime import Runtime\n\n    return Runtime\n")
+    inline.write_text(
+        inline.read_text() + "\n\ndef _facade() -> object:\n    from ..runtime import Runtime\n\n    return Runtime\n"
+    )
     proc = lint_imports(tree, tree / "src")
     assert proc.returncode != 0, proc.stdout
     assert "executors never import the facade" in proc.stdout

@@ -1,4 +1,4 @@
-"""Inter-agent calls are bounded the same way in both isolation modes: a chain deeper than
+"""Inter-agent calls are bounded the same way with every executor: a chain deeper than
 ``Swarm.spec.policy.maxCallDepth`` (default 8) fails with ``E_AGENT_CALL_DEPTH`` even when every hop
 uses a new instance key, and agents creating instances are held to
 ``maxInstanceSpawnsPerSecond`` and ``maxInstances`` (``E_AGENT_SPAWN_LIMIT``)."""
@@ -106,9 +106,9 @@ def bundle(root: Path, **policy: Any) -> Path:
     return root
 
 
-def ask(root: Path, state_root: Path, isolation: str, text: str) -> str:
+def ask(root: Path, state_root: Path, executor: str, text: str) -> str:
     async def main() -> str:
-        async with goondan.Runtime(root, state_root=state_root, isolation=isolation, persist=False) as rt:
+        async with goondan.Runtime(root, state_root=state_root, executor=executor, persist=False) as rt:
             result = await asyncio.wait_for(rt.request(text, instance_key="k0"), 120)
             await rt.wait_idle()
             return result.text or ""
@@ -122,33 +122,33 @@ def hops(root: Path) -> list[dict[str, Any]]:
 
 
 def test_a_chain_with_a_new_instance_key_per_hop_stops_at_the_default_depth_of_8(
-    tmp_path: Path, state_root: Path, isolation: str
+    tmp_path: Path, state_root: Path, executor: str
 ) -> None:
     root = bundle(tmp_path / "b")
-    text = ask(root, state_root, isolation, "hop 0")
+    text = ask(root, state_root, executor, "hop 0")
     assert text.startswith("ERR E_AGENT_CALL_DEPTH at 8: "), text
     assert "maxCallDepth" in text
     seen = hops(root)
     assert [h["n"] for h in seen] == list(range(9))  # a@k0 (the host's request) then 8 hops
-    if isolation == "process":
+    if executor == "process":
         assert len({h["pid"] for h in seen}) == 9
 
 
-def test_max_call_depth_comes_from_the_swarm_policy(tmp_path: Path, state_root: Path, isolation: str) -> None:
+def test_max_call_depth_comes_from_the_swarm_policy(tmp_path: Path, state_root: Path, executor: str) -> None:
     root = bundle(tmp_path / "b", maxCallDepth=2)
-    text = ask(root, state_root, isolation, "hop 0")
+    text = ask(root, state_root, executor, "hop 0")
     assert text.startswith("ERR E_AGENT_CALL_DEPTH at 2: "), text
     assert [h["n"] for h in hops(root)] == [0, 1, 2]
 
 
-def test_agents_creating_instances_are_held_to_the_spawn_rate(tmp_path: Path, state_root: Path, isolation: str) -> None:
+def test_agents_creating_instances_are_held_to_the_spawn_rate(tmp_path: Path, state_root: Path, executor: str) -> None:
     root = bundle(tmp_path / "b", maxInstanceSpawnsPerSecond=0.01)  # a burst of one, then one per 100 s
-    assert ask(root, state_root, isolation, "fan 3") == "ok E_AGENT_SPAWN_LIMIT E_AGENT_SPAWN_LIMIT"
+    assert ask(root, state_root, executor, "fan 3") == "ok E_AGENT_SPAWN_LIMIT E_AGENT_SPAWN_LIMIT"
 
 
 def test_agents_cannot_create_instances_beyond_the_live_instance_cap(
-    tmp_path: Path, state_root: Path, isolation: str
+    tmp_path: Path, state_root: Path, executor: str
 ) -> None:
     root = bundle(tmp_path / "b", maxInstances=3)
     # a@k0 is live (the host's request); two more fit, the third does not
-    assert ask(root, state_root, isolation, "fan 4") == "ok ok E_AGENT_SPAWN_LIMIT E_AGENT_SPAWN_LIMIT"
+    assert ask(root, state_root, executor, "fan 4") == "ok ok E_AGENT_SPAWN_LIMIT E_AGENT_SPAWN_LIMIT"

@@ -1,7 +1,7 @@
 """Closing a runtime: ``close()`` called from code lets the running turn finish (the grace period),
 while leaving ``async with`` by cancellation (Ctrl+C) cancels running turns at once. An interrupted
 turn keeps what it made durable, leaves the instance ``idle``, and its unfinished tool call is
-answered with ``E_TOOL_INTERRUPTED`` on the next start — in both isolation modes."""
+answered with ``E_TOOL_INTERRUPTED`` on the next start — with every executor."""
 
 from __future__ import annotations
 
@@ -26,11 +26,11 @@ def _status(state_root: Path, key: str) -> str | None:
     return status
 
 
-def test_close_from_code_lets_the_running_turn_finish(tmp_path: Path, state_root: Path, isolation: str) -> None:
+def test_close_from_code_lets_the_running_turn_finish(tmp_path: Path, state_root: Path, executor: str) -> None:
     root = pk.bundle(tmp_path / "b")
 
     async def main() -> Any:
-        rt = goondan.Runtime(root, state_root=state_root, isolation=isolation)
+        rt = goondan.Runtime(root, state_root=state_root, executor=executor)
         await rt.start()
         turn = asyncio.ensure_future(rt.request(call("sleep", seconds=1.0), instance_key="k"))
         await until(lambda: _status(state_root, "k") == "processing", what="the turn")
@@ -44,13 +44,13 @@ def test_close_from_code_lets_the_running_turn_finish(tmp_path: Path, state_root
 
 
 def test_leaving_the_runtime_by_cancellation_stops_its_turn_at_once(
-    tmp_path: Path, state_root: Path, isolation: str
+    tmp_path: Path, state_root: Path, executor: str
 ) -> None:
     root = pk.bundle(tmp_path / "b")
     never = tmp_path / "never-released"
 
     async def owner() -> None:
-        async with goondan.Runtime(root, state_root=state_root, isolation=isolation) as rt:
+        async with goondan.Runtime(root, state_root=state_root, executor=executor) as rt:
             await rt.request(call("hold", release=str(never)), instance_key="k")
 
     async def main() -> float:
@@ -70,7 +70,7 @@ def test_leaving_the_runtime_by_cancellation_stops_its_turn_at_once(
     assert _status(state_root, "k") == "idle"
 
     async def after() -> Any:
-        async with goondan.Runtime(root, state_root=state_root, isolation=isolation) as rt:
+        async with goondan.Runtime(root, state_root=state_root, executor=executor) as rt:
             return await rt.request("next", instance_key="k")
 
     assert asyncio.run(after()).text == "a@k got: next"

@@ -1,4 +1,4 @@
-"""Runtime operations that behave the same in both isolation modes: restart, fresh restart,
+"""Runtime operations that behave the same with every executor: restart, fresh restart,
 self-restart, instance deletion and listing, sends, FIFO per instance."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from proc_kit import call
 import goondan
 
 
-def run(root: Path, state_root: Path, isolation: str, body: Any) -> Any:
+def run(root: Path, state_root: Path, executor: str, body: Any) -> Any:
     async def main() -> Any:
-        async with goondan.Runtime(root, state_root=state_root, isolation=isolation) as rt:
+        async with goondan.Runtime(root, state_root=state_root, executor=executor) as rt:
             out = await body(rt)
             await rt.wait_idle()
             return out
@@ -23,7 +23,7 @@ def run(root: Path, state_root: Path, isolation: str, body: Any) -> Any:
     return asyncio.run(main())
 
 
-def test_restart_keeps_history_and_fresh_restart_clears_it(tmp_path: Path, state_root: Path, isolation: str) -> None:
+def test_restart_keeps_history_and_fresh_restart_clears_it(tmp_path: Path, state_root: Path, executor: str) -> None:
     root = pk.bundle(tmp_path / "b")
 
     async def body(rt: Any) -> list[str]:
@@ -34,14 +34,14 @@ def test_restart_keeps_history_and_fresh_restart_clears_it(tmp_path: Path, state
         await rt.request("three", instance_key="k")
         return list(names)
 
-    names = run(root, state_root, isolation, body)
+    names = run(root, state_root, executor, body)
     assert names == ["a:k"]
     calls = [r["messages"] for r in pk.out(root, "model")]
     assert [m["content"] for m in calls[1] if m["role"] == "user"] == ["one", "two"]
     assert calls[2] == [{"role": "user", "content": "three"}]
 
 
-def test_self_restart_keeps_the_conversation(tmp_path: Path, state_root: Path, isolation: str) -> None:
+def test_self_restart_keeps_the_conversation(tmp_path: Path, state_root: Path, executor: str) -> None:
     root = pk.bundle(tmp_path / "b")
 
     async def body(rt: Any) -> Any:
@@ -49,13 +49,13 @@ def test_self_restart_keeps_the_conversation(tmp_path: Path, state_root: Path, i
         await rt.wait_idle()
         return await rt.request("after restart", instance_key="k")
 
-    result = run(root, state_root, isolation, body)
+    result = run(root, state_root, executor, body)
     assert result.text == "a@k got: after restart"
     seen = pk.out(root, "model")[-1]["messages"]
     assert seen[0]["content"].startswith("call t__restart") and len(seen) == 5
 
 
-def test_delete_instance_removes_its_history_only(tmp_path: Path, state_root: Path, isolation: str) -> None:
+def test_delete_instance_removes_its_history_only(tmp_path: Path, state_root: Path, executor: str) -> None:
     root = pk.bundle(tmp_path / "b")
 
     async def body(rt: Any) -> Any:
@@ -66,12 +66,12 @@ def test_delete_instance_removes_its_history_only(tmp_path: Path, state_root: Pa
         listed = [(i.agent_name, i.instance_key, i.status) for i in await rt.instances()]
         return deleted, again, listed
 
-    deleted, again, listed = run(root, state_root, isolation, body)
+    deleted, again, listed = run(root, state_root, executor, body)
     assert (deleted, again) == (True, False)
     assert listed == [("a", "k1", "idle")]
 
 
-def test_send_runs_the_target_in_the_background(tmp_path: Path, state_root: Path, isolation: str) -> None:
+def test_send_runs_the_target_in_the_background(tmp_path: Path, state_root: Path, executor: str) -> None:
     root = pk.bundle(tmp_path / "b")
 
     async def body(rt: Any) -> bool:
@@ -79,26 +79,26 @@ def test_send_runs_the_target_in_the_background(tmp_path: Path, state_root: Path
         await rt.wait_idle()
         return bool(accepted)
 
-    assert run(root, state_root, isolation, body) is True
+    assert run(root, state_root, executor, body) is True
     [c_call] = [r for r in pk.out(root, "model") if r["agent"] == "c"]
     assert c_call["messages"] == [{"role": "user", "content": "note"}]
 
 
 def test_concurrent_requests_to_one_instance_are_served_in_order(
-    tmp_path: Path, state_root: Path, isolation: str
+    tmp_path: Path, state_root: Path, executor: str
 ) -> None:
     root = pk.bundle(tmp_path / "b")
 
     async def body(rt: Any) -> list[Any]:
         return list(await asyncio.gather(*(rt.request(f"m{i}", instance_key="q") for i in range(5))))
 
-    results = run(root, state_root, isolation, body)
+    results = run(root, state_root, executor, body)
     assert [r.text for r in results] == [f"a@q got: m{i}" for i in range(5)]
     last = pk.out(root, "model")[-1]["messages"]
     assert [m["content"] for m in last if m["role"] == "user"] == [f"m{i}" for i in range(5)]
 
 
-def test_self_restart_picks_up_edited_bundle_files(tmp_path: Path, state_root: Path, isolation: str) -> None:
+def test_self_restart_picks_up_edited_bundle_files(tmp_path: Path, state_root: Path, executor: str) -> None:
     root = pk.bundle(tmp_path / "b")
 
     async def body(rt: Any) -> Any:
@@ -122,7 +122,7 @@ def test_self_restart_picks_up_edited_bundle_files(tmp_path: Path, state_root: P
             await asyncio.sleep(0.05)
         return still_old, fresh
 
-    still_old, fresh = run(root, state_root, isolation, body)
+    still_old, fresh = run(root, state_root, executor, body)
     assert '"v": 2' not in (still_old.text or "")
     assert '"v": 2' in (fresh.text or "")
     assert {"role": "system", "content": "edited prompt"} in pk.out(root, "model")[-1]["messages"]

@@ -1,4 +1,4 @@
-"""The turn pipeline behaves the same in both isolation modes: tools, catalog-filtering step
+"""The turn pipeline behaves the same with every executor: tools, catalog-filtering step
 middleware, persisted extension state, runtime events, history on disk and extension failures."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import goondan
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
 
 
-def _ask_all(root: Path, state_root: Path, isolation: str, *inputs: str) -> list[Any]:
+def _ask_all(root: Path, state_root: Path, executor: str, *inputs: str) -> list[Any]:
     async def main() -> list[Any]:
-        async with goondan.Runtime(root, state_root=state_root, isolation=isolation) as rt:
+        async with goondan.Runtime(root, state_root=state_root, executor=executor) as rt:
             return [await rt.request(text) for text in inputs]
 
     return asyncio.run(main())
@@ -33,8 +33,8 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_quickstart_turns_give_the_same_results_in_both_modes(tmp_path: Path, state_root: Path, isolation: str):
-    results = _ask_all(EXAMPLE, state_root, isolation, "add 2 and 3", "wipe it", "stats")
+def test_quickstart_turns_give_the_same_results_in_both_modes(tmp_path: Path, state_root: Path, executor: str):
+    results = _ask_all(EXAMPLE, state_root, executor, "add 2 and 3", "wipe it", "stats")
     assert [r.finish_reason for r in results] == ["text_response"] * 3
     assert results[0].text == 'Tool said: {"sum":5}'
     # the step middleware hid shell__wipe, so the executor refused the call and the handler never ran
@@ -51,8 +51,8 @@ def test_quickstart_turns_give_the_same_results_in_both_modes(tmp_path: Path, st
     assert _jsonl(inst / "messages" / "events.jsonl") == []
 
 
-def test_runtime_events_are_the_same_sequence_in_both_modes(tmp_path: Path, state_root: Path, isolation: str):
-    _ask_all(EXAMPLE, state_root, isolation, "add 2 and 3")
+def test_runtime_events_are_the_same_sequence_in_both_modes(tmp_path: Path, state_root: Path, executor: str):
+    _ask_all(EXAMPLE, state_root, executor, "add 2 and 3")
     events = _jsonl(_instance_dir(state_root) / "messages" / "runtime-events.jsonl")
     assert [e["type"] for e in events] == [
         "turn.started",
@@ -78,13 +78,13 @@ def register(api):
 
 
 def test_an_extension_that_fails_to_register_fails_the_request_in_both_modes(
-    tmp_path: Path, state_root: Path, isolation: str
+    tmp_path: Path, state_root: Path, executor: str
 ):
     root = tmp_path / "bundle"
     shutil.copytree(EXAMPLE, root)
     (root / "extensions" / "turn_counter.py").write_text(BROKEN)
     with pytest.raises(goondan.ExtensionError) as info:
-        _ask_all(root, state_root, isolation, "hello")
+        _ask_all(root, state_root, executor, "hello")
     assert info.value.code == "E_EXT_INIT"
     assert "boom at register" in info.value.message
     assert info.value.extension_name == "turn-counter"
