@@ -18,6 +18,7 @@ from typing import Any
 from cn_testkit import free_port
 
 from goondan.connectors import ConnectorContext, Reply
+from goondan.executors.process._ipc import ConnectorEvent
 
 
 @dataclass
@@ -38,11 +39,11 @@ def running_connector(
     ready = threading.Event()
     holder: dict[str, ConnectorContext] = {}
 
-    def send(message: dict[str, Any]) -> None:
-        event = message["event"]
+    def send(message: ConnectorEvent) -> None:
+        event = message.event
         state.events.append(event)
         text = event["message"].get("text", "")
-        loop.call_soon(holder["ctx"]._resolve, message["id"], Reply(f"echo: {text}", "stop"))
+        loop.call_soon(holder["ctx"]._resolve, message.id, Reply(f"echo: {text}", "stop"))
 
     ctx = ConnectorContext(
         connection="test", connector=name, config=settings, secrets=secrets or {}, send=send, on_ready=ready.set

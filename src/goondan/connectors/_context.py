@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..executors.process._ipc import ConnectorEvent, FrameTooLarge, frame_error
+
 _MESSAGE_TYPES = ("text", "image", "file")
 
 
@@ -80,7 +82,7 @@ class ConnectorContext:
         connector: str,
         config: Mapping[str, str],
         secrets: Mapping[str, str],
-        send: Callable[[dict[str, Any]], None],
+        send: Callable[[ConnectorEvent], None],
         on_ready: Callable[[], None],
     ) -> None:
         self.connection = connection
@@ -99,7 +101,12 @@ class ConnectorContext:
         future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         self._pending[event_id] = future
         self._on_ready()  # a connector that emits is evidently up
-        self._send({"type": "event", "id": event_id, "event": normalized})
+        try:
+            self._send(ConnectorEvent(event_id, normalized))
+        except FrameTooLarge as exc:
+            # nothing was sent: this one event fails, the connector and its channel go on
+            self._pending.pop(event_id, None)
+            future.set_result(Reply(None, "error", frame_error(exc).to_dict()))
         return future
 
     def ready(self) -> None:

@@ -10,28 +10,51 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
-import sys
+import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import GoondanError
+from ..executors.process._clock import Clock, RealClock
+from ..executors.process._ipc import (
+    Connection,
+    ConnectorEvent,
+    ConnectorReply,
+    ConnectorStart,
+    ConnectorStopped,
+    Dispatcher,
+    FrameTooLarge,
+    IpcError,
+    Ready,
+    Record,
+    Shutdown,
+    ShutdownAck,
+    StartError,
+    decode_record,
+    frame_error,
+)
+from ..executors.process._supervisor import BackoffPolicy, CrashBackoff, ExecSpawner, graceful_stop
 from ._context import check_event, message_text
-from ._protocol import MAX_LINE, encode, read_message
+from ._protocol import HOST_MODULE, SUPERVISOR
 from ._routing import Rule, route_event, rules_from_ingress, stringify_properties
 
 START_TIMEOUT_SECONDS = 15.0
 STOP_GRACE_SECONDS = 3.0
-# A connector process that dies without reporting (killed, crashed interpreter) is started again after
-# RESPAWN_INITIAL_SECONDS, doubling per consecutive crash up to RESPAWN_MAX_SECONDS; after MAX_CRASHES
-# crashes in a row (each within STABLE_SECONDS of its start) the connection is given up.
+# A connector process that dies (killed, crashed interpreter, or its run() raised) is started again
+# after RESPAWN_INITIAL_SECONDS, doubling per consecutive crash up to RESPAWN_MAX_SECONDS; after
+# MAX_CRASHES crashes in a row (each within STABLE_SECONDS of its start) the connection is given up.
 RESPAWN_INITIAL_SECONDS = 1.0
 RESPAWN_MAX_SECONDS = 60.0
 MAX_CRASHES = 5
 STABLE_SECONDS = 30.0
+CONNECTOR_BACKOFF = BackoffPolicy(
+    initial_ms=RESPAWN_INITIAL_SECONDS * 1000,
+    max_ms=RESPAWN_MAX_SECONDS * 1000,
+    stable_ms=STABLE_SECONDS * 1000,
+    give_up_after=MAX_CRASHES,
+)
 log = logging.getLogger("goondan.connectors")
 
 
@@ -93,15 +116,25 @@ def plan_connections(bundle: Any, swarm: Any, env: Mapping[str, str]) -> list[Co
 
 @dataclass
 class _Child:
-    process: asyncio.subprocess.Process
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
+    pid: int
+    conn: Connection
+    exited: asyncio.Future[int]
+    acked: asyncio.Future[None]
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
     stop_reason: str | None = None
+    error: dict[str, Any] | None = None
 
 
 class ConnectorProcess:
-    """One Connection's host process and the loop that turns its events into turns."""
+    """One Connection's host process and the loop that turns its events into turns.
+
+    Supervised with the shared supervisor code (spawn, crash backoff, graceful shutdown): a host
+    that exits on its own, or whose ``run(ctx)`` raises, is started again after
+    :data:`CONNECTOR_BACKOFF`'s delay, and the raise is logged with its traceback. A ``run(ctx)``
+    that raises the same error again right after its restart is given up (a rejected token or a
+    bug fails the same way every time; a transient failure does not), as is a host that crashes
+    :data:`MAX_CRASHES` times in a row. A ``run(ctx)`` that returns (``cli`` at end of input) ends
+    the connection."""
 
     def __init__(
         self,
@@ -111,26 +144,37 @@ class ConnectorProcess:
         entry_agent: str,
         log_level: str = "WARNING",
         on_event: Callable[[dict[str, Any]], None] | None = None,
+        clock: Clock | None = None,
+        backoff: BackoffPolicy | None = None,
     ) -> None:
         self.plan = plan
         self.runtime = runtime
         self.entry_agent = entry_agent
         self.log_level = log_level
         self.on_event = on_event
+        self.clock: Clock = clock or RealClock()
+        self._backoff = CrashBackoff(backoff or CONNECTOR_BACKOFF, self.clock)
+        self._spawner = ExecSpawner(self._on_exit)
+        self._exits: dict[int, asyncio.Future[int]] = {}
         self._child: _Child | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._turns: set[asyncio.Task[None]] = set()
         self._done = asyncio.Event()
         self._stopping = False
         self._gave_up = False
-        self._crashes = 0
-        self._started_at = 0.0
         self._respawn_task: asyncio.Task[None] | None = None
         self.restarts = 0
+        self.delays: list[float] = []  # the restart delays so far, ms
+        self.exit_code: int | None = None
+        self._last_failure: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"Connection/{self.plan.name}"
 
     @property
     def pid(self) -> int | None:
-        return self._child.process.pid if self._child else None
+        return self._child.pid if self._child else None
 
     @property
     def stop_reason(self) -> str | None:
@@ -143,119 +187,162 @@ class ConnectorProcess:
         """Set when this connection is finished for good (not while a crashed process is respawned)."""
         return self._done
 
+    def _on_exit(self, pid: int, code: int) -> None:
+        fut = self._exits.pop(pid, None)
+        if fut is not None and not fut.done():
+            fut.set_result(code)
+
     async def start(self, timeout: float = START_TIMEOUT_SECONDS) -> None:
-        parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "goondan.connectors.host",
-                "--fd",
-                str(child_sock.fileno()),
-                "--log-level",
-                self.log_level,
-                pass_fds=(child_sock.fileno(),),
-                env={**os.environ},
-            )
-        finally:
-            child_sock.close()
-        reader, writer = await asyncio.open_unix_connection(sock=parent_sock, limit=MAX_LINE)
-        self._child = child = _Child(process, reader, writer)
-        writer.write(
-            encode(
-                {
-                    "type": "start",
-                    "entry": str(self.plan.entry),
-                    "connection": self.plan.name,
-                    "connector": self.plan.connector,
-                    "config": dict(self.plan.config),
-                    "secrets": dict(self.plan.secrets),
-                }
-            )
+        loop = asyncio.get_running_loop()
+        pid, conn = await self._spawner.spawn(HOST_MODULE, ["--log-level", self.log_level])
+        exited: asyncio.Future[int] = loop.create_future()
+        if pid in self._spawner.children:
+            self._exits[pid] = exited
+        else:  # gone before we looked
+            exited.set_result(-1)
+        self._child = child = _Child(pid, conn, exited, loop.create_future())
+        start = ConnectorStart(
+            str(self.plan.entry), self.plan.name, self.plan.connector, dict(self.plan.config), dict(self.plan.secrets)
         )
-        await writer.drain()
+        conn.send_record(start, SUPERVISOR, self.plan.name)
         try:
-            first = await asyncio.wait_for(read_message(reader), timeout)
+            first = await asyncio.wait_for(self._first(child), timeout)
         except TimeoutError:
-            await self._kill()
+            await self._kill(child)
             raise GoondanError(
                 "E_CONNECTOR_START_TIMEOUT",
                 f"connector of Connection/{self.plan.name} did not start within {timeout:.0f}s",
             ) from None
-        if first is None or first["type"] != "started":
-            err = (first or {}).get("error") or {}
-            await self._kill()
+        if not isinstance(first, Ready):
+            err = first.error if isinstance(first, StartError) else {}
+            await self._kill(child)
             raise GoondanError(
                 str(err.get("code") or "E_CONNECTOR_START"),
                 f"Connection/{self.plan.name} ({self.plan.connector}): "
                 f"{err.get('message') or 'the connector process exited during start'}",
                 suggestion="Check the connector's config and secrets in the Connection, and its entry module.",
             )
-        self._started_at = asyncio.get_running_loop().time()
+        self._backoff.started()
         self._reader_task = asyncio.create_task(self._read_loop(child))
 
+    async def _first(self, child: _Child) -> Record | None:
+        """``ready`` or ``start_error`` (other messages before them are logged and skipped)."""
+        while True:
+            try:
+                msg = await child.conn.recv()
+                if msg is None:
+                    return None
+                record = decode_record(msg)
+            except IpcError as exc:
+                log.error("%s: skipped a message during start: %s", self.name, exc)
+                continue
+            if isinstance(record, Ready | StartError):
+                return record
+            log.error("%s: skipped a %s message during start", self.name, record.KIND)
+
+    def _table(self, child: _Child) -> Dispatcher:
+        """What the supervisor answers to on one host's stream; anything else is logged and skipped."""
+
+        def on_event(rec: ConnectorEvent) -> None:
+            task = asyncio.create_task(self._handle(child, rec))
+            self._turns.add(task)
+            task.add_done_callback(self._turns.discard)
+
+        def on_stopped(rec: ConnectorStopped) -> None:
+            child.stop_reason, child.error = rec.reason, rec.error
+
+        def on_ack(_rec: ShutdownAck) -> None:
+            if not child.acked.done():
+                child.acked.set_result(None)
+
+        return (
+            Dispatcher(self.name, log)
+            .on(ConnectorEvent, on_event)
+            .on(ConnectorStopped, on_stopped)
+            .on(ShutdownAck, on_ack)
+        )
+
     async def _read_loop(self, child: _Child) -> None:
+        table = self._table(child)
         try:
             while True:
-                message = await read_message(child.reader)
-                if message is None:
-                    child.stop_reason = child.stop_reason or "exited"
+                try:
+                    msg = await child.conn.recv()
+                except IpcError as exc:
+                    log.error("%s: skipped a frame: %s", self.name, exc)
+                    continue
+                if msg is None:
                     break
-                if message["type"] == "event":
-                    task = asyncio.create_task(self._handle(child, message))
-                    self._turns.add(task)
-                    task.add_done_callback(self._turns.discard)
-                elif message["type"] == "stopped":
-                    child.stop_reason = str(message.get("reason") or "returned")
-                    if message.get("error"):
-                        log.error("Connection/%s stopped: %s", self.plan.name, message["error"].get("message"))
-                    if self._turns:
-                        await asyncio.wait(set(self._turns))
-                    break
+                table.dispatch(msg)
+            if child.stop_reason is not None and self._turns:
+                await asyncio.wait(set(self._turns))
+            child.stop_reason = child.stop_reason or "exited"
+            self.exit_code = await child.exited
         finally:
+            child.conn.close()
             child.stopped.set()
-            if self._stopping or child.stop_reason != "exited":
+            if self._stopping or child.stop_reason not in ("exited", "failed"):
                 self._done.set()
             else:
                 self._respawn_task = asyncio.create_task(self._respawn(child))
 
     async def _respawn(self, crashed: _Child) -> None:
-        code: int | None = await crashed.process.wait()
-        loop = asyncio.get_running_loop()
+        """Start a crashed host again after the backoff delay; give up after too many in a row."""
+        reason, error, code = crashed.stop_reason, crashed.error, self.exit_code
         while not self._stopping:
-            if loop.time() - self._started_at > STABLE_SECONDS:
-                self._crashes = 0
-            self._crashes += 1
-            if self._crashes > MAX_CRASHES:
-                log.error("Connection/%s: connector crashed %d times in a row; giving up", self.plan.name, MAX_CRASHES)
+            delay = self._backoff.crashed()
+            failure = str((error or {}).get("message")) if reason == "failed" else None
+            if self._backoff.crashes == 1:
+                self._last_failure = None  # a new run of crashes
+            if failure is not None and failure == self._last_failure:
+                # the same error twice in a row is not transient: restarting again would only repeat it
+                log.error(
+                    "%s: the connector's run() raised %s again after a restart; giving up\n%s",
+                    self.name,
+                    failure,
+                    str((error or {}).get("traceback") or "").rstrip(),
+                )
                 self._gave_up = True
                 break
-            delay = min(RESPAWN_INITIAL_SECONDS * 2 ** (self._crashes - 1), RESPAWN_MAX_SECONDS)
-            log.warning(
-                "Connection/%s: connector process exited unexpectedly (code %s); restarting in %.0fs",
-                self.plan.name,
-                code,
-                delay,
-            )
-            await asyncio.sleep(delay)
+            self._last_failure = failure
+            if delay is None:
+                log.error("%s: connector crashed %d times in a row; giving up", self.name, self._backoff.crashes - 1)
+                self._gave_up = True
+                break
+            self.delays.append(delay)
+            if reason == "failed":
+                log.error(
+                    "%s: the connector's run() raised %s; restarting in %.1fs\n%s",
+                    self.name,
+                    (error or {}).get("message", "an error"),
+                    delay / 1000,
+                    str((error or {}).get("traceback") or "").rstrip(),
+                )
+            else:
+                log.warning(
+                    "%s: connector process exited unexpectedly (code %s); restarting in %.1fs",
+                    self.name,
+                    code,
+                    delay / 1000,
+                )
+            await self.clock.sleep_ms(delay)
             if self._stopping:
                 break
             try:
                 await self.start()
             except GoondanError as exc:
-                log.error("Connection/%s: restart failed: %s", self.plan.name, exc.message)
-                self._started_at = loop.time()
-                code = None
+                log.error("%s: restart failed: %s", self.name, exc.message)
+                self._backoff.started()
+                reason, code = "exited", None
                 continue
             self.restarts += 1
             return
         self._done.set()
 
-    async def _handle(self, child: _Child, message: dict[str, Any]) -> None:
-        event_id = str(message.get("id"))
-        reply: dict[str, Any] = {"type": "reply", "id": event_id}
+    async def _handle(self, child: _Child, message: ConnectorEvent) -> None:
+        event_id = message.id
         try:
-            event = check_event(message.get("event"))
+            event = check_event(message.event)
             if self.plan.events and event["name"] not in self.plan.events:
                 log.warning(
                     "Connection/%s: event %r is not declared by Connector/%s",
@@ -285,17 +372,20 @@ class ConnectorProcess:
                 },
                 source={"kind": "connector", "name": self.plan.connector},
             )
-            reply.update(text=result.text, finishReason=result.finish_reason, error=result.error)
+            reply = ConnectorReply(event_id, result.text, result.finish_reason, result.error)
         except Exception as exc:
             log.error("Connection/%s: event %s failed: %s", self.plan.name, event_id, exc)
             error = (
                 exc.to_dict() if isinstance(exc, GoondanError) else {"code": "E_CONNECTOR_EVENT", "message": str(exc)}
             )
-            reply.update(text=None, finishReason="error", error=error)
-        if not child.writer.is_closing():
-            with contextlib.suppress(ConnectionError):
-                child.writer.write(encode(reply))
-                await child.writer.drain()
+            reply = ConnectorReply(event_id, None, "error", error)
+        try:
+            child.conn.send_record(reply, SUPERVISOR, self.plan.name)
+        except FrameTooLarge as exc:  # nothing was sent: the connector gets the error instead
+            error = frame_error(exc).to_dict()
+            child.conn.send_record(ConnectorReply(event_id, None, "error", error), SUPERVISOR, self.plan.name)
+        with contextlib.suppress(ConnectionError):
+            await child.conn.writer.drain()
 
     async def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
         self._stopping = True
@@ -310,28 +400,27 @@ class ConnectorProcess:
         child = self._child
         if child is None:
             return
-        if child.process.returncode is None and not child.writer.is_closing():
-            with contextlib.suppress(ConnectionError):
-                child.writer.write(encode({"type": "shutdown"}))
-                await child.writer.drain()
-        try:
-            await asyncio.wait_for(child.process.wait(), grace)
-        except TimeoutError:
-            await self._kill()
+        await graceful_stop(
+            name=self.name,
+            send_shutdown=lambda: child.conn.send_record(
+                Shutdown("shutdown", int(grace * 1000)), SUPERVISOR, self.plan.name
+            ),
+            acked=child.acked,
+            exited=child.exited,
+            kill=lambda sig: self._spawner.kill(child.pid, sig),
+            grace_ms=grace * 1000,
+            clock=RealClock(),
+        )
         if self._reader_task is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._reader_task), grace)
-        child.writer.close()
+        child.conn.close()
 
-    async def _kill(self) -> None:
-        child = self._child
-        if child is None:
-            return
-        if child.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                child.process.kill()
-            await child.process.wait()
-        child.writer.close()
+    async def _kill(self, child: _Child) -> None:
+        self._spawner.kill(child.pid, signal.SIGKILL)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(child.exited), 10)
+        child.conn.close()
         child.stopped.set()
 
 

@@ -15,39 +15,73 @@ import os
 import signal
 import socket
 import sys
+import traceback
 from pathlib import Path
-from typing import Any
 
+from ..executors.process._ipc import (
+    Connection,
+    ConnectorReply,
+    ConnectorStart,
+    ConnectorStopped,
+    Dispatcher,
+    IpcError,
+    Ready,
+    Record,
+    Shutdown,
+    ShutdownAck,
+    StartError,
+    decode_record,
+)
 from ._context import ConnectorContext, Reply
-from ._protocol import MAX_LINE, encode, read_message
+from ._protocol import SUPERVISOR
+
+log = logging.getLogger("goondan.connectors")
 
 READY_GRACE_SECONDS = 0.3
 
 
+async def _first(conn: Connection) -> ConnectorStart | None:
+    """The ``connector_start`` the supervisor sends first (frames before it that are not one are
+    logged and skipped), or ``None`` when the supervisor went away."""
+    while True:
+        try:
+            msg = await conn.recv()
+            if msg is None:
+                return None
+            record = decode_record(msg)
+        except IpcError as exc:
+            log.error("connector host: skipped a message before start: %s", exc)
+            continue
+        if isinstance(record, ConnectorStart):
+            return record
+        log.error("connector host: skipped a %s message before start", record.KIND)
+
+
 async def _serve(fd: int) -> int:
     sock = socket.socket(fileno=fd)
-    reader, writer = await asyncio.open_unix_connection(sock=sock, limit=MAX_LINE)
+    reader, writer = await asyncio.open_unix_connection(sock=sock, limit=64 * 1024 * 1024)
+    conn = Connection(reader, writer)
+    me = "connector"
 
-    def send(message: dict[str, Any]) -> None:
-        if not writer.is_closing():
-            writer.write(encode(message))
+    def send(record: Record) -> None:
+        conn.send_record(record, me, SUPERVISOR)
 
-    start = await read_message(reader)
-    if start is None or start.get("type") != "start":
+    start = await _first(conn)
+    if start is None:
         return 2
-    connection = str(start.get("connection", "connector"))
+    me = start.connection
     try:
         from .._modules import import_path
 
         # import_path gives the entry's bundle its own package: sibling and bundle-root imports work
         # without touching sys.path (which would let a user's `slack.py` shadow a real package).
-        entry = Path(str(start["entry"])).resolve()
+        entry = Path(start.entry).resolve()
         module = import_path(entry)
         run = getattr(module, "run", None)
         if run is None or not inspect.iscoroutinefunction(run):
             raise TypeError(f"{entry} must define `async def run(ctx)`")
     except Exception as exc:
-        send({"type": "start_error", "error": {"code": "E_CONNECTOR_LOAD", "message": f"{type(exc).__name__}: {exc}"}})
+        send(StartError({"code": "E_CONNECTOR_LOAD", "message": f"{type(exc).__name__}: {exc}"}))
         await writer.drain()
         return 1
 
@@ -56,33 +90,35 @@ async def _serve(fd: int) -> int:
     def on_ready() -> None:
         if not announced.is_set():
             announced.set()
-            send({"type": "started"})
+            send(Ready(os.getpid()))
 
     ctx = ConnectorContext(
-        connection=connection,
-        connector=str(start.get("connector", "")),
-        config={str(k): str(v) for k, v in (start.get("config") or {}).items()},
-        secrets={str(k): str(v) for k, v in (start.get("secrets") or {}).items()},
+        connection=start.connection,
+        connector=start.connector,
+        config={str(k): str(v) for k, v in start.config.items()},
+        secrets={str(k): str(v) for k, v in start.secrets.items()},
         send=send,
         on_ready=on_ready,
     )
     task = asyncio.create_task(run(ctx))
+    shutdown = asyncio.Event()
+    # what the host answers to; anything else the supervisor sends is logged and skipped
+    table = (
+        Dispatcher(f"connector host {me}", log)
+        .on(ConnectorReply, lambda rec: ctx._resolve(rec.id, Reply(rec.text, rec.finish_reason, rec.error)))
+        .on(Shutdown, lambda _rec: shutdown.set())
+    )
 
     async def inbound() -> None:
-        while True:
-            message = await read_message(reader)
-            if message is None or message["type"] == "shutdown":
+        while not shutdown.is_set():
+            try:
+                msg = await conn.recv()
+            except IpcError as exc:
+                log.error("connector host %s: skipped a frame: %s", me, exc)
+                continue
+            if msg is None:
                 return
-            if message["type"] == "reply":
-                error = message.get("error")
-                ctx._resolve(
-                    str(message.get("id")),
-                    Reply(
-                        message.get("text") if isinstance(message.get("text"), str) else None,
-                        message.get("finishReason") if isinstance(message.get("finishReason"), str) else None,
-                        error if isinstance(error, dict) else None,
-                    ),
-                )
+            table.dispatch(msg)
 
     control = asyncio.create_task(inbound())
     ready_wait = asyncio.create_task(announced.wait())
@@ -90,12 +126,7 @@ async def _serve(fd: int) -> int:
     if task in done and not announced.is_set():
         early = task.exception()
         if early is not None:
-            send(
-                {
-                    "type": "start_error",
-                    "error": {"code": "E_CONNECTOR_START", "message": f"{type(early).__name__}: {early}"},
-                }
-            )
+            send(StartError({"code": "E_CONNECTOR_START", "message": f"{type(early).__name__}: {early}"}))
             await writer.drain()
             return 1
     on_ready()  # still running after the grace period (or already announced): it is up
@@ -111,18 +142,23 @@ async def _serve(fd: int) -> int:
             await task
     elif task.cancelled():
         reason = "shutdown"
-    elif task.exception() is not None:
-        failure = task.exception()
+    elif (failure := task.exception()) is not None:
+        # the supervisor logs it with this traceback and restarts the connector like a crash
         reason = "failed"
-        error = {"code": "E_CONNECTOR_FAILED", "message": f"{type(failure).__name__}: {failure}"}
-        logging.getLogger(f"goondan.connector.{connection}").error("connector failed", exc_info=failure)
+        error = {
+            "code": "E_CONNECTOR_FAILED",
+            "message": f"{type(failure).__name__}: {failure}",
+            "traceback": "".join(traceback.format_exception(failure)),
+        }
     else:
         # the connector finished on its own (e.g. cli at end of input): let its last replies arrive
         while ctx._pending and not control.done():
             await asyncio.wait({control}, timeout=0.05)
     ctx._fail_pending("the connector stopped")
-    send({"type": "stopped", "reason": reason, **({"error": error} if error else {})})
-    with contextlib.suppress(ConnectionError):
+    with contextlib.suppress(ConnectionError, IpcError):
+        send(ConnectorStopped(reason, error))
+        if shutdown.is_set():
+            send(ShutdownAck())
         await writer.drain()
     control.cancel()
     writer.close()
