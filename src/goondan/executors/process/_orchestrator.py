@@ -1,4 +1,4 @@
-"""The orchestrator (digest §2.1–2.4): supervises one process per agent instance, routes events to
+"""The orchestrator: supervises one process per agent instance, routes events to
 them, brokers inter-agent calls and knows nothing about turns beyond "one at a time".
 
 - Per instance a FIFO queue lives here; an event is handed to the process only when the previous
