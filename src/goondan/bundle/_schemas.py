@@ -260,6 +260,37 @@ class Prompt(Spec):
         return self
 
 
+DEFAULT_OUTPUT_RETRIES = 2
+MAX_OUTPUT_RETRIES = 10
+
+
+class AgentOutput(Spec):
+    """Structured output: the agent answers with JSON that validates against a schema."""
+
+    json_schema: dict[str, Any] = Field(alias="schema")
+    """JSON Schema (Draft 2020-12) the final answer must validate against; TurnResult.output holds it parsed."""
+    retries: int = Field(default=DEFAULT_OUTPUT_RETRIES, ge=0, le=MAX_OUTPUT_RETRIES)
+    """How often an answer that does not validate goes back to the model with the errors (default 2)."""
+
+    @field_validator("json_schema")
+    @classmethod
+    def _valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
+
+        try:
+            Draft202012Validator.check_schema(value)
+        except SchemaError as exc:
+            where = "/".join(str(p) for p in exc.path)
+            at = f" at {where}" if where else ""
+            raise PydanticCustomError(
+                "output_schema",
+                "output.schema is not a valid JSON Schema{at}: {err}",
+                {"at": at, "err": exc.message},
+            ) from None
+        return value
+
+
 class AgentSpec(Spec):
     """Agent: a model, a prompt, tools and extensions that together answer requests."""
 
@@ -273,6 +304,8 @@ class AgentSpec(Spec):
     """Extensions around turns, steps and tool calls: a ref, or {ref, config} merged over spec.config."""
     required_tools: list[NonEmptyStr] = Field(default_factory=list)
     """Tools (<Tool>__<export>) the agent must call before it may finish a turn."""
+    output: AgentOutput | None = None
+    """Structured output: the final answer must be JSON valid against output.schema."""
 
 
 # ---------------------------------------------------------------- Swarm
