@@ -21,6 +21,7 @@ from .._json import dumps_line, dumps_pretty
 from ..errors import GoondanError, StorageError
 from ..messages import Message, event_from_record, event_to_record
 from . import _atomic
+from ._attachments import attachment_id, check_id, not_found
 from ._atomic import (
     APPEND_FLAGS,
     crash_point,
@@ -56,6 +57,8 @@ RUNTIME_EVENTS_FILE = "runtime-events.jsonl"
 TMP_FILE = "base.jsonl.tmp"
 MARKER_FILE = ".commit.json"
 METADATA_FILE = "metadata.json"
+# a turn paused for approvals: its pending tool calls and what resuming needs
+PAUSED_TURN_FILE = "paused-turn.json"
 
 
 @dataclass(slots=True)
@@ -626,6 +629,80 @@ class FileInstanceStore:
         except OSError as exc:
             raise _write_error(path, "write", exc) from exc
 
+    # ------------------------------------------------------------------ attachments
+
+    @property
+    def attachments_dir(self) -> Path:
+        return self.path / "attachments"
+
+    def put_attachment(self, data: bytes) -> str:
+        """Write ``attachments/<sha256>`` (mode 0600, atomically and durably: the message that refers
+        to it is appended right after, and must never outlive its bytes)."""
+        digest = attachment_id(data)
+        path = self.attachments_dir / digest
+        try:
+            if path.stat().st_size == len(data):
+                return digest  # same hash and size: the same bytes are already there
+        except OSError:
+            pass
+        try:
+            ensure_dir(self.attachments_dir)
+            replace_atomically(path, data)
+        except OSError as exc:
+            raise _write_error(path, "write", exc) from exc
+        return digest
+
+    def read_attachment(self, attachment_id: str) -> bytes:
+        path = self.attachments_dir / check_id(attachment_id)
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            raise not_found(attachment_id) from None
+        except OSError as exc:
+            raise StorageError("E_STORAGE_READ", f"could not read {path}: {exc}", file=str(path)) from exc
+
+    # ------------------------------------------------------------------ paused turn (approvals)
+
+    @property
+    def paused_turn_path(self) -> Path:
+        return self.path / PAUSED_TURN_FILE
+
+    def read_paused_turn(self) -> dict[str, Any] | None:
+        """``paused-turn.json`` (read without the lease: approvals are listed while no runtime runs)."""
+        path = self.paused_turn_path
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError("E_STORAGE_READ", f"could not read {path}: {exc}", file=str(path)) from exc
+        try:
+            value = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise StorageError(
+                "E_STORAGE_CORRUPT",
+                f"{path}: invalid JSON ({exc})",
+                file=str(path),
+                suggestion=f"Delete {path.name} to drop the paused turn (its pending approvals are lost).",
+            ) from exc
+        return value if isinstance(value, dict) else None
+
+    def write_paused_turn(self, record: Mapping[str, Any] | None) -> None:
+        """Atomically replace (or, with ``None``, remove) the paused-turn record; the writer must
+        hold the lease, like a commit."""
+        self._check_lease()
+        path = self.paused_turn_path
+        try:
+            if record is None:
+                if unlink_if_exists(path):
+                    fsync_dir(self.path)
+                return
+            data = _encode_json(dict(record), "paused turn", pretty=True)
+            ensure_dir(self.path)
+            replace_atomically(path, data)
+        except OSError as exc:
+            raise _write_error(path, "write", exc) from exc
+
     # ------------------------------------------------------------------ metadata
 
     def read_metadata(self) -> dict[str, Any] | None:
@@ -699,7 +776,9 @@ class FileInstanceStore:
             for path in (self.marker_path, self.tmp_path, self.events_path, self.base_path):
                 unlink_if_exists(path)
             unlink_if_exists(self.runtime_events_path)
+            unlink_if_exists(self.paused_turn_path)
             self._clear_extension_states()
+            self._clear_attachments()
             self._ensure_files()
             fsync_dir(self.messages_dir)
             self._events_fd = open_private(self.events_path, APPEND_FLAGS)
@@ -711,6 +790,16 @@ class FileInstanceStore:
         self._force_rewrite = False
         self._loaded = True
         self._closed = False
+
+    def _clear_attachments(self) -> None:
+        try:
+            entries = list(os.scandir(self.attachments_dir))
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            if entry.is_file(follow_symlinks=False):
+                unlink_if_exists(Path(entry.path))
+        fsync_dir(self.attachments_dir)
 
     def _clear_extension_states(self) -> None:
         try:

@@ -35,6 +35,7 @@ from .._ids import now_iso, parse_iso
 from .._json import copy_json
 from ..errors import StorageError
 from ..messages import Message
+from ._attachments import attachment_id, check_id, not_found
 from ._identity import WorkspaceIdentity
 from ._instance import CODE_NOT_LOADED, LoadedConversation, _encode_json
 from ._lease import _host, locked_error, lost_error
@@ -51,7 +52,9 @@ class _Instance:
     events: list[dict[str, Any]] = field(default_factory=list)
     runtime_events: deque[bytes | dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_RUNTIME_EVENTS))
     extension_state: dict[str, bytes] = field(default_factory=dict)
+    attachments: dict[str, bytes] = field(default_factory=dict)
     metadata: dict[str, Any] | None = None
+    paused_turn: bytes | None = None
     # the lease: the holding store (weakly: a dropped store frees it) and its holder record
     holder: weakref.ReferenceType[MemoryInstanceStore] | None = None
     holder_info: dict[str, Any] | None = None
@@ -59,7 +62,7 @@ class _Instance:
     def is_empty(self) -> bool:
         """Nothing was ever stored (a store was only constructed for it)."""
         return not (
-            self.base or self.events or self.runtime_events or self.extension_state or self.metadata is not None
+            self.base or self.events or self.runtime_events or self.extension_state or self.attachments or self.metadata is not None
         )
 
 
@@ -279,6 +282,29 @@ class MemoryInstanceStore:
     def clear_extension_state(self, extension_name: str) -> None:
         self._rec.extension_state.pop(extension_name, None)
 
+    # ------------------------------------------------------------------ attachments
+
+    def put_attachment(self, data: bytes) -> str:
+        digest = attachment_id(data)
+        self._rec.attachments.setdefault(digest, bytes(data))
+        return digest
+
+    def read_attachment(self, attachment_id: str) -> bytes:
+        data = self._rec.attachments.get(check_id(attachment_id))
+        if data is None:
+            raise not_found(attachment_id)
+        return data
+
+    # ------------------------------------------------------------------ paused turn (approvals)
+
+    def read_paused_turn(self) -> dict[str, Any] | None:
+        data = self._rec.paused_turn
+        return None if data is None else orjson.loads(data)  # type: ignore[no-any-return]
+
+    def write_paused_turn(self, record: Mapping[str, Any] | None) -> None:
+        self._check_lease()
+        self._rec.paused_turn = None if record is None else _encode_json(dict(record), "paused turn")
+
     # ------------------------------------------------------------------ metadata
 
     def read_metadata(self) -> dict[str, Any] | None:
@@ -312,6 +338,8 @@ class MemoryInstanceStore:
         rec.events.clear()
         rec.runtime_events.clear()
         rec.extension_state.clear()
+        rec.paused_turn = None
+        rec.attachments.clear()
         self._loaded = True
         self._closed = False
 

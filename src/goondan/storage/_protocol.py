@@ -76,6 +76,28 @@ class InstanceStore(Protocol):
 
     def clear_extension_state(self, extension_name: str) -> None: ...
 
+    def put_attachment(self, data: bytes) -> str:
+        """Keep the bytes of an image or file part durably, beside the conversation, and return
+        their id (the lowercase hex sha256 of ``data``; storing the same bytes twice is one copy).
+        Messages refer to it by id, so the conversation never carries the bytes."""
+        ...
+
+    def read_attachment(self, attachment_id: str) -> bytes:
+        """The bytes :meth:`put_attachment` returned ``attachment_id`` for; a missing one raises
+        ``StorageError`` with code ``E_ATTACHMENT_NOT_FOUND``."""
+        ...
+
+    def read_paused_turn(self) -> dict[str, Any] | None:
+        """The record of a turn paused for approvals (its pending tool calls and what resuming
+        needs), or ``None``. Readable without the lease, so approvals can be listed while no
+        runtime holds the instance."""
+        ...
+
+    def write_paused_turn(self, record: Mapping[str, Any] | None) -> None:
+        """Replace the paused-turn record atomically (``None`` removes it); durable on return, so
+        a turn waiting for a decision holds no process and survives a restart."""
+        ...
+
     def read_metadata(self) -> dict[str, Any] | None: ...
 
     def write_metadata(self, *, agent_name: str, instance_key: str, status: str) -> None: ...

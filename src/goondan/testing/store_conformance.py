@@ -30,6 +30,7 @@ dies at the point. The suite then checks that a reload loses nothing and applies
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import random
 from collections.abc import Sequence
@@ -361,6 +362,37 @@ class StoreConformance:
         assert store.load_extension_state("memory") is None
         meta = store.read_metadata()
         assert meta is not None and meta["agentName"] == self.AGENT
+        store.close()
+
+    # ------------------------------------------------------------------ attachments
+
+    def test_attachments_round_trip_by_their_sha256_after_reopen(self, store_factory: StoreFactory) -> None:
+        data = bytes(range(256)) * 5
+        store = self._open(store_factory)
+        store.load()
+        digest = store.put_attachment(data)
+        assert digest == hashlib.sha256(data).hexdigest()
+        assert store.put_attachment(data) == digest  # the same bytes are one attachment
+        store.close()
+        store = self._open(store_factory)
+        assert store.read_attachment(digest) == data
+        store.close()
+
+    def test_an_unknown_or_malformed_attachment_id_is_not_found(self, store_factory: StoreFactory) -> None:
+        store = self._open(store_factory)
+        for bad in ("0" * 64, "../metadata.json", "ABC"):
+            with pytest.raises(GoondanError) as info:
+                store.read_attachment(bad)
+            assert info.value.code == "E_ATTACHMENT_NOT_FOUND"
+        store.close()
+
+    def test_fresh_start_deletes_the_attachments(self, store_factory: StoreFactory) -> None:
+        store = self._open(store_factory)
+        store.load()
+        digest = store.put_attachment(b"old image")
+        store.clear_history()
+        with pytest.raises(GoondanError):
+            store.read_attachment(digest)
         store.close()
 
     # ------------------------------------------------------------------ metadata, list, delete
