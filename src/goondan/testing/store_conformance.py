@@ -395,6 +395,47 @@ class StoreConformance:
             store.read_attachment(digest)
         store.close()
 
+    # ------------------------------------------------------------------ paused turn (approvals)
+
+    def test_a_paused_turn_record_survives_reopen_and_is_readable_while_another_holds_the_lease(
+        self, store_factory: StoreFactory
+    ) -> None:
+        record = {"turnId": "turn-1", "approvals": [{"approvalId": "appr-1", "args": {"cmd": "ls"}}]}
+        store = self._open(store_factory)
+        assert store.read_paused_turn() is None
+        store.load()
+        store.write_paused_turn(record)
+        holder_ws = store_factory()  # a second handle reads it while the first still holds the lease
+        assert holder_ws.instance(self.AGENT, self.KEY).read_paused_turn() == record
+        holder_ws.close()
+        store.close()
+        store = self._open(store_factory)
+        assert store.read_paused_turn() == record
+        store.load()
+        store.write_paused_turn(None)
+        assert store.read_paused_turn() is None
+        store.close()
+
+    def test_writing_a_paused_turn_needs_the_lease(self, store_factory: StoreFactory) -> None:
+        holder = self._open(store_factory)
+        holder.load()
+        other_ws = store_factory()
+        other = other_ws.instance(self.AGENT, self.KEY)
+        with pytest.raises(GoondanError) as info:
+            other.write_paused_turn({"turnId": "t"})
+        assert info.value.code == "E_INSTANCE_LOCKED"
+        assert holder.read_paused_turn() is None
+        other_ws.close()
+        holder.close()
+
+    def test_fresh_start_drops_the_paused_turn(self, store_factory: StoreFactory) -> None:
+        store = self._open(store_factory)
+        store.load()
+        store.write_paused_turn({"turnId": "t"})
+        store.clear_history()
+        assert store.read_paused_turn() is None
+        store.close()
+
     # ------------------------------------------------------------------ metadata, list, delete
 
     def test_metadata_round_trips_and_keeps_created_at(self, store_factory: StoreFactory) -> None:
