@@ -24,11 +24,14 @@ import binascii
 import mimetypes
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from .errors import GoondanError
+
+RequestInput: TypeAlias = str | Sequence[Mapping[str, Any]]
+"""What ``Runtime.request`` takes: a string, or a list of content parts."""
 
 MAX_PART_BYTES_ENV = "GOONDAN_MAX_ATTACHMENT_BYTES"
 DEFAULT_MAX_PART_BYTES = 20 * 1024 * 1024
@@ -44,7 +47,10 @@ _MAGIC: dict[str, tuple[bytes, ...]] = {
     "image/jpeg": (b"\xff\xd8\xff",),
     "image/gif": (b"GIF87a", b"GIF89a"),
 }
-_HINT = "A part is {type: text, text} | {type: image, mediaType, path|url|data} | {type: file, mediaType, name, path|url|data}."
+_HINT = (
+    "A part is {type: text, text} | {type: image, mediaType, path|url|data}"
+    " | {type: file, mediaType, name, path|url|data}."
+)
 
 
 def max_part_bytes() -> int:
@@ -145,10 +151,10 @@ def _read_path(raw: Any, index: int, limit: int) -> bytes:
 def _check_media_type(kind: str, media_type: Any, index: int) -> str:
     if not isinstance(media_type, str) or not _MEDIA_TYPE.match(media_type.lower()):
         raise _media_type_error(index, f"mediaType must be a media type such as image/png, got {media_type!r}")
-    media_type = media_type.lower()
-    if kind == "image" and media_type not in IMAGE_TYPES:
-        raise _media_type_error(index, f"an image part cannot be {media_type}")
-    return media_type
+    lowered = media_type.lower()
+    if kind == "image" and lowered not in IMAGE_TYPES:
+        raise _media_type_error(index, f"an image part cannot be {lowered}")
+    return lowered
 
 
 def _check_bytes(kind: str, media_type: str, data: bytes, index: int) -> None:
@@ -241,6 +247,7 @@ __all__ = [
     "DEFAULT_MAX_PART_BYTES",
     "IMAGE_TYPES",
     "MAX_PART_BYTES_ENV",
+    "RequestInput",
     "decode_data",
     "guess_media_type",
     "has_media",

@@ -13,20 +13,23 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._content import has_media
 from .._ids import is_span_id, new_id, new_span_id, new_trace_id, now_iso
 from .._json import (
     MAX_RECORD_DEPTH,
     MAX_VALUE_DEPTH,
+    FrozenList,
     copy_json,
     encoded_size,
     is_plain_json,
     json_problem,
     repair_json,
     repair_text,
+    to_frozen_json,
 )
 from .._modules import import_path, reproduce_command
 from .._usercode import format_traceback, released, user_traceback
@@ -49,6 +52,7 @@ from ..tools import (
     stored_output_part,
 )
 from ._info import AgentInfo, PromptInfo, RuntimeInfo, SwarmInfo, call_info, inbound_info
+from ._media import any_media, resolve_media, store_parts
 from ._messages import EVENT_ID_KEY, inbound_message, model_message, tool_result_message
 
 if TYPE_CHECKING:
@@ -237,6 +241,7 @@ class AgentInstance:
         self._max_result_bytes = DEFAULT_MAX_RESULT_BYTES
         # read once per instance: an environment lookup per step is measurable on the hot path
         self._trace_llm_input = os.environ.get("GOONDAN_TRACE_LLM_INPUT", "") not in ("", "0")
+        self._has_media = False  # the history holds image/file parts (set on load and on inbound)
         self._agent_info = AgentInfo(
             name=self.agent_name,
             bundle_root=str(bundle_root),
@@ -254,6 +259,7 @@ class AgentInstance:
         for warning in loaded.warnings:
             self.logger.warning("[%s] %s", warning.get("code"), warning.get("message"))
         self.conversation = ConversationState(loaded.base, loaded.events, sink=self.store.append_event)
+        self._has_media = any_media(self.conversation.to_llm_messages())
         if loaded.events:
             self.logger.info("replayed %d residual message event(s) of an interrupted turn", len(loaded.events))
         repaired = self._repair_interrupted_tool_calls()
@@ -621,8 +627,19 @@ class AgentInstance:
         if event_id is not None and _is_inbound_of(conversation.last_message(), event_id):
             return  # redelivered: a process stored it and died before its host heard the turn began
         text = event.get("input")
+        if isinstance(text, list):
+            conversation.append_trusted(inbound_message(self._inbound_parts(text), inbound, event_id))
+            return
         text = repair_text(text) if isinstance(text, str) and not text.isascii() else text
         conversation.append_trusted(inbound_message(text if isinstance(text, str) else "", inbound, event_id))
+
+    def _inbound_parts(self, parts: list[Any]) -> FrozenList:
+        """Content parts of an inbound event, their image and file bytes stored by reference
+        (engine/_media.py); the flag lets steps skip looking for media in media-free histories."""
+        stored = store_parts(parts, self.store.put_attachment)
+        self._has_media = self._has_media or has_media(stored)
+        frozen: FrozenList = to_frozen_json(stored)
+        return frozen
 
     def _emit(self, event: Any, *, trusted: bool = False) -> None:
         conversation = self.conversation
@@ -780,7 +797,9 @@ class AgentInstance:
         model = self.model
         assert model is not None
         catalog = step_state.tool_catalog
-        messages = conversation.to_llm_messages()  # O(1) snapshot; never changes after this step
+        messages: Sequence[dict[str, Any]] = conversation.to_llm_messages()  # O(1) snapshot
+        if self._has_media:
+            messages = resolve_media(messages, self.store.read_attachment)
         last_input = messages[-1] if messages else None
         request = ModelRequest(
             messages=messages,

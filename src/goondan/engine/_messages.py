@@ -22,9 +22,9 @@ _NO_METADATA = FrozenDict()  # immutable, so every message without metadata can 
 EVENT_ID_KEY = "__goondanEventId"
 
 
-def inbound_message(text: str, inbound: Mapping[str, Any], event_id: str | None = None) -> Message:
-    """The user message of an inbound event; ``inbound`` becomes ``metadata.__goondanInbound`` and
-    the event's id ``metadata.__goondanEventId``."""
+def inbound_message(text: str | FrozenList, inbound: Mapping[str, Any], event_id: str | None = None) -> Message:
+    """The user message of an inbound event (its text, or its frozen content parts); ``inbound``
+    becomes ``metadata.__goondanInbound`` and the event's id ``metadata.__goondanEventId``."""
     metadata: dict[str, Any] = {"__goondanInbound": to_frozen_json(inbound)}
     if event_id is not None:
         metadata[EVENT_ID_KEY] = event_id

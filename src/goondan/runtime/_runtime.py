@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._content import RequestInput, normalize_input
 from .._ids import new_id, now_iso
 from ..engine import AgentInstance, AgentLimits, RuntimeEventListener, SwarmContext
 from ..errors import GoondanError
@@ -258,7 +259,7 @@ class Runtime:
 
     def _event(
         self,
-        text: str,
+        text: RequestInput,
         *,
         event_type: str,
         instance_key: str,
@@ -267,13 +268,12 @@ class Runtime:
         source: Mapping[str, Any] | None,
         auth: Mapping[str, Any] | None,
     ) -> dict[str, Any]:
-        if not isinstance(text, str):
-            raise GoondanError("E_REQUEST_INVALID", f"input must be a string, got {type(text).__name__}")
         event: dict[str, Any] = {
             "id": new_id("evt"),
             "type": event_type,
             "createdAt": now_iso(),
-            "input": text,
+            # content parts are checked (and paths read) here, where the caller's files are
+            "input": normalize_input(text),
             "instanceKey": instance_key,
             "source": dict(source) if source else {"kind": "connector", "name": "api"},
             "metadata": dict(metadata) if metadata else {},
@@ -297,7 +297,7 @@ class Runtime:
 
     async def request(
         self,
-        input: str,
+        input: RequestInput,
         agent: str | None = None,
         instance_key: str | None = None,
         metadata: Mapping[str, Any] | None = None,
@@ -307,6 +307,11 @@ class Runtime:
         auth: Mapping[str, Any] | None = None,
     ) -> TurnResult:
         """Run one turn on ``agent`` (default: the entry agent) and return its result.
+
+        ``input`` is a string or a list of content parts: ``{"type": "text", "text"}``,
+        ``{"type": "image", "mediaType", "path" | "url" | "data"}``, ``{"type": "file", "mediaType",
+        "name", "path" | "url" | "data"}`` (``data`` base64; each part at most 20 MiB,
+        ``GOONDAN_MAX_ATTACHMENT_BYTES``). Bad parts raise ``GoondanError`` (``E_CONTENT_*``).
 
         Turn failures come back as ``TurnResult(finish_reason="error")``; an instance that cannot
         start (e.g. an extension fails to register) raises its :class:`GoondanError`."""
@@ -324,7 +329,7 @@ class Runtime:
 
     async def send(
         self,
-        input: str,
+        input: RequestInput,
         agent: str | None = None,
         instance_key: str | None = None,
         metadata: Mapping[str, Any] | None = None,
@@ -432,7 +437,7 @@ class Runtime:
 
 def run(
     bundle: str | os.PathLike[str],
-    input: str,
+    input: RequestInput,
     *,
     state_root: str | os.PathLike[str] | None = None,
     swarm: str | None = None,

@@ -62,7 +62,12 @@ class _Instance:
     def is_empty(self) -> bool:
         """Nothing was ever stored (a store was only constructed for it)."""
         return not (
-            self.base or self.events or self.runtime_events or self.extension_state or self.attachments or self.metadata is not None
+            self.base
+            or self.events
+            or self.runtime_events
+            or self.extension_state
+            or self.attachments
+            or self.metadata is not None
         )
 
 
