@@ -231,6 +231,10 @@ class AgentRequestResult(Protocol):
     def event_id(self) -> str: ...
     @property
     def instance_key(self) -> str: ...
+    @property
+    def output(self) -> Any:
+        """The target's parsed JSON answer when it has ``spec.output.schema`` (else None)."""
+        ...
 
 
 class AgentSendResult(Protocol):

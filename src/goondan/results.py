@@ -58,6 +58,8 @@ class TurnResult:
     finish_reason: FinishReason = "text_response"
     error: dict[str, Any] | None = None
     text: str | None = None
+    # the parsed final answer of an agent with ``spec.output.schema`` (validated); None otherwise
+    output: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,6 +68,7 @@ class TurnResult:
             "text": self.text,
             "responseMessage": self.response_message.to_record() if self.response_message else None,
             "error": self.error,
+            "output": self.output,
         }
 
 

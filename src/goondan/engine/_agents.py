@@ -32,6 +32,7 @@ from .._ids import new_id, now_iso
 from .._json import copy_json
 from ..errors import AgentRequestError, GoondanError
 from ..messages import user_message
+from ._output import parse_answer
 
 if TYPE_CHECKING:
     from ..pipeline import TurnState
@@ -146,6 +147,8 @@ class AgentRequestResult:
     async_: bool = False
     event_id: str = ""
     instance_key: str = ""
+    # the target's parsed JSON answer when it has Agent.spec.output (its ``response`` is that JSON)
+    output: Any = None
 
 
 @dataclasses.dataclass(slots=True)
@@ -171,6 +174,8 @@ class SwarmDirectory(Protocol):
 
     @property
     def max_call_depth(self) -> int: ...
+
+    def output_schema(self, agent: str) -> dict[str, Any] | None: ...
 
 
 class HubBackend(Protocol):
@@ -374,7 +379,16 @@ class AgentsHub:
             self.track(task)
             return AgentRequestResult(target, "", correlation_id, True, True, event["id"], key)
         response = await self._run(target, key, event, timeout)
-        return AgentRequestResult(target, response, correlation_id, True, False, event["id"], key)
+        output = self._structured_output(target, response)
+        return AgentRequestResult(target, response, correlation_id, True, False, event["id"], key, output)
+
+    def _structured_output(self, target: str, response: str) -> Any:
+        """The parsed answer of a target with ``Agent.spec.output`` (its turn already validated it,
+        so its text is that JSON), else None: callers get the value, not only its text."""
+        if self._directory.output_schema(target) is None:
+            return None
+        value, problem = parse_answer(response)
+        return value if problem is None else None
 
     async def _run(self, target: str, key: str, event: dict[str, Any], timeout_ms: int) -> str:
         try:
@@ -401,6 +415,9 @@ class AgentsHub:
         payload: dict[str, Any] = {}
         try:
             payload["response"] = await self._run(target, key, event, timeout_ms)
+            output = self._structured_output(target, payload["response"])
+            if output is not None:
+                payload["output"] = output
         except AgentRequestError as exc:
             status = "timeout" if exc.code == "AGENT_REQUEST_TIMEOUT" else "error"
             payload["error"] = {"code": exc.code, "message": exc.message}

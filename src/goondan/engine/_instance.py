@@ -54,6 +54,7 @@ from ..tools import (
 from ._info import AgentInfo, PromptInfo, RuntimeInfo, SwarmInfo, call_info, inbound_info
 from ._media import any_media, resolve_media, store_parts
 from ._messages import EVENT_ID_KEY, inbound_message, model_message, tool_result_message
+from ._output import feedback_text, output_invalid, validate_answer
 
 if TYPE_CHECKING:
     from ..bundle import AgentPlan
@@ -178,6 +179,8 @@ class _TurnRun:
         "last_assistant",
         "last_text",
         "last_text_message",
+        "output",
+        "output_attempts",
         "retry_count",
         "retry_kind",
         "span_id",
@@ -192,6 +195,8 @@ class _TurnRun:
         self.last_assistant: Message | None = None
         self.retry_kind: str | None = None
         self.retry_count = 0
+        self.output: Any = None  # the validated structured output (Agent.spec.output)
+        self.output_attempts = 0
 
 
 class AgentInstance:
@@ -236,6 +241,9 @@ class AgentInstance:
         self._params: dict[str, Any] = {}
         self._model_name = ""
         self._max_steps = plan.max_steps_per_turn
+        output_cfg = getattr(getattr(plan.agent, "spec", None), "output", None)
+        self._output_schema: dict[str, Any] | None = output_cfg.json_schema if output_cfg is not None else None
+        self._output_retries: int = output_cfg.retries if output_cfg is not None else 0
         policy = getattr(getattr(plan.swarm, "spec", None), "policy", None)
         self._max_tool_calls = getattr(policy, "max_tool_calls_per_step", None) or DEFAULT_MAX_TOOL_CALLS_PER_STEP
         self._max_result_bytes = DEFAULT_MAX_RESULT_BYTES
@@ -739,7 +747,7 @@ class AgentInstance:
             if pending is not None:
                 await pending
             step_index += 1
-            if not result.should_continue:
+            if not result.should_continue and (self._output_schema is None or self._accept_output(run)):
                 break
         text: str | None = run.last_text
         response: Message | None = run.last_text_message
@@ -750,7 +758,26 @@ class AgentInstance:
                 response = assistant_message(final, source={"type": "assistant", "stepId": "max-steps"})
                 self._emit({"type": "append", "message": response}, trusted=True)
             text = final
-        return TurnResult(turn_state.turn_id, response, finish, None, text)  # type: ignore[arg-type]
+        return TurnResult(turn_state.turn_id, response, finish, None, text, output=run.output)  # type: ignore[arg-type]
+
+    def _accept_output(self, run: _TurnRun) -> bool:
+        """Structured output: whether the turn may end with its last answer. A valid answer becomes
+        ``run.output``; an invalid one is sent back with its problems (the turn goes on, a step per
+        retry) until ``Agent.spec.output.retries`` is spent, then the turn fails (E_OUTPUT_INVALID)."""
+        schema = self._output_schema
+        assert schema is not None
+        value, issues = validate_answer(schema, run.last_text)
+        run.output_attempts += 1
+        if not issues:
+            run.output = value
+            return True
+        if run.output_attempts > self._output_retries:
+            raise output_invalid(self.agent_name, run.output_attempts, issues)
+        feedback = user_message(
+            feedback_text(schema, issues), {"runtime.retryKind": "invalid_output"}, source={"type": "system"}
+        )
+        self._emit({"type": "append", "message": feedback}, trusted=True)
+        return False
 
     def _flush_inbox(self, turn_state: TurnState | None) -> None:
         while self.inbox:
@@ -809,6 +836,7 @@ class AgentInstance:
             agent_name=self.agent_name,
             instance_key=self.instance_key,
             on_text_delta=self._delta_sink(turn_state, step_state.step_index),
+            output_schema=self._output_schema,
         )
         response: ModelResponse = await model.generate(request)
         metadata = step_state.metadata

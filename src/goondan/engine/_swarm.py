@@ -99,6 +99,13 @@ class SwarmContext:
             self._plans[agent] = plan
         return plan
 
+    def output_schema(self, agent: str) -> dict[str, Any] | None:
+        """``Agent.spec.output.schema`` of ``agent``, None without one (or for an unknown agent)."""
+        if agent not in self.agent_names:
+            return None
+        output = getattr(self.plan(agent).agent.spec, "output", None)
+        return output.json_schema if output is not None else None
+
     def swarm_info(self, agent: str) -> SwarmInfo:
         return SwarmInfo(
             swarm_name=self.swarm_name,

@@ -58,6 +58,9 @@ class _Directory:
     def max_call_depth(self) -> int:
         return self._host.context.max_call_depth
 
+    def output_schema(self, agent: str) -> dict[str, Any] | None:
+        return self._host.context.output_schema(agent)
+
 
 class InlineExecutor:
     """Runs the swarm's instances in this process (``executor="inline"``)."""

@@ -29,6 +29,9 @@ class ModelRequest:
     agent_name: str
     instance_key: str
     on_text_delta: TextDeltaCallback | None = None
+    # Agent.spec.output.schema: the final answer must be JSON valid against it. Providers with a
+    # native structured-output mode pass it on; the runtime validates the answer either way.
+    output_schema: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass(slots=True)

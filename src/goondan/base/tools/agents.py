@@ -71,7 +71,7 @@ async def request(ctx: ToolContext, input: Any) -> dict[str, Any]:
         )
     )
     is_async = bool(getattr(result, "async_", is_async))
-    return {
+    reply = {
         "target": getattr(result, "target", target),
         "instanceKey": getattr(result, "instance_key", None) or _instance_key(args) or ctx.instance_key,
         "eventId": getattr(result, "event_id", None),
@@ -80,6 +80,11 @@ async def request(ctx: ToolContext, input: Any) -> dict[str, Any]:
         "async": is_async,
         "response": None if is_async else getattr(result, "response", None),
     }
+    # a target with a structured output (Agent.spec.output) answers with JSON: the value, parsed
+    output = None if is_async else getattr(result, "output", None)
+    if output is not None:
+        reply["output"] = output
+    return reply
 
 
 async def send(ctx: ToolContext, input: Any) -> dict[str, Any]:

@@ -43,6 +43,7 @@ def turn_result_from_dict(data: dict[str, Any]) -> TurnResult:
         finish_reason=data.get("finishReason") or "error",
         error=data.get("error"),
         text=data.get("text"),
+        output=data.get("output"),
     )
 
 
