@@ -90,14 +90,19 @@ def test_an_image_part_reaches_the_model_with_its_bytes_and_is_stored_by_referen
     [inst] = kit.instance_dirs(state_root)
     base = (inst / "messages" / "base.jsonl").read_text(encoding="utf-8")
     assert base64.b64encode(PNG).decode()[:40] not in base and "JVBERi0xLjQ" not in base
-    user = [r["data"] for r in kit.read_jsonl(inst / "messages" / "base.jsonl") if r["data"]["role"] == "user"][0]
+    user = next(r["data"] for r in kit.read_jsonl(inst / "messages" / "base.jsonl") if r["data"]["role"] == "user")
     assert user["content"][1] == {"type": "image", "mediaType": "image/png", "attachment": digest, "size": len(PNG)}
     assert (inst / "attachments" / digest).read_bytes() == PNG
 
 
 def test_stored_images_reach_the_model_again_after_a_restart(tmp_path: Path, state_root: Path, executor: str) -> None:
     root = bundle(tmp_path / "b")
-    ask(root, state_root, executor, [{"type": "image", "mediaType": "image/png", "data": base64.b64encode(PNG).decode()}])
+    ask(
+        root,
+        state_root,
+        executor,
+        [{"type": "image", "mediaType": "image/png", "data": base64.b64encode(PNG).decode()}],
+    )
     # a new runtime loads the history from disk and resolves the stored reference back to the bytes
     again = ask(root, state_root, executor, "and now?")
     assert json.loads(again.text) == [hashlib.sha256(PNG).hexdigest()]
@@ -109,6 +114,11 @@ def test_a_part_over_the_size_limit_is_refused_before_the_turn(
     root = bundle(tmp_path / "b")
     monkeypatch.setenv("GOONDAN_MAX_ATTACHMENT_BYTES", "1000")
     with pytest.raises(GoondanError) as info:
-        ask(root, state_root, executor, [{"type": "image", "mediaType": "image/png", "data": base64.b64encode(PNG).decode()}])
+        ask(
+            root,
+            state_root,
+            executor,
+            [{"type": "image", "mediaType": "image/png", "data": base64.b64encode(PNG).decode()}],
+        )
     assert info.value.code == "E_CONTENT_TOO_LARGE"
     assert "1000" in info.value.message and info.value.suggestion

@@ -16,6 +16,7 @@ everything else, when that message is sent again. Thinking is never reported as 
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -24,7 +25,17 @@ from .._ids import new_id
 from .._json import copy_json
 from ..errors import ModelError
 from ._base import ModelRequest, ModelResponse, ModelToolCall, TextDeltaCallback
-from ._convert import normalize_finish, parse_arguments, parts_of, text_of, tool_output_text, unsupported, usage
+from ._convert import (
+    MEDIA_PARTS,
+    media_source,
+    normalize_finish,
+    parse_arguments,
+    parts_of,
+    text_of,
+    tool_output_text,
+    unsupported,
+    usage,
+)
 from ._errors import ProviderError
 from ._network import NetworkAdapter
 from ._options import NetworkOptions, parse_network_options
@@ -130,6 +141,9 @@ class AnthropicModel(NetworkAdapter):
             wire.update(extra)
         if wire:
             body["extra_body"] = wire
+        if request.output_schema is not None:
+            # native structured outputs; the runtime still validates the answer against the schema
+            body["output_config"] = {"format": {"type": "json_schema", "schema": request.output_schema}}
         return body
 
     async def _call(self, client: Any, request: ModelRequest, emit: TextDeltaCallback | None) -> ModelResponse:
@@ -209,6 +223,8 @@ def to_anthropic_messages(messages: Any) -> tuple[list[dict[str, Any]], list[dic
                         "input": args,
                     }
                 )
+            elif kind in MEDIA_PARTS and role == "user":
+                blocks.append(_media_block(message, part))
             elif kind == "tool-result" and role in ("tool", "user"):
                 text, is_error = tool_output_text(part)
                 block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.get("toolCallId"), "content": text}
@@ -224,6 +240,30 @@ def to_anthropic_messages(messages: Any) -> tuple[list[dict[str, Any]], list[dic
         else:
             raise unsupported(message, "an unknown role")
     return system, out
+
+
+def _media_block(message: Mapping[str, Any], part: Mapping[str, Any]) -> dict[str, Any]:
+    """An image part as an ``image`` block; a file part as a ``document`` block: PDFs as base64,
+    ``text/*`` as a plain-text source (the two document kinds the Messages API reads)."""
+    media_type, data, url = media_source(message, part)
+    if part.get("type") == "image":
+        source = {"type": "url", "url": url} if url else {"type": "base64", "media_type": media_type, "data": data}
+        return {"type": "image", "source": source}
+    if url is not None:
+        if media_type != "application/pdf":
+            raise unsupported(message, f"a {media_type} file by URL (Anthropic reads PDFs by URL)")
+        source = {"type": "url", "url": url}
+    elif media_type == "application/pdf":
+        source = {"type": "base64", "media_type": media_type, "data": data}
+    elif media_type.startswith("text/"):
+        text = base64.b64decode(data or "").decode("utf-8", errors="replace")
+        source = {"type": "text", "media_type": "text/plain", "data": text}
+    else:
+        raise unsupported(message, f"a {media_type} file (Anthropic reads PDF and text documents)")
+    block: dict[str, Any] = {"type": "document", "source": source}
+    if part.get("name"):
+        block["title"] = str(part["name"])
+    return block
 
 
 def _stored_thinking(part: Mapping[str, Any]) -> list[dict[str, Any]]:

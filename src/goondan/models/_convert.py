@@ -42,8 +42,23 @@ def unsupported(message: Mapping[str, Any], what: str) -> ModelError:
     return ModelError(
         "E_MODEL_UNSUPPORTED_CONTENT",
         f"a {message.get('role')!r} message has {what}, which this provider mapping does not support",
-        suggestion="Messages carry text, tool-call and tool-result parts (docs/architecture.md#messages).",
+        suggestion="Messages carry text, tool-call and tool-result parts, and user messages image and file parts "
+        "(docs/architecture.md#messages); send media a provider cannot take as another type, or use another model.",
     )
+
+
+MEDIA_PARTS = frozenset({"image", "file"})
+
+
+def media_source(message: Mapping[str, Any], part: Mapping[str, Any]) -> tuple[str, str | None, str | None]:
+    """An image or file part as ``(mediaType, base64 data, url)``, exactly one of the last two set.
+    The runtime hands providers stored attachments already resolved to ``data``
+    (docs/architecture.md#messages); a part with neither is a bug upstream, reported as unsupported."""
+    media_type = part.get("mediaType")
+    data, url = part.get("data"), part.get("url")
+    if not isinstance(media_type, str) or not (isinstance(data, str) or isinstance(url, str)):
+        raise unsupported(message, f"a {part.get('type')!r} part without mediaType and data or url")
+    return media_type, data if isinstance(data, str) else None, url if isinstance(url, str) and data is None else None
 
 
 def tool_output(part: Mapping[str, Any]) -> tuple[Any, bool]:

@@ -17,7 +17,7 @@ from typing import Any
 from .._ids import new_id
 from ..errors import ModelError
 from ._base import ModelRequest, ModelResponse, ModelToolCall, TextDeltaCallback
-from ._convert import normalize_finish, parts_of, text_of, tool_output, unsupported, usage
+from ._convert import MEDIA_PARTS, media_source, normalize_finish, parts_of, text_of, tool_output, unsupported, usage
 from ._errors import ProviderError
 from ._network import NetworkAdapter
 from ._options import NetworkOptions, parse_network_options
@@ -143,6 +143,10 @@ class GoogleModel(NetworkAdapter):
             config["top_p"] = params["topP"]
         if params.get("maxTokens") is not None:
             config["max_output_tokens"] = params["maxTokens"]
+        if request.output_schema is not None:
+            # native JSON mode with the full JSON Schema; the runtime still validates the answer
+            config["response_mime_type"] = "application/json"
+            config["response_json_schema"] = request.output_schema
         extra = params.get("extra")
         if isinstance(extra, dict):
             config.update(extra)
@@ -225,6 +229,12 @@ def to_google_contents(messages: Any) -> tuple[list[dict[str, Any]], list[dict[s
                 if signature is not None:
                     entry["thought_signature"] = signature
                 parts.append(entry)
+            elif kind in MEDIA_PARTS and role == "user":
+                media_type, data, url = media_source(message, part)
+                if url is not None:
+                    parts.append({"file_data": {"mime_type": media_type, "file_uri": url}})
+                else:  # the SDK takes the bytes and base64-encodes them on the wire
+                    parts.append({"inline_data": {"mime_type": media_type, "data": base64.b64decode(data or "")}})
             elif kind == "tool-result" and role in ("tool", "user"):
                 value, is_error = tool_output(part)
                 response: dict[str, Any] = {

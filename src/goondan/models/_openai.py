@@ -14,7 +14,17 @@ from typing import Any
 from .._ids import new_id
 from ..errors import ModelError
 from ._base import ModelRequest, ModelResponse, ModelToolCall, TextDeltaCallback
-from ._convert import normalize_finish, parse_arguments, parts_of, text_of, tool_output, unsupported, usage
+from ._convert import (
+    MEDIA_PARTS,
+    media_source,
+    normalize_finish,
+    parse_arguments,
+    parts_of,
+    text_of,
+    tool_output,
+    unsupported,
+    usage,
+)
 from ._errors import ProviderError
 from ._network import NetworkAdapter
 from ._options import NetworkOptions, parse_network_options
@@ -99,6 +109,13 @@ class OpenAIModel(NetworkAdapter):
             body["stream"] = True
             if self.options.extra.get("streamUsage", True):
                 body["stream_options"] = {"include_usage": True}
+        if request.output_schema is not None:
+            # native structured outputs, not strict: strict mode rejects schemas that leave a property
+            # optional or allow extra ones, and the runtime validates the answer either way
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": request.output_schema},
+            }
         extra = params.get("extra")
         if isinstance(extra, dict) and extra:
             body["extra_body"] = dict(extra)
@@ -146,6 +163,18 @@ def _dump(obj: Any) -> dict[str, Any]:
     return out
 
 
+def _media_part(message: Any, part: Any) -> dict[str, Any]:
+    """An image part as an ``image_url`` content part (a URL, or the bytes as a ``data:`` URL); a
+    file part as a ``file`` content part with ``file_data`` (Chat Completions takes files inline only)."""
+    media_type, data, url = media_source(message, part)
+    inline = f"data:{media_type};base64,{data}"
+    if part.get("type") == "image":
+        return {"type": "image_url", "image_url": {"url": url or inline}}
+    if url is not None:
+        raise unsupported(message, "a file by URL (OpenAI Chat Completions takes file bytes only)")
+    return {"type": "file", "file": {"filename": str(part.get("name") or "file"), "file_data": inline}}
+
+
 def to_openai_messages(messages: Any) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for message in messages:
@@ -157,6 +186,8 @@ def to_openai_messages(messages: Any) -> list[dict[str, Any]]:
             for part in parts_of(message):
                 if part.get("type") == "text":
                     texts.append({"type": "text", "text": str(part.get("text", ""))})
+                elif part.get("type") in MEDIA_PARTS:
+                    texts.append(_media_part(message, part))
                 elif part.get("type") == "tool-result":
                     out.append(_tool_message(part))
                 else:
