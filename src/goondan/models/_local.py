@@ -30,6 +30,7 @@ from ._convert import usage
 from ._local_format import (
     DEFAULT_MAX_TOOL_CALLS,
     MAX_TOOL_CALLS_LIMIT,
+    MEDIA_PART_MODES,
     TOOL_CHOICES,
     AnswerStreamer,
     answered_calls,
@@ -62,6 +63,7 @@ class LocalOptions:
     tool_choice: str = "auto"
     stream: bool = True
     max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
+    media_parts: str = "error"  # what an image or file part becomes: an error, or a textual placeholder
 
 
 def locate_bundled_gguf() -> Path:
@@ -88,7 +90,17 @@ def locate_bundled_gguf() -> Path:
 
 def parse_local_options(options: dict[str, Any], root: Path | None, *, locate: bool = True) -> LocalOptions:
     """Checked options; ``locate=False`` (bundle validation) skips finding the bundled model file."""
-    known = {"modelPath", "contextSize", "threads", "maxTokens", "seed", "toolChoice", "stream", "maxToolCalls"}
+    known = {
+        "modelPath",
+        "contextSize",
+        "threads",
+        "maxTokens",
+        "seed",
+        "toolChoice",
+        "stream",
+        "maxToolCalls",
+        "mediaParts",
+    }
     for key in options:
         if key not in known:
             raise ModelError(
@@ -142,6 +154,14 @@ def parse_local_options(options: dict[str, Any], root: Path | None, *, locate: b
         if not isinstance(options["stream"], bool):
             raise ModelError("E_MODEL_CONFIG", "local model: options.stream must be true or false")
         values["stream"] = options["stream"]
+    if options.get("mediaParts") is not None:
+        if options["mediaParts"] not in MEDIA_PART_MODES:
+            raise ModelError(
+                "E_MODEL_CONFIG",
+                f"local model: options.mediaParts must be one of {', '.join(MEDIA_PART_MODES)}",
+                suggestion="error: a request with an image or file fails; placeholder: the model reads a note instead.",
+            )
+        values["media_parts"] = options["mediaParts"]
     if "model_path" not in values:
         values["model_path"] = locate_bundled_gguf() if locate else Path()
     return LocalOptions(**values)
@@ -263,7 +283,9 @@ class LocalModel:
         tool_choice = effective_tool_choice(request.messages, self.options.tool_choice)
         tools = list(request.tools)
         max_calls = self.options.max_tool_calls
-        messages = to_chat_messages(request.messages, instructions(tools, tool_choice, max_calls))
+        messages = to_chat_messages(
+            request.messages, instructions(tools, tool_choice, max_calls), media=self.options.media_parts
+        )
         # in "auto" the model may answer, so a call it already made this turn only repeats a result
         # it has seen; tiny models do that instead of answering (see parse_output)
         answered = answered_calls(request.messages) if tool_choice == "auto" else frozenset[str]()

@@ -19,9 +19,11 @@ import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from .._content import placeholder
 from .._ids import new_id
+from ..errors import ModelError
 from ._base import ModelResponse, ModelToolCall
-from ._convert import parts_of, text_of, tool_output_text, unsupported
+from ._convert import MEDIA_PARTS, parts_of, text_of, tool_output_text, unsupported
 
 TOOL_CHOICES = ("auto", "required", "none", "first")
 DEFAULT_MAX_TOOL_CALLS = 4
@@ -67,8 +69,16 @@ def answered_calls(messages: Sequence[dict[str, Any]]) -> frozenset[str]:
     return frozenset(keys)
 
 
-def instructions(tools: Sequence[Mapping[str, Any]], tool_choice: str, max_calls: int = DEFAULT_MAX_TOOL_CALLS) -> str:
+def instructions(
+    tools: Sequence[Mapping[str, Any]],
+    tool_choice: str,
+    max_calls: int = DEFAULT_MAX_TOOL_CALLS,
+    output_schema: Mapping[str, Any] | None = None,
+) -> str:
     lines = ["Reply with exactly one JSON value and nothing else."]
+    if output_schema is not None:
+        schema = json.dumps(output_schema, ensure_ascii=False, separators=(",", ":"))
+        lines.append(f'Your answer is JSON valid against this schema: {schema}; reply {{"answer": <that JSON>}}.')
     if tools and tool_choice != "none":
         lines.append("Tools you can call:")
         for tool in tools:
@@ -92,11 +102,16 @@ def instructions(tools: Sequence[Mapping[str, Any]], tool_choice: str, max_calls
 
 
 def response_schema(
-    tools: Sequence[Mapping[str, Any]], tool_choice: str, max_calls: int = DEFAULT_MAX_TOOL_CALLS
+    tools: Sequence[Mapping[str, Any]],
+    tool_choice: str,
+    max_calls: int = DEFAULT_MAX_TOOL_CALLS,
+    output_schema: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """The grammar's schema. With a structured output (``Agent.spec.output.schema``) the answer is
+    that JSON itself instead of a string, so the grammar makes the model write a valid value."""
     answer = {
         "type": "object",
-        "properties": {"answer": {"type": "string"}},
+        "properties": {"answer": dict(output_schema) if output_schema is not None else {"type": "string"}},
         "required": ["answer"],
         "additionalProperties": False,
     }
@@ -126,7 +141,25 @@ def render_calls(calls: Sequence[tuple[str, Any]]) -> str:
     return json.dumps([{"tool": name, "arguments": args} for name, args in calls], ensure_ascii=False)
 
 
-def to_chat_messages(messages: Sequence[dict[str, Any]], system_prefix: str) -> list[dict[str, str]]:
+MEDIA_PART_MODES = ("error", "placeholder")
+
+
+def _media_text(message: Mapping[str, Any], part: Mapping[str, Any], media: str) -> str:
+    """The local model reads text only: an image or file is an error, or (``mediaParts:
+    placeholder``) a note saying what was left out, so the model can tell the user."""
+    if media == "placeholder":
+        return placeholder(part)
+    raise ModelError(
+        "E_MODEL_UNSUPPORTED_CONTENT",
+        f"the local model reads text only, and a {message.get('role')!r} message has an {part.get('type')} part",
+        suggestion="Use a provider that takes images and files (anthropic, openai, google), or set "
+        "Model.spec.options.mediaParts: placeholder to give the model a note in place of each one.",
+    )
+
+
+def to_chat_messages(
+    messages: Sequence[dict[str, Any]], system_prefix: str, *, media: str = "error"
+) -> list[dict[str, str]]:
     out: list[dict[str, str]] = [{"role": "system", "content": system_prefix}]
     for message in messages:
         role = message.get("role")
@@ -145,6 +178,8 @@ def to_chat_messages(messages: Sequence[dict[str, Any]], system_prefix: str) -> 
                 text, is_error = tool_output_text(part)
                 label = "error" if is_error else "result"
                 chunks.append(f"Tool {part.get('toolName')} {label}: {text}")
+            elif kind in MEDIA_PARTS and role == "user":
+                chunks.append(_media_text(message, part, media))
             else:
                 raise unsupported(message, f"a {kind!r} part")
         if role == "assistant":
@@ -166,6 +201,7 @@ def parse_output(
     usage: dict[str, int] | None,
     max_calls: int = DEFAULT_MAX_TOOL_CALLS,
     answered: Collection[str] = frozenset(),
+    structured: bool = False,
 ) -> ModelResponse:
     """The grammar guarantees a complete answer or call list unless generation stopped at maxTokens;
     anything else (a caller's own grammar through ``params.extra``, a damaged model file) comes back
@@ -195,6 +231,8 @@ def parse_output(
             tool_calls=calls, usage=usage, finish_reason="tool-calls", raw_finish_reason=finish, issues=issues
         )
     answer = data.get("answer") if isinstance(data, dict) else None
+    if structured and isinstance(data, dict) and "answer" in data:
+        answer = json.dumps(answer, ensure_ascii=False)  # the structured answer: its JSON is the text
     if not isinstance(answer, str):
         return ModelResponse(
             usage=usage,

@@ -15,6 +15,8 @@ import goondan
 import kit
 from goondan.errors import ModelError
 from goondan.models import create_model_adapter
+from goondan.models._local import parse_local_options
+from goondan.models._local_format import to_chat_messages
 
 from .conftest import request, run
 from .fake_http import Reply, anthropic_message
@@ -174,3 +176,27 @@ def test_an_image_sent_through_the_runtime_reaches_the_openai_server_and_stays_o
     assert user["content"][1] == {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG64}"}}
     [inst] = kit.instance_dirs(state_root)
     assert PNG64[:32] not in (inst / "messages" / "base.jsonl").read_text(encoding="utf-8")
+
+
+def test_the_text_only_local_model_refuses_media_with_a_clear_error_by_default() -> None:
+    with pytest.raises(ModelError) as info:
+        to_chat_messages([USER], "sys")
+    assert info.value.code == "E_MODEL_UNSUPPORTED_CONTENT"
+    assert "reads text only" in info.value.message and "mediaParts: placeholder" in (info.value.suggestion or "")
+
+
+def test_the_local_model_reads_a_placeholder_per_media_part_when_configured() -> None:
+    options = parse_local_options({"mediaParts": "placeholder"}, None, locate=False)
+    assert options.media_parts == "placeholder"
+    [_system, user] = to_chat_messages([USER], "sys", media=options.media_parts)
+    lines = user["content"].split("\n")
+    assert lines[0] == "describe these"
+    assert lines[1].startswith("[image (image/png") and "not shown" in lines[1]
+    assert "https://example.com/cat.jpg" in lines[2]
+    assert lines[3].startswith("[file report.pdf (application/pdf")
+
+
+def test_an_unknown_local_media_mode_is_a_config_error() -> None:
+    with pytest.raises(ModelError) as info:
+        parse_local_options({"mediaParts": "ocr"}, None, locate=False)
+    assert info.value.code == "E_MODEL_CONFIG" and "placeholder" in info.value.message
