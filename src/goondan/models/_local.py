@@ -283,8 +283,11 @@ class LocalModel:
         tool_choice = effective_tool_choice(request.messages, self.options.tool_choice)
         tools = list(request.tools)
         max_calls = self.options.max_tool_calls
+        schema = request.output_schema
+        if schema is not None:
+            emit = None  # the answer streamer shows answer strings; a structured answer is a JSON value
         messages = to_chat_messages(
-            request.messages, instructions(tools, tool_choice, max_calls), media=self.options.media_parts
+            request.messages, instructions(tools, tool_choice, max_calls, schema), media=self.options.media_parts
         )
         # in "auto" the model may answer, so a call it already made this turn only repeats a result
         # it has seen; tiny models do that instead of answering (see parse_output)
@@ -300,15 +303,16 @@ class LocalModel:
             kwargs.update(extra)
         with loaded.lock:
             raw, finish, prompt_tokens, completion = self._sample(
-                loaded, messages, response_schema(tools, tool_choice, max_calls), kwargs, emit, cancelled
+                loaded, messages, response_schema(tools, tool_choice, max_calls, schema), kwargs, emit, cancelled
             )
-            response = parse_output(raw, finish, usage(prompt_tokens, completion), max_calls, answered)
+            structured = schema is not None
+            response = parse_output(raw, finish, usage(prompt_tokens, completion), max_calls, answered, structured)
             if only_repeats(response) and not cancelled.is_set():
                 raw, finish, more_prompt, more_completion = self._sample(
-                    loaded, messages, response_schema(tools, "none"), kwargs, emit, cancelled
+                    loaded, messages, response_schema(tools, "none", output_schema=schema), kwargs, emit, cancelled
                 )
                 total = usage((prompt_tokens or 0) + (more_prompt or 0), completion + more_completion)
-                response = parse_output(raw, finish, total, max_calls)
+                response = parse_output(raw, finish, total, max_calls, structured=structured)
         return response
 
     def _sample(
