@@ -118,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--swarm", "-s", metavar="NAME", help="swarm to run (default: 'default' or the only one)")
     r.add_argument("--input", metavar="TEXT", help="send TEXT as one request and print the reply")
     r.add_argument("--input-file", metavar="FILE", help="send the contents of FILE as one request")
+    r.add_argument(
+        "--attach",
+        action="append",
+        metavar="FILE[:TYPE]",
+        help="send FILE with the request, as an image or file part (repeatable; the media type is "
+        "guessed from the name unless :TYPE is given; at most 20 MiB each, $GOONDAN_MAX_ATTACHMENT_BYTES)",
+    )
     r.add_argument("--agent", metavar="NAME", help="agent to address (default: the swarm's entryAgent)")
     r.add_argument("--instance-key", metavar="KEY", help="conversation key (default: the swarm's instanceKey)")
     r.add_argument("-i", "--interactive", action="store_true", help="chat even when the swarm has Connections")

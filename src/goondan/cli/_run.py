@@ -26,7 +26,9 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from .._content import RequestInput
 from ..errors import ConfigError, GoondanError
+from ._attach import request_input
 from ._env import bundle_dir, load_env
 from ._interrupt import current as current_interrupts
 from ._interrupt import interruptible
@@ -66,11 +68,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ..bundle import load_bundle
 
     bundle = load_bundle(args.path, env=env, state_root=state_root_arg(args))
-    if text is not None:
-        delegated = _delegate_to_active_run(args, bundle, text, env)
+    request = request_input(text, getattr(args, "attach", None))
+    if request is not None:
+        delegated = _delegate_to_active_run(args, bundle, request, env)
         if delegated is not None:
             return delegated
-        return asyncio.run(interruptible(_one_shot(args, bundle, text, env)))
+        return asyncio.run(interruptible(_one_shot(args, bundle, request, env)))
     plans: list[Any] = []
     if not args.interactive:
         from ..connectors._supervisor import plan_connections
@@ -98,7 +101,9 @@ def _runtime(args: argparse.Namespace, bundle: Any, env: Mapping[str, str]) -> A
     return Runtime(bundle, **kwargs)
 
 
-def _delegate_to_active_run(args: argparse.Namespace, bundle: Any, text: str, env: Mapping[str, str]) -> int | None:
+def _delegate_to_active_run(
+    args: argparse.Namespace, bundle: Any, text: RequestInput, env: Mapping[str, str]
+) -> int | None:
     """Send ``--input`` through a running ``gdn run`` of the same swarm instance, if there is one.
 
     Two runtimes must never write the same instance directories at once; the running one owns them.
@@ -170,7 +175,7 @@ def _kill_on_hard_exit(rt: Any) -> None:
         interrupts.before_exit(kill_now)
 
 
-async def _one_shot(args: argparse.Namespace, bundle: Any, text: str, env: Mapping[str, str]) -> int:
+async def _one_shot(args: argparse.Namespace, bundle: Any, text: RequestInput, env: Mapping[str, str]) -> int:
     async with _runtime(args, bundle, env) as rt:
         _kill_on_hard_exit(rt)
         result = await rt.request(text, agent=args.agent, instance_key=args.instance_key)
@@ -329,8 +334,9 @@ class _Control:
             refused = identity_mismatch(self.identity, request)
             if refused is not None:
                 return refused
+            given = request.get("input", "")
             result = await self.rt.request(
-                str(request.get("input", "")),
+                given if isinstance(given, list) else str(given),  # a list: text and --attach parts
                 agent=request.get("agent"),
                 instance_key=request.get("instanceKey"),
                 source={"kind": "connector", "name": "cli"},

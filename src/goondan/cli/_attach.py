@@ -1,0 +1,43 @@
+"""``gdn run --attach FILE`` (repeatable): files sent with the request as image or file parts.
+
+The media type is guessed from the file name; ``FILE:TYPE`` (e.g. ``scan.bin:image/png``) sets it.
+PNG, JPEG, GIF and WebP become image parts, anything else a file part named after the file. Paths are
+made absolute here, because a request may be handed to a ``gdn run`` started in another directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .._content import IMAGE_TYPES, guess_media_type
+
+_TYPE_SUFFIX = re.compile(r":([a-z0-9][a-z0-9.+-]*/[a-z0-9][a-z0-9.+-]*)$", re.IGNORECASE)
+
+
+def attachment_part(arg: str) -> dict[str, Any]:
+    """One ``--attach`` value as a content part (the runtime checks and reads it)."""
+    media_type: str | None = None
+    match = _TYPE_SUFFIX.search(arg)
+    if match is not None and not os.path.exists(arg):
+        arg, media_type = arg[: match.start()], match.group(1).lower()
+    path = Path(arg).expanduser().absolute()
+    media_type = media_type or guess_media_type(path)
+    if media_type in IMAGE_TYPES:
+        return {"type": "image", "mediaType": media_type, "path": str(path)}
+    return {"type": "file", "mediaType": media_type, "name": path.name, "path": str(path)}
+
+
+def request_input(text: str | None, attachments: Sequence[str] | None) -> str | list[dict[str, Any]] | None:
+    """What ``gdn run`` sends: the text alone, or a text part followed by one part per attachment."""
+    if not attachments:
+        return text
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    parts.extend(attachment_part(arg) for arg in attachments)
+    return parts
+
+
+__all__ = ["attachment_part", "request_input"]

@@ -1,0 +1,101 @@
+"""``gdn run --attach FILE`` (repeatable): the files reach the model as image and file parts, the
+conversation on disk keeps them by reference, and a bad or oversized file is a clear error."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+
+from cli_testkit import gdn
+
+import kit
+from goondan.cli._attach import attachment_part
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+
+# the python model answers with the parts of the last message: type, media type, name, hash of the bytes
+MODEL = """\
+import base64, hashlib, json
+
+
+def generate(request):
+    out = []
+    for p in request.messages[-1]["content"]:
+        if p["type"] == "text":
+            out.append(["text", p["text"]])
+        else:
+            digest = hashlib.sha256(base64.b64decode(p["data"])).hexdigest()
+            out.append([p["type"], p["mediaType"], p.get("name"), digest])
+    return {"text": json.dumps(out)}
+"""
+
+
+def bundle(root: Path) -> Path:
+    docs = [kit.package_doc(), kit.python_model_doc(), kit.agent_doc("a"), kit.swarm_doc(["a"])]
+    return kit.write_bundle(root, *docs, files={"model.py": MODEL})
+
+
+def test_attached_files_reach_the_model_as_parts_and_are_stored_by_reference(tmp_path: Path) -> None:
+    root = bundle(tmp_path / "b")
+    (tmp_path / "cat.png").write_bytes(PNG)
+    (tmp_path / "notes.txt").write_text("hello", encoding="utf-8")
+    state = tmp_path / "state"
+    proc = gdn(
+        tmp_path,
+        "run",
+        str(root),
+        "--state-root",
+        str(state),
+        "--input",
+        "look",
+        "--attach",
+        "cat.png",
+        "--attach",
+        "notes.txt",
+        GOONDAN_EXECUTOR="process",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [
+        ["text", "look"],
+        ["image", "image/png", None, hashlib.sha256(PNG).hexdigest()],
+        ["file", "text/plain", "notes.txt", hashlib.sha256(b"hello").hexdigest()],
+    ]
+    [inst] = kit.instance_dirs(state)
+    assert base64.b64encode(PNG).decode()[:40] not in (inst / "messages" / "base.jsonl").read_text(encoding="utf-8")
+    assert sorted(p.name for p in (inst / "attachments").iterdir()) == sorted(
+        hashlib.sha256(b).hexdigest() for b in (PNG, b"hello")
+    )
+
+
+def test_a_media_type_suffix_overrides_the_guess() -> None:
+    assert attachment_part("/tmp/scan.bin:image/png")["mediaType"] == "image/png"
+    assert attachment_part("/tmp/scan.bin:image/png")["type"] == "image"
+    assert attachment_part("/tmp/report.pdf") == {
+        "type": "file",
+        "mediaType": "application/pdf",
+        "name": "report.pdf",
+        "path": "/tmp/report.pdf",
+    }
+
+
+def test_a_missing_or_oversized_attachment_is_a_clear_error(tmp_path: Path) -> None:
+    root = bundle(tmp_path / "b")
+    state = str(tmp_path / "state")
+    missing = gdn(tmp_path, "run", str(root), "--state-root", state, "--input", "x", "--attach", "nope.png")
+    assert missing.returncode != 0 and "Traceback" not in missing.stderr
+    assert "E_CONTENT_INVALID" in missing.stderr and "nope.png" in missing.stderr
+    (tmp_path / "big.png").write_bytes(PNG)
+    big = gdn(
+        tmp_path,
+        "run",
+        str(root),
+        "--state-root",
+        state,
+        "--attach",
+        "big.png",
+        GOONDAN_MAX_ATTACHMENT_BYTES="100",
+    )
+    assert big.returncode != 0 and "Traceback" not in big.stderr
+    assert "E_CONTENT_TOO_LARGE" in big.stderr and "GOONDAN_MAX_ATTACHMENT_BYTES" in big.stderr
