@@ -46,7 +46,11 @@ def generate(request):
             return {"text": "agent a must not get a schema"}
         if _text(last) == "plain":
             return {"text": "just text"}
-        return {"toolCalls": [{"name": "agents__request", "args": {"target": "s", "input": "retry"}}]}
+        if _text(last).startswith('{"type": "inter_agent_response"'):
+            return {"text": "noted"}
+        is_async = _text(last) == "ask-async"
+        args = {"target": "s", "input": "retry", "async": is_async}
+        return {"toolCalls": [{"name": "agents__request", "args": args}]}
     assert request.output_schema == SCHEMA, request.output_schema
     users = [m for m in request.messages if m["role"] == "user"]
     first = _text(users[0])
@@ -136,3 +140,31 @@ def test_inter_agent_request_to_a_structured_agent_returns_its_json(
     assert value["output"] == {"n": 3, "label": "fixed"}
     assert json.loads(value["response"]) == {"n": 3, "label": "fixed"}
     assert json.loads(result.text)["output"] == {"n": 3, "label": "fixed"}
+
+
+def test_an_async_inter_agent_response_from_a_structured_agent_carries_its_output(
+    tmp_path: Path, state_root: Path, executor: str
+) -> None:
+    root = bundle(tmp_path / "b")
+
+    async def main() -> list[dict[str, Any]]:
+        async with goondan.Runtime(root, state_root=state_root, executor=executor) as rt:
+            await rt.request("ask-async", agent="a", instance_key="k")
+            for _ in range(100):  # the response arrives after the caller's turn
+                await rt.wait_idle()
+                history = kit.history(rt, "a", "k")
+                if any("inter_agent_response" in json.dumps(m) for m in history):
+                    return history
+                await asyncio.sleep(0.05)
+            return kit.history(rt, "a", "k")
+
+    history = asyncio.run(main())
+    responses = [
+        json.loads(m["content"] if isinstance(m["content"], str) else m["content"][0]["text"])
+        for m in history
+        if m["role"] == "user" and "inter_agent_response" in json.dumps(m)
+    ]
+    assert len(responses) == 1
+    assert responses[0]["status"] == "ok"
+    assert responses[0]["output"] == {"n": 3, "label": "fixed"}
+    assert json.loads(responses[0]["response"]) == {"n": 3, "label": "fixed"}
