@@ -182,6 +182,8 @@ def normalize_part(part: Any, index: int, *, limit: int, read_paths: bool) -> di
     if len(sources) != 1:
         raise _invalid(index, f"an {kind} part needs exactly one of path, url, data (got {sources or 'none'})")
     source = sources[0]
+    if source == "path" and (not isinstance(part["path"], str | os.PathLike) or not os.fspath(part["path"])):
+        raise _invalid(index, "path must be a non-empty string")
     out: dict[str, Any] = {"type": kind}
     raw_type = part.get("mediaType")
     if raw_type is None and source == "path":
