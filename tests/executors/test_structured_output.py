@@ -26,7 +26,7 @@ SCHEMA = {
 MODEL = """\
 import json
 
-SCHEMA = %s
+SCHEMA = @SCHEMA@
 
 
 def _text(message):
@@ -62,7 +62,7 @@ def generate(request):
     if corrected:
         return {"text": json.dumps({"n": 3, "label": "fixed"})}
     return {"text": json.dumps({"n": "three", "extra": True})}
-""" % repr(SCHEMA)
+""".replace("@SCHEMA@", repr(SCHEMA))
 
 
 def bundle(root: Path, retries: int | None = None) -> Path:

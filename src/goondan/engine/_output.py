@@ -72,7 +72,9 @@ def _describe(error: Any) -> list[str]:
     kind = error.validator
     if kind == "required":
         instance = error.instance if isinstance(error.instance, dict) else {}
-        return [f"{_path([*where, n])}: required property is missing" for n in error.validator_value if n not in instance]
+        return [
+            f"{_path([*where, n])}: required property is missing" for n in error.validator_value if n not in instance
+        ]
     if kind == "additionalProperties" and error.validator_value is False:
         props = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
         instance = error.instance if isinstance(error.instance, dict) else {}

@@ -4,10 +4,13 @@ output_schema``): OpenAI ``response_format`` json_schema, Anthropic ``output_con
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import goondan
+import kit
 from goondan.models import ModelRequest, create_model_adapter
 
 from .conftest import ADD_TOOL, run
@@ -24,7 +27,9 @@ OPENAI_REPLY = {
     "object": "chat.completion",
     "created": 1,
     "model": "test-model",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": '{"city": "Seoul"}'}, "finish_reason": "stop"}],
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": '{"city": "Seoul"}'}, "finish_reason": "stop"}
+    ],
     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
 }
 GOOGLE_REPLY = {
@@ -116,3 +121,38 @@ def test_the_schema_arrives_unchanged_whatever_its_keywords(serve: Any, provider
         "google": lambda: body["generationConfig"]["responseJsonSchema"],
     }[provider]()
     assert sent == schema
+
+
+def test_a_turn_against_a_fake_openai_server_sends_the_schema_and_retries_an_invalid_answer(
+    serve: Any, tmp_path: Path, state_root: Path
+) -> None:
+    def handler(req: Any) -> Reply:
+        last = req.json["messages"][-1]
+        fixed = last["role"] == "user" and "did not" in str(last["content"])
+        content = '{"city": "Seoul", "days": [1, 2]}' if fixed else '{"city": 7}'
+        return Reply(
+            body={
+                **OPENAI_REPLY,
+                "choices": [{**OPENAI_REPLY["choices"][0], "message": {"role": "assistant", "content": content}}],
+            }
+        )
+
+    server = serve(handler)
+    agent = kit.agent_doc("a", model="main")
+    agent["spec"]["output"] = {"schema": SCHEMA}
+    model = kit.model_doc("main", "openai", "test-model", endpoint=server.url + "/v1", apiKey={"value": "sk-x"})
+    root = kit.write_bundle(tmp_path / "b", kit.package_doc("structured"), model, agent, kit.swarm_doc(["a"]))
+
+    async def main() -> Any:
+        async with goondan.Runtime(root, state_root=state_root, executor="inline") as rt:
+            return await rt.request("where?")
+
+    result = run(main())
+    assert result.output == {"city": "Seoul", "days": [1, 2]}
+    first, second = (r.json for r in server.requests)
+    assert (
+        first["response_format"]["json_schema"]["schema"]
+        == SCHEMA
+        == second["response_format"]["json_schema"]["schema"]
+    )
+    assert "output.city: expected string but got integer" in str(second["messages"][-1]["content"])
