@@ -122,3 +122,19 @@ def test_a_part_over_the_size_limit_is_refused_before_the_turn(
         )
     assert info.value.code == "E_CONTENT_TOO_LARGE"
     assert "1000" in info.value.message and info.value.suggestion
+
+
+def test_the_scripted_provider_matches_the_text_of_a_message_with_an_image(
+    tmp_path: Path, state_root: Path, executor: str
+) -> None:
+    rules = {"rules": [{"when": {"contains": "look"}, "reply": {"text": "seen: {{last}}"}}]}
+    docs = [
+        kit.package_doc(),
+        kit.model_doc("m", "scripted", "s", options=rules),
+        kit.agent_doc("a"),
+        kit.swarm_doc(["a"]),
+    ]
+    root = kit.write_bundle(tmp_path / "b", *docs)
+    image = {"type": "image", "mediaType": "image/png", "data": base64.b64encode(PNG).decode()}
+    result = ask(root, state_root, executor, [{"type": "text", "text": "look"}, image])
+    assert (result.finish_reason, result.text) == ("text_response", "seen: look")
