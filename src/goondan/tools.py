@@ -8,6 +8,7 @@ a bad call while an aborted turn recovers nothing.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import re
@@ -66,7 +67,11 @@ def split_tool_name(name: str) -> tuple[str, str] | None:
 
 
 class ToolEntry:
-    __slots__ = ("config", "error_limit", "handler", "item", "name", "source")
+    """One runnable tool. ``parallel=False`` makes its calls run alone in a step (no other call of
+    the step runs meanwhile); ``is_async`` is worked out once here because a step with several
+    calls runs synchronous handlers in worker threads and must know which ones those are."""
+
+    __slots__ = ("config", "error_limit", "handler", "is_async", "item", "name", "parallel", "source")
 
     def __init__(
         self,
@@ -77,6 +82,7 @@ class ToolEntry:
         error_limit: int = DEFAULT_ERROR_MESSAGE_LIMIT,
         source: dict[str, Any],
         config: Mapping[str, Any] | None = None,
+        parallel: bool = True,
     ) -> None:
         self.name = name
         self.item = item
@@ -84,6 +90,8 @@ class ToolEntry:
         self.error_limit = error_limit
         self.source = source
         self.config: Mapping[str, Any] = config or {}
+        self.parallel = parallel
+        self.is_async = handler is not None and _is_async_callable(handler)
 
 
 class ToolContext:
@@ -224,6 +232,7 @@ class ToolRegistry:
                     error_limit=error_limit,
                     source={"type": "config", "name": resource_name},
                     config=config,
+                    parallel=export.get("parallel") is not False,
                 )
             )
 
@@ -274,6 +283,7 @@ class ToolRegistry:
                 handler,
                 error_limit=limit if isinstance(limit, int) and limit > 0 else DEFAULT_ERROR_MESSAGE_LIMIT,
                 source={"type": "extension", "name": extension_name},
+                parallel=item.get("parallel") is not False,
             )
         )
 
@@ -334,6 +344,11 @@ def error_from_exception(
     )
 
 
+def _is_async_callable(handler: Any) -> bool:
+    """An ``async def`` function (or partial of one, or an object whose ``__call__`` is one)."""
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(type(handler).__call__)
+
+
 # results of sync handlers that are certainly not awaitable (``inspect.isawaitable`` is slow for them)
 _PLAIN_RESULTS = frozenset({dict, list, str, int, float, bool, type(None)})
 
@@ -345,8 +360,15 @@ async def execute_tool(
     tool_call_id: str,
     args: Any,
     make_context: Callable[[], ToolContext],
+    *,
+    in_thread: bool = False,
 ) -> ToolCallResult:
-    """The core of the ``toolCall`` chain: the checks of docs/architecture.md#tools, in order, then the handler."""
+    """The core of the ``toolCall`` chain: the checks of docs/architecture.md#tools, in order, then the handler.
+
+    With ``in_thread`` (set while other calls of the step run at the same time) a synchronous handler
+    runs in a worker thread so it cannot stall the event loop and the calls beside it. The thread
+    runs in a copy of the current context, so the output capture set up here follows it. A lone
+    call runs a synchronous handler in place: a thread hop would cost every one-call step."""
     item = None
     for candidate in catalog:
         if candidate.get("name") == tool_name:
@@ -388,7 +410,10 @@ async def execute_tool(
     ctx.config = entry.config
     try:
         with captured(f"tool {tool_name}", ctx.logger):
-            output = entry.handler(ctx, args)
+            if in_thread and not entry.is_async:
+                output = await asyncio.to_thread(entry.handler, ctx, args)
+            else:
+                output = entry.handler(ctx, args)
             if type(output) is CoroutineType or (type(output) not in _PLAIN_RESULTS and inspect.isawaitable(output)):
                 output = await output
     except Exception as exc:  # a tool failure never aborts the turn

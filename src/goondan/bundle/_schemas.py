@@ -334,6 +334,8 @@ class SwarmPolicy(Spec):
     """Most model calls (steps) in one turn."""
     max_tool_calls_per_step: int | None = Field(default=None, ge=1)
     """Most tool calls the model may make in one step."""
+    max_parallel_tool_calls: int | None = Field(default=None, ge=1)
+    """Most tool calls of one step that run at the same time (default 8; 1 runs them one by one)."""
     max_call_depth: int | None = Field(default=None, ge=1)
     """Most inter-agent hops one chain of requests and sends may take (default 8)."""
     max_instance_spawns_per_second: float | None = Field(default=None, gt=0)
@@ -378,6 +380,8 @@ class ToolExport(Spec):
     """What the function does, shown to the model."""
     parameters: dict[str, Any]
     """JSON Schema (type: object) of the arguments."""
+    parallel: bool | None = None
+    """false: a call of this export runs alone, never at the same time as other calls of its step (default true)."""
 
     @field_validator("name")
     @classmethod
