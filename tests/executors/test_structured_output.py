@@ -65,7 +65,7 @@ def generate(request):
 """.replace("@SCHEMA@", repr(SCHEMA))
 
 
-def bundle(root: Path, retries: int | None = None) -> Path:
+def bundle(root: Path, retries: int | None = None, max_steps: int | None = None) -> Path:
     s = kit.agent_doc("s")
     s["spec"]["output"] = {"schema": SCHEMA, **({"retries": retries} if retries is not None else {})}
     docs = [
@@ -73,7 +73,7 @@ def bundle(root: Path, retries: int | None = None) -> Path:
         kit.python_model_doc(),
         kit.agent_doc("a", tools=[kit.base_ref("Tool", "agents")]),
         s,
-        kit.swarm_doc(["a", "s"]),
+        kit.swarm_doc(["a", "s"], max_steps=max_steps),
     ]
     return kit.write_bundle(root, *docs, files={"model.py": MODEL})
 
@@ -168,3 +168,15 @@ def test_an_async_inter_agent_response_from_a_structured_agent_carries_its_outpu
     assert responses[0]["status"] == "ok"
     assert responses[0]["output"] == {"n": 3, "label": "fixed"}
     assert json.loads(responses[0]["response"]) == {"n": 3, "label": "fixed"}
+
+
+def test_a_structured_agent_stopped_at_max_steps_gives_callers_no_unvalidated_output(
+    tmp_path: Path, state_root: Path, executor: str
+) -> None:
+    # s answers invalid JSON, gets its correction, and has no step left to fix it
+    result, history = run(bundle(tmp_path / "b", max_steps=1), state_root, executor, "ask", "a")
+    assert result.finish_reason == "max_steps"
+    (tool_result,) = kit.tool_results(history)
+    value = tool_result["output"]["value"]
+    assert json.loads(value["response"]) == {"n": "three", "extra": True}
+    assert "output" not in value

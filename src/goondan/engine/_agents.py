@@ -32,7 +32,7 @@ from .._ids import new_id, now_iso
 from .._json import copy_json
 from ..errors import AgentRequestError, GoondanError
 from ..messages import user_message
-from ._output import parse_answer
+from ._output import validate_answer
 
 if TYPE_CHECKING:
     from ..pipeline import TurnState
@@ -383,12 +383,14 @@ class AgentsHub:
         return AgentRequestResult(target, response, correlation_id, True, False, event["id"], key, output)
 
     def _structured_output(self, target: str, response: str) -> Any:
-        """The parsed answer of a target with ``Agent.spec.output`` (its turn already validated it,
-        so its text is that JSON), else None: callers get the value, not only its text."""
-        if self._directory.output_schema(target) is None:
+        """The parsed answer of a target with ``Agent.spec.output``, else None: callers get the
+        value, not only its text. Checked again here because a turn that stopped at maxStepsPerTurn
+        returns its last text unvalidated."""
+        schema = self._directory.output_schema(target)
+        if schema is None:
             return None
-        value, problem = parse_answer(response)
-        return value if problem is None else None
+        value, issues = validate_answer(schema, response)
+        return None if issues else value
 
     async def _run(self, target: str, key: str, event: dict[str, Any], timeout_ms: int) -> str:
         try:
