@@ -231,9 +231,10 @@ class FakeApi:
                 api.requests.append(record)
                 route = api.routes.get(self.path.split("?", 1)[0])
                 status, payload = route(record) if route else (200, {"ok": True})
-                data = json.dumps(payload).encode()
+                raw_reply = isinstance(payload, bytes)  # a file download
+                data = payload if raw_reply else json.dumps(payload).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "application/octet-stream" if raw_reply else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

@@ -7,7 +7,8 @@ is how replies go back out through the connector that received the event. Connec
 agents (:func:`route_event`). The helpers below (HTTP, signatures) are what the built-in connectors use.
 """
 
-from ._context import ConnectorContext, Reply, check_event, message_text
+from ._attachments import download_part
+from ._context import ConnectorContext, Reply, check_event, message_text, request_input
 from ._http import ClientResponse, HttpRequest, HttpResponse, http_request, serve_http
 from ._routing import RouteDecision, Rule, route_event, rule_matches, rules_from_ingress, stringify_properties
 from ._signatures import (
@@ -32,9 +33,11 @@ __all__ = [
     "Rule",
     "check_event",
     "content_key",
+    "download_part",
     "hmac_sha256_hex",
     "http_request",
     "message_text",
+    "request_input",
     "route_event",
     "rule_matches",
     "rules_from_ingress",

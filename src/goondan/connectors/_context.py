@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._content import max_part_bytes, normalize_part
+from ..errors import GoondanError
 from ..executors.process._ipc import ConnectorEvent, FrameTooLarge, frame_error
 
 _MESSAGE_TYPES = ("text", "image", "file")
@@ -50,12 +52,43 @@ def check_event(event: Any) -> dict[str, Any]:
     properties = event.get("properties") or {}
     if not isinstance(properties, Mapping):
         raise ValueError("event 'properties' must be a mapping of primitive values")
-    return {
+    out: dict[str, Any] = {
         "name": name,
         "message": {k: message[k] for k in ("type", *required)},
         "properties": {str(k): v for k, v in properties.items()},
         "instanceKey": key.strip(),
     }
+    attachments = event.get("attachments")
+    if attachments is not None:
+        out["attachments"] = _check_attachments(attachments)
+    return out
+
+
+def _check_attachments(attachments: Any) -> list[dict[str, Any]]:
+    """``attachments``: image and file parts downloaded by the connector (``data``) or left at a public
+    ``url``. A ``path`` is refused: it would let outside traffic name files on this machine."""
+    if not isinstance(attachments, list):
+        raise ValueError("event 'attachments' must be a list of image or file parts")
+    limit = max_part_bytes()
+    out: list[dict[str, Any]] = []
+    for index, part in enumerate(attachments):
+        if not isinstance(part, Mapping) or part.get("type") not in ("image", "file") or part.get("path") is not None:
+            raise ValueError(f"event attachment {index} must be {{type: image|file, mediaType, name?, data|url}}")
+        try:
+            out.append(normalize_part(part, index, limit=limit, read_paths=False))
+        except GoondanError as exc:
+            raise ValueError(f"event attachment {index}: [{exc.code}] {exc.message}") from None
+    return out
+
+
+def request_input(event: Mapping[str, Any]) -> str | list[dict[str, Any]]:
+    """What a checked event sends to its agent: the message text, followed by the event's
+    attachments as content parts when it has any."""
+    text = message_text(event["message"])
+    attachments = event.get("attachments")
+    if not attachments:
+        return text
+    return [{"type": "text", "text": text}, *attachments] if text else list(attachments)
 
 
 def message_text(message: Mapping[str, Any]) -> str:
@@ -137,4 +170,4 @@ class ConnectorContext:
         self._pending.clear()
 
 
-__all__ = ["ConnectorContext", "Reply", "check_event", "message_text"]
+__all__ = ["ConnectorContext", "Reply", "check_event", "message_text", "request_input"]

@@ -36,7 +36,7 @@ from ..executors.process._ipc import (
     frame_error,
 )
 from ..executors.process._supervisor import BackoffPolicy, CrashBackoff, ExecSpawner, graceful_stop
-from ._context import check_event, message_text
+from ._context import check_event, request_input
 from ._protocol import HOST_MODULE, SUPERVISOR
 from ._routing import Rule, route_event, rules_from_ingress, stringify_properties
 
@@ -361,7 +361,7 @@ class ConnectorProcess:
             if self.on_event is not None:
                 self.on_event({"connection": self.plan.name, "event": event, "route": decision})
             result = await self.runtime.request(
-                message_text(event["message"]),
+                request_input(event),
                 agent=decision.agent,
                 instance_key=decision.instance_key,
                 metadata={

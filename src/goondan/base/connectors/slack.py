@@ -7,6 +7,8 @@ with a timestamp within ±300 s, and a signed timestamp+body is accepted once (r
 echoes the challenge. Bot messages and empty messages are acknowledged and ignored; Slack's retries of
 an event id already handled are acknowledged and not emitted again. Events ``app_mention`` and
 ``message_im``; instance key ``slack:<channel>:<thread_ts or ts>``; replies go to the same thread.
+Files of a message are downloaded with the bot token and sent as image or file parts (stored with the
+conversation); one that cannot be downloaded is mentioned in the text as ``[file:NAME] URL``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from goondan.connectors import (
     HttpResponse,
     ReplayGuard,
     content_key,
+    download_part,
     http_request,
     serve_http,
     verify_slack,
@@ -36,10 +39,8 @@ def _event(ev: dict[str, Any]) -> dict[str, Any] | None:
     if ev.get("bot_id") or ev.get("subtype") in ("bot_message", "message_changed", "message_deleted"):
         return None
     text = str(ev.get("text") or "")
-    for item in ev.get("files") or []:
-        if isinstance(item, dict) and item.get("url_private"):
-            text += f"\n[file:{item.get('name', '')}] {item['url_private']}"
-    if not text.strip():
+    files = [item for item in ev.get("files") or [] if isinstance(item, dict) and item.get("url_private")]
+    if not text.strip() and not files:
         return None
     thread = ev.get("thread_ts") or ev.get("ts") or ""
     props = {k: ev.get(k) for k in ("channel", "user", "ts", "thread_ts", "team") if ev.get(k) is not None}
@@ -48,7 +49,30 @@ def _event(ev: dict[str, Any]) -> dict[str, Any] | None:
         "message": {"type": "text", "text": text.strip()},
         "properties": props,
         "instanceKey": f"slack:{ev.get('channel', '')}:{thread}",
+        "files": files,  # downloaded by _attach before the event is emitted
     }
+
+
+async def _attach(event: dict[str, Any], token: str | None, logger: Any) -> dict[str, Any]:
+    """Download the message's files (``url_private`` needs the bot token) into ``attachments``; a
+    file that cannot be downloaded is mentioned in the text instead, as ``[file:NAME] URL``."""
+    files = event.pop("files")
+    parts: list[dict[str, Any]] = []
+    text = event["message"]["text"]
+    for item in files:
+        name, url = str(item.get("name") or ""), str(item["url_private"])
+        try:
+            if not token:
+                raise ValueError("no botToken to download Slack files with")
+            auth = {"Authorization": f"Bearer {token}"}
+            parts.append(await download_part(url, name=name, media_type=item.get("mimetype"), headers=auth))
+        except (OSError, ValueError) as exc:
+            logger.warning("slack file %s not downloaded: %s", name, exc)
+            text += f"\n[file:{name}] {url}"
+    event["message"] = {"type": "text", "text": text.strip()}
+    if parts:
+        event["attachments"] = parts
+    return event
 
 
 async def run(ctx: Any) -> None:
@@ -109,10 +133,15 @@ async def run(ctx: Any) -> None:
         event_id = data.get("event_id")
         if isinstance(event_id, str) and event_ids.seen_before(event_id):
             return HttpResponse.json(200, {"ok": True, "duplicate": True})
-        task = asyncio.create_task(post(event, ctx.emit(event)))
+        task = asyncio.create_task(deliver(event))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
         return HttpResponse.json(200, {"ok": True})
+
+    async def deliver(event: dict[str, Any]) -> None:
+        # files are downloaded after Slack got its 200 (it retries events not acknowledged in 3 s)
+        event = await _attach(event, token, ctx.logger)
+        await post(event, ctx.emit(event))
 
     server = await serve_http(handle, ctx.setting("host", "127.0.0.1"), int(ctx.setting("port", "8787")))
     ctx.ready()

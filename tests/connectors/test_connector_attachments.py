@@ -1,0 +1,60 @@
+"""Chat attachments: the slack connector downloads a message's files with the bot token and the agent
+gets them as image and file parts, stored beside the conversation (not as base64 in its JSONL); a
+file that cannot be downloaded is mentioned in the text instead. Events carrying a ``path`` are refused."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from cn_testkit import FakeApi, connector_bundle, free_port, gdn_run, post, wait_for
+from test_slack_connector import SECRET, callback, connection, signed
+
+import kit
+from goondan.connectors import check_event, request_input
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 3
+
+
+def test_slack_files_are_downloaded_with_the_bot_token_and_stored_by_reference(
+    tmp_path: Path, fake_api: FakeApi
+) -> None:
+    fake_api.routes["/files/cat.png"] = lambda r: (200, PNG)
+    fake_api.routes["/files/gone.pdf"] = lambda r: (404, {"error": "file_not_found"})
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/slack/events"
+    bundle = connector_bundle(tmp_path / "b", connection(port, fake_api.url))
+    files = [
+        {"name": "cat.png", "mimetype": "image/png", "url_private": f"{fake_api.url}/files/cat.png"},
+        {"name": "gone.pdf", "mimetype": "application/pdf", "url_private": f"{fake_api.url}/files/gone.pdf"},
+    ]
+    mention = {"type": "app_mention", "channel": "C1", "user": "U1", "ts": "1.1", "text": "see", "files": files}
+    with gdn_run(tmp_path, bundle, SLACK_SIGNING_SECRET=SECRET) as run:
+        run.wait_ready()
+        assert post(url, *signed(callback(mention, "EvF"))) == (200, {"ok": True})
+        [reply] = wait_for(lambda: fake_api.matching("/chat.postMessage"))
+        assert run.stop() == 130
+    [download, _missing] = fake_api.matching("/files/")
+    assert download["headers"]["Authorization"] == "Bearer xoxb-test"
+    assert reply["body"]["text"] == f"echo: see\n[file:gone.pdf] {fake_api.url}/files/gone.pdf"
+    [inst] = kit.instance_dirs(tmp_path / "state")
+    base = (inst / "messages" / "base.jsonl").read_text(encoding="utf-8")
+    user = next(json.loads(line)["data"] for line in base.splitlines() if '"role":"user"' in line.replace(" ", ""))
+    digest = hashlib.sha256(PNG).hexdigest()
+    assert user["content"][1] == {"type": "image", "mediaType": "image/png", "attachment": digest, "size": len(PNG)}
+    assert base64.b64encode(PNG).decode()[:40] not in base
+    assert (inst / "attachments" / digest).read_bytes() == PNG
+
+
+def test_event_attachments_become_parts_after_the_text_and_a_path_is_refused() -> None:
+    image = {"type": "image", "mediaType": "image/png", "data": base64.b64encode(PNG).decode()}
+    event = {"name": "m", "message": "hi", "instanceKey": "k", "attachments": [image]}
+    assert request_input(check_event(event)) == [{"type": "text", "text": "hi"}, image]
+    assert request_input(check_event({**event, "attachments": []})) == "hi"
+    with pytest.raises(ValueError, match="attachment 0"):
+        check_event({**event, "attachments": [{"type": "image", "mediaType": "image/png", "path": "/etc/passwd"}]})
+    with pytest.raises(ValueError, match="E_CONTENT_MEDIA_TYPE"):
+        check_event({**event, "attachments": [{**image, "mediaType": "image/gif"}]})
