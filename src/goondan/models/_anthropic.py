@@ -43,7 +43,7 @@ from ._retry import Failure
 from ._sdk import import_sdk
 from ._stainless import classify
 
-PROVIDER_KEYS = frozenset({"defaultMaxTokens", "headers"})
+PROVIDER_KEYS = frozenset({"defaultMaxTokens", "headers", "parallelToolCalls"})
 DEFAULT_MAX_TOKENS = 4096  # the API requires max_tokens; used when modelConfig.params.maxTokens is unset
 
 FINISH = {
@@ -66,6 +66,8 @@ def check_options(options: dict[str, Any]) -> NetworkOptions:
     default = parsed.extra.get("defaultMaxTokens", DEFAULT_MAX_TOKENS)
     if isinstance(default, bool) or not isinstance(default, int) or default <= 0:
         raise ModelError("E_MODEL_CONFIG", "anthropic model: options.defaultMaxTokens must be an integer > 0")
+    if not isinstance(parsed.extra.get("parallelToolCalls", True), bool):
+        raise ModelError("E_MODEL_CONFIG", "anthropic model: options.parallelToolCalls must be true or false")
     _check_headers(parsed)
     return parsed
 
@@ -129,6 +131,8 @@ class AnthropicModel(NetworkAdapter):
                 }
                 for t in request.tools
             ]
+            if self.options.extra.get("parallelToolCalls") is False:
+                body["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
         # Sampling parameters travel as body fields: recent SDK releases dropped them from the typed
         # signature although the API still accepts them.
         wire: dict[str, Any] = {}

@@ -24,7 +24,7 @@ from ._options import NetworkOptions, parse_network_options
 from ._retry import Failure, parse_retry_after
 from ._sdk import import_sdk
 
-PROVIDER_KEYS = frozenset({"apiVersion", "headers"})
+PROVIDER_KEYS = frozenset({"apiVersion", "headers", "parallelToolCalls"})
 
 FINISH = {
     "STOP": "stop",
@@ -52,6 +52,16 @@ def check_options(options: dict[str, Any]) -> NetworkOptions:
         isinstance(headers, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
     ):
         raise ModelError("E_MODEL_CONFIG", "google model: options.headers must map strings to strings")
+    if parsed.extra.get("parallelToolCalls", True) is not True:
+        # accepted as true so one Model document can switch providers; Gemini has no setting to stop
+        # parallel function calls, so false would be a promise nothing keeps
+        raise ModelError(
+            "E_MODEL_CONFIG",
+            "google model: options.parallelToolCalls can only be true (Gemini has no setting to turn parallel "
+            "function calls off)",
+            suggestion="Remove the option, or set Swarm.spec.policy.maxParallelToolCalls: 1 to run the calls "
+            "of a step one at a time.",
+        )
     return parsed
 
 

@@ -32,7 +32,7 @@ from ._retry import Failure
 from ._sdk import import_sdk
 from ._stainless import classify
 
-PROVIDER_KEYS = frozenset({"maxTokensParam", "organization", "project", "headers", "streamUsage"})
+PROVIDER_KEYS = frozenset({"maxTokensParam", "organization", "project", "headers", "streamUsage", "parallelToolCalls"})
 
 FINISH = {
     "stop": "stop",
@@ -97,6 +97,9 @@ class OpenAIModel(NetworkAdapter):
                 }
                 for t in request.tools
             ]
+            parallel = self.options.extra.get("parallelToolCalls")
+            if parallel is not None:  # unset: the provider's default (parallel calls allowed)
+                body["parallel_tool_calls"] = parallel
         params = request.params
         if params.get("temperature") is not None:
             body["temperature"] = params["temperature"]
@@ -150,6 +153,8 @@ def check_options(raw: dict[str, Any]) -> NetworkOptions:
         raise ModelError("E_MODEL_CONFIG", "openai model: options.headers must map strings to strings")
     if not isinstance(options.extra.get("streamUsage", True), bool):
         raise ModelError("E_MODEL_CONFIG", "openai model: options.streamUsage must be true or false")
+    if not isinstance(options.extra.get("parallelToolCalls", True), bool):
+        raise ModelError("E_MODEL_CONFIG", "openai model: options.parallelToolCalls must be true or false")
     return options
 
 

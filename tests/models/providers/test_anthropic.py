@@ -549,3 +549,21 @@ def test_a_persisted_thinking_tool_loop_replays_its_blocks_after_a_restart(
     assert json.loads(in_loop)["content"] == [THINK, text("Let me add."), TOOL_USE]
     assert after_restart == in_loop  # the same bytes on the wire: thinking and prompt-cache prefix intact
     assert ("stream" in server.requests[0].json) is streaming
+
+
+def test_parallel_tool_calls_false_disables_parallel_tool_use_in_tool_choice(serve: Any) -> None:
+    server = serve(
+        lambda r: Reply(body={**TOOL_MESSAGE, "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"})
+    )
+    hi = [{"role": "user", "content": "hi"}]
+    run(generate(server.url, request(hi, tools=[ADD_TOOL]), parallelToolCalls=False))
+    run(generate(server.url, request(hi, tools=[ADD_TOOL]), parallelToolCalls=True))
+    run(generate(server.url, request(hi, tools=[ADD_TOOL])))
+    sent = [r.json.get("tool_choice", "absent") for r in server.requests]
+    assert sent == [{"type": "auto", "disable_parallel_tool_use": True}, "absent", "absent"]
+
+
+def test_parallel_tool_calls_option_must_be_a_boolean() -> None:
+    with pytest.raises(ModelError) as info:
+        create_model_adapter("anthropic", model="m", options={"parallelToolCalls": 0}, api_key=KEY)
+    assert info.value.code == "E_MODEL_CONFIG" and "parallelToolCalls" in info.value.message

@@ -215,3 +215,15 @@ def test_malformed_responses_are_a_clear_model_error(serve: Any, reply: Reply) -
     with pytest.raises(ModelError) as info:
         run(generate(server.url, request([{"role": "user", "content": "a"}]), maxRetries=0))
     assert info.value.code == "E_MODEL_BAD_RESPONSE"
+
+
+def test_parallel_tool_calls_true_is_accepted_and_false_is_refused_with_the_alternative(serve: Any) -> None:
+    """Gemini has no switch for parallel function calls: ``true`` (what it does anyway) keeps one Model
+    document portable across providers; ``false`` would be a promise nothing keeps."""
+    server = serve(lambda r: Reply(body=TOOL_RESPONSE))
+    run(generate(server.url, request([{"role": "user", "content": "hi"}], tools=[ADD_TOOL]), parallelToolCalls=True))
+    assert len(server.requests) == 1
+    with pytest.raises(ModelError) as info:
+        create_model_adapter("google", model="m", options={"parallelToolCalls": False}, api_key=KEY)
+    assert info.value.code == "E_MODEL_CONFIG"
+    assert "maxParallelToolCalls" in (info.value.suggestion or "")

@@ -362,3 +362,20 @@ def test_api_key_never_appears_in_logs_even_at_debug_level(serve: Any, caplog: p
     with pytest.raises(ProviderError):
         run(generate(server.url, request([{"role": "user", "content": "a"}])))
     assert caplog.records and all(KEY not in r.getMessage() for r in caplog.records)
+
+
+def test_parallel_tool_calls_option_is_passed_through_when_tools_are_offered(serve: Any) -> None:
+    server = serve(lambda r: Reply(body=completion({"content": "ok"})))
+    hi = [{"role": "user", "content": "hi"}]
+    run(generate(server.url, request(hi, tools=[ADD_TOOL]), parallelToolCalls=False))
+    run(generate(server.url, request(hi, tools=[ADD_TOOL]), parallelToolCalls=True))
+    run(generate(server.url, request(hi, tools=[ADD_TOOL])))
+    run(generate(server.url, request(hi), parallelToolCalls=False))  # without tools the API rejects the field
+    sent = [r.json.get("parallel_tool_calls", "absent") for r in server.requests]
+    assert sent == [False, True, "absent", "absent"]
+
+
+def test_parallel_tool_calls_option_must_be_a_boolean() -> None:
+    with pytest.raises(ModelError) as info:
+        create_model_adapter("openai", model="m", options={"parallelToolCalls": "no"}, api_key=KEY)
+    assert info.value.code == "E_MODEL_CONFIG" and "parallelToolCalls" in info.value.message
