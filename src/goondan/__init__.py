@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .conversation import ConversationState
 from .errors import AgentRequestError, ConfigError, ExtensionError, GoondanError, ModelError, StorageError
 from .messages import Message, assistant_message, system_message, user_message
-from .results import StepResult, ToolCall, ToolCallResult, TurnResult
+from .results import PendingApproval, StepResult, ToolCall, ToolCallResult, TurnResult
 
 __version__ = "0.1.0"
 
@@ -61,6 +61,7 @@ __all__ = [
     "Message",
     "ModelError",
     "ModelRequest",
+    "PendingApproval",
     "Runtime",
     "StepContext",
     "StepResult",

@@ -272,8 +272,17 @@ class StepState:
         self.metadata: dict[str, Any] = {}
 
 
+class ApprovalRequired(Exception):
+    """Raised by ``ctx.require_approval()``: the engine pauses the turn before this call runs and
+    persists it until a person decides (never reaches the model or the logs as a failure)."""
+
+    def __init__(self, reason: str | None = None) -> None:
+        super().__init__(reason or "approval required")
+        self.reason = reason
+
+
 class ToolCallState:
-    __slots__ = ("args", "metadata", "step_state", "tool_call_id", "tool_name")
+    __slots__ = ("approved", "args", "metadata", "step_state", "tool_call_id", "tool_name")
 
     def __init__(self, step_state: StepState, tool_name: str, tool_call_id: str, args: dict[str, Any]) -> None:
         self.step_state = step_state
@@ -281,6 +290,7 @@ class ToolCallState:
         self.tool_call_id = tool_call_id
         self.args = args
         self.metadata: dict[str, Any] = {}
+        self.approved = False  # a person approved this call: require_approval() lets it run
 
 
 # --- contexts --------------------------------------------------------------------------------
@@ -457,6 +467,18 @@ class ToolCallContext(_LayerContext[ToolCallState, ToolCallResult]):
     def metadata(self, value: dict[str, Any]) -> None:
         self._s.metadata = _require_dict(value, "metadata")
 
+    @property
+    def approved(self) -> bool:
+        """Whether a person approved this call (the turn paused for it and was resumed)."""
+        return self._s.approved
+
+    def require_approval(self, reason: str | None = None) -> None:
+        """Ask a person before this call runs: the turn pauses (``finish_reason="awaiting_approval"``)
+        and resumes from here once the call is approved or denied. Once approved, the call runs
+        through the pipeline again and this returns without pausing, so call it before ``next()``."""
+        if not self._s.approved:
+            raise ApprovalRequired(reason if isinstance(reason, str) and reason else None)
+
 
 def _require_dict(value: Any, name: str) -> dict[str, Any]:
     if not isinstance(value, dict):
@@ -583,6 +605,7 @@ class ExtensionPipeline:
 
 __all__ = [
     "MIDDLEWARE_TYPES",
+    "ApprovalRequired",
     "Chain",
     "ExtensionPipeline",
     "PipelineRegistry",

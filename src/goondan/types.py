@@ -75,7 +75,7 @@ from .pipeline import (
     TurnContext,
     TurnMiddleware,
 )
-from .results import FinishReason, StepResult, ToolCall, ToolCallResult, TurnResult
+from .results import FinishReason, PendingApproval, StepResult, ToolCall, ToolCallResult, TurnResult
 from .tools import ToolContext, ToolHandler
 
 __all__ = [
@@ -102,6 +102,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelToolCall",
+    "PendingApproval",
     "PromptInfo",
     "RemoveEvent",
     "ReplaceEvent",

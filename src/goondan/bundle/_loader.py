@@ -826,6 +826,26 @@ class Loader:
                             "list tools as '<Tool name>__<export name>' of a Tool in spec.tools",
                         )
                     )
+            self._check_approval_tools(res, spec, tools, available)
+
+    def _check_approval_tools(self, res: Resource, spec: Any, tools: list[Resource], available: list[str]) -> None:
+        """``spec.approval.tools`` naming an export of one of the agent's Tools must name a real one
+        (a typo would silently leave the call unguarded); names of extension tools pass as they are."""
+        approval = getattr(spec, "approval", None)
+        if approval is None:
+            return
+        resources = {tool.name for tool in tools}
+        for i, name in enumerate(approval.tools):
+            if name.split("__", 1)[0] in resources and name not in available:
+                self.errors.append(
+                    res.issue(
+                        "E_CONFIG_SCHEMA_INVALID",
+                        f"{res.key}: spec.approval.tools({name}) is not an export of that Tool "
+                        f"(available: {', '.join(available) or 'none'})",
+                        f"spec.approval.tools[{i}]",
+                        "list tools as '<Tool name>__<export name>' of a Tool in spec.tools",
+                    )
+                )
 
     def _check_model_env(self, model: Resource) -> None:
         """A Model's apiKey variable must be set when an agent uses the Model: at load, not first turn.

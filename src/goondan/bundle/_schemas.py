@@ -291,6 +291,18 @@ class AgentOutput(Spec):
         return value
 
 
+MAX_APPROVAL_TIMEOUT_SECONDS = 366 * 24 * 3600
+
+
+class AgentApproval(Spec):
+    """Which tool calls wait for a person's approval before they run, and for how long."""
+
+    tools: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+__[A-Za-z0-9_-]+$")]] = Field(default_factory=list)
+    """Tools (<Tool>__<export>, built-in ones included, e.g. bash__exec) whose calls need approval."""
+    timeout_seconds: float | None = Field(default=None, gt=0, le=MAX_APPROVAL_TIMEOUT_SECONDS)
+    """Seconds an approval may wait; an undecided call is then denied (default: waits forever)."""
+
+
 class AgentSpec(Spec):
     """Agent: a model, a prompt, tools and extensions that together answer requests."""
 
@@ -306,6 +318,8 @@ class AgentSpec(Spec):
     """Tools (<Tool>__<export>) the agent must call before it may finish a turn."""
     output: AgentOutput | None = None
     """Structured output: the final answer must be JSON valid against output.schema."""
+    approval: AgentApproval | None = None
+    """Tool calls that pause the turn until a person approves or denies them (and their expiry)."""
 
 
 # ---------------------------------------------------------------- Swarm
@@ -380,6 +394,8 @@ class ToolExport(Spec):
     """What the function does, shown to the model."""
     parameters: dict[str, Any]
     """JSON Schema (type: object) of the arguments."""
+    approval: Literal["required", "none"] | None = None
+    """'required': every call pauses the turn until a person approves or denies it."""
     parallel: bool | None = None
     """false: a call of this export runs alone, never at the same time as other calls of its step (default true)."""
 

@@ -3,6 +3,7 @@ context. It runs turns and knows nothing about processes: executors (``goondan.e
 where an instance lives and carry events to it; the engine never imports them (an import contract in
 ``pyproject.toml`` checks it)."""
 
+from . import _approvals as approvals
 from ._agents import (
     AgentLimits,
     AgentRequestResult,
@@ -28,6 +29,7 @@ __all__ = [
     "SpawnLimiter",
     "SpawnRegistry",
     "SwarmContext",
+    "approvals",
     "delivery_failed",
     "request_failed",
 ]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import time
@@ -39,7 +38,7 @@ from ..errors import ExtensionError, GoondanError, ModelError
 from ..extensions import EventBus, ExtensionApi, ExtensionState, load_module, register_extension
 from ..messages import Message, assistant_message, tool_message, user_message
 from ..models import ModelAdapter, ModelRequest, ModelResponse, create_model_adapter
-from ..pipeline import Chain, PipelineRegistry, StepState, ToolCallState, Turn, TurnState
+from ..pipeline import ApprovalRequired, Chain, PipelineRegistry, StepState, ToolCallState, Turn, TurnState
 from ..results import StepResult, ToolCall, ToolCallResult, TurnResult
 from ..storage._atomic import crash_point
 from ..tools import (
@@ -52,11 +51,11 @@ from ..tools import (
     result_output_part,
     stored_output_part,
 )
+from . import _approvals as approvals
 from ._info import AgentInfo, PromptInfo, RuntimeInfo, SwarmInfo, call_info, inbound_info
 from ._media import any_media, resolve_media, store_parts
 from ._messages import EVENT_ID_KEY, inbound_message, model_message, tool_result_message
 from ._output import feedback_text, output_invalid, validate_answer
-from ._parallel import CONCURRENT, DEFAULT_MAX_PARALLEL_TOOL_CALLS, DEFERRED, Job, ready, run_jobs
 
 if TYPE_CHECKING:
     from ..bundle import AgentPlan
@@ -183,6 +182,8 @@ class _TurnRun:
         "last_text_message",
         "output",
         "output_attempts",
+        "pending",
+        "resume",
         "retry_count",
         "retry_kind",
         "span_id",
@@ -199,6 +200,8 @@ class _TurnRun:
         self.retry_count = 0
         self.output: Any = None  # the validated structured output (Agent.spec.output)
         self.output_attempts = 0
+        self.pending: list[dict[str, Any]] = []  # calls of this step paused for approval
+        self.resume: dict[str, Any] | None = None  # the paused-turn record this run continues
 
 
 class AgentInstance:
@@ -248,9 +251,6 @@ class AgentInstance:
         self._output_retries: int = output_cfg.retries if output_cfg is not None else 0
         policy = getattr(getattr(plan.swarm, "spec", None), "policy", None)
         self._max_tool_calls = getattr(policy, "max_tool_calls_per_step", None) or DEFAULT_MAX_TOOL_CALLS_PER_STEP
-        self._max_parallel_tools: int = (
-            getattr(policy, "max_parallel_tool_calls", None) or DEFAULT_MAX_PARALLEL_TOOL_CALLS
-        )
         self._max_result_bytes = DEFAULT_MAX_RESULT_BYTES
         # read once per instance: an environment lookup per step is measurable on the hot path
         self._trace_llm_input = os.environ.get("GOONDAN_TRACE_LLM_INPUT", "") not in ("", "0")
@@ -264,6 +264,9 @@ class AgentInstance:
         self.started = False
         # set when a tool asked for a restart (``self-restart``); the runtime acts on it after the turn
         self.restart_requested: str | None = None
+        self._approval = approvals.ApprovalPolicy.of_plan(plan)
+        # the turn paused for approvals (mirrors the store's paused-turn record), or None
+        self._paused: dict[str, Any] | None = None
 
     # --- start-up -------------------------------------------------------------------------
 
@@ -275,6 +278,7 @@ class AgentInstance:
         self._has_media = any_media(self.conversation.to_llm_messages())
         if loaded.events:
             self.logger.info("replayed %d residual message event(s) of an interrupted turn", len(loaded.events))
+        self._paused = self._load_paused_turn()
         repaired = self._repair_interrupted_tool_calls()
         self._load_model()
         self._load_tools()
@@ -295,6 +299,10 @@ class AgentInstance:
         conversation = self.conversation
         assert conversation is not None
         found = conversation.unanswered_tool_calls()
+        waiting = self._paused_call_ids()
+        if waiting:  # calls paused for approval are unanswered on purpose
+            found = [(i, [p for p in miss if p.get("toolCallId") not in waiting]) for i, miss in found]
+            found = [(i, miss) for i, miss in found if miss]
         if not found:
             return 0
         messages = list(conversation.next_messages)
@@ -494,7 +502,10 @@ class AgentInstance:
         the next process; the message carries the event id, so a redelivered event is not stored
         twice)."""
         async with self.lock:
-            result = await self._run_turn(event, on_accepted)
+            if event.get("type") == approvals.APPROVAL_EVENT_TYPE:
+                result = await self._decide(event, on_accepted)
+            else:
+                result = await self._run_turn(event, on_accepted)
         if self.inbox and not self.lock.locked():
             await self._persist_inbox()
         return result
@@ -515,14 +526,21 @@ class AgentInstance:
                 self._flush_inbox(None)
                 await self._commit()
 
-    async def _run_turn(self, event: dict[str, Any], on_accepted: Callable[[], None] | None = None) -> TurnResult:
+    async def _run_turn(
+        self,
+        event: dict[str, Any],
+        on_accepted: Callable[[], None] | None = None,
+        resume: dict[str, Any] | None = None,
+    ) -> TurnResult:
+        """``resume``: the paused-turn record of a turn whose approvals are all decided; the same
+        turn (ids, inbound event) continues from its paused step instead of a new one starting."""
         conversation = self.conversation
         assert conversation is not None
         started = time.perf_counter()
         self.status = "processing"
         self.store.write_metadata(agent_name=self.agent_name, instance_key=self.instance_key, status="processing")
-        turn_id = new_id("turn")
-        given_trace = event.get("traceId")
+        turn_id = str(resume["turnId"]) if resume is not None else new_id("turn")
+        given_trace = resume.get("traceId") if resume is not None else event.get("traceId")
         trace_id = given_trace if isinstance(given_trace, str) and given_trace else new_trace_id()
         meta = event.get("metadata") or {}
         parent_span = meta.get("__goondanParentSpanId")
@@ -541,9 +559,14 @@ class AgentInstance:
             resolve=self._resolve_turn_part,
         )
         run = _TurnRun(span_id)
+        run.resume = resume
         turn_state.internal = run
         pending = self._record_event(
-            {**self._base_record("turn.started", trace_id, span_id, parent_span), "turnId": turn_id}
+            {
+                **self._base_record("turn.started", trace_id, span_id, parent_span),
+                "turnId": turn_id,
+                **({"resumed": True} if resume is not None else {}),
+            }
         )
         if pending is not None:
             await pending
@@ -551,10 +574,13 @@ class AgentInstance:
         failure: BaseException | None = None
         failure_trace: str | None = None
         try:
-            if _may_end_unanswered(conversation.last_message()):
+            if self._paused is not None and resume is None:
+                await self._supersede_paused(trace_id, span_id)
+            if resume is None and _may_end_unanswered(conversation.last_message()):
                 self._repair_interrupted_tool_calls()  # a failed write left a call without its result
             crash_point("turn_before_inbound")
-            self._append_inbound(event, conversation)
+            if resume is None:
+                self._append_inbound(event, conversation)
             crash_point("turn_after_inbound")
             if on_accepted is not None:
                 on_accepted()
@@ -685,6 +711,8 @@ class AgentInstance:
         _, step_chain, _ = self._get_chains()
         step_index = 0
         finish: str = "text_response"
+        if run.resume is not None:
+            step_index = await self._finish_paused_step(turn_state, run.resume) + 1
         agent_name, instance_key = self.agent_name, self.instance_key
         turn_id, trace_id, turn_span = turn_state.turn_id, turn_state.trace_id, run.span_id
         while True:
@@ -752,8 +780,13 @@ class AgentInstance:
             if pending is not None:
                 await pending
             step_index += 1
+            if run.pending:
+                finish = "awaiting_approval"
+                break
             if not result.should_continue and (self._output_schema is None or self._accept_output(run)):
                 break
+        if finish == "awaiting_approval":
+            return await self._pause_turn(turn_state)
         text: str | None = run.last_text
         response: Message | None = run.last_text_message
         if finish == "max_steps":
@@ -907,9 +940,6 @@ class AgentInstance:
             if text is not None:
                 run.last_text = text
                 run.last_text_message = assistant
-        if len(tool_calls) > 1 and self._max_parallel_tools > 1:
-            ran = await self._run_tool_calls_concurrently(step_state, tool_calls, deep_ids, assistant, step_id)
-            return StepResult("completed", True, tool_calls, ran, metadata)
         results: list[ToolCallResult] = []
         if tool_calls:
             _, _, tool_chain = self._get_chains()
@@ -921,54 +951,10 @@ class AgentInstance:
                 elif tool_call.id in deep_ids:
                     results.append(self._answer_unrun(conversation, tool_call, _too_deep_error(tool_call)))
                 else:
-                    results.append(
-                        await self._run_tool_call(step_state, tool_chain, tool_call, assistant, step_span, step_id)
-                    )
+                    result = await self._run_tool_call(step_state, tool_chain, tool_call, assistant, step_span, step_id)
+                    if result is not None:  # None: paused for approval, answered once decided
+                        results.append(result)
         return StepResult("completed", bool(tool_calls), tool_calls, results, metadata)
-
-    async def _run_tool_calls_concurrently(
-        self,
-        step_state: StepState,
-        tool_calls: list[ToolCall],
-        deep_ids: set[str],
-        assistant: Message | None,
-        step_id: str,
-    ) -> list[ToolCallResult]:
-        """The calls of a step that made several, run at the same time (engine/_parallel.py), each
-        through :meth:`_run_tool_call` as a lone call is. Results are appended in the order the
-        model made the calls, each as soon as it and the calls before it are done; a call that
-        returns None (paused for approval) is answered later. A lone call never comes here: a task
-        per call would cost every one-call step."""
-        _, _, tool_chain = self._get_chains()
-        turn_state = step_state.turn_state
-        conversation = turn_state.conversation_state
-        step_span = step_state.metadata["runtime.spanId"]
-        limit = self._max_tool_calls
-        jobs: list[Job[ToolCallResult | None]] = []
-        for index, call in enumerate(tool_calls):
-            if index >= limit:
-                jobs.append((False, ready(_call_limit_error(call, limit))))
-            elif call.id in deep_ids:
-                jobs.append((False, ready(_too_deep_error(call))))
-            else:
-                entry = self.tools.get(call.name)
-                start = functools.partial(
-                    self._run_tool_call, step_state, tool_chain, call, assistant, step_span, step_id
-                )
-                jobs.append((entry is not None and not entry.parallel, start))
-        results: list[ToolCallResult] = []
-
-        def deliver(index: int, result: ToolCallResult | None) -> None:
-            call = tool_calls[index]
-            if result is None:
-                return
-            if index >= limit or call.id in deep_ids:
-                results.append(self._answer_unrun(conversation, call, result))
-            else:
-                results.append(self._append_tool_result(turn_state, call, result))
-
-        await run_jobs(jobs, self._max_parallel_tools, deliver)
-        return results
 
     def _answer_unrun(self, conversation: ConversationState, call: ToolCall, result: ToolCallResult) -> ToolCallResult:
         """Answer a call that is not run (over the per-step limit, unusable arguments): every call
@@ -1018,7 +1004,13 @@ class AgentInstance:
         assistant: Message | None,
         step_span: str,
         step_id: str,
-    ) -> ToolCallResult:
+        approved: bool = False,
+    ) -> ToolCallResult | None:
+        """Run one call through the toolCall chain and append its result. Returns None, appending
+        nothing, when the call needs approval first (``approved``: a person already gave it)."""
+        if not approved and self._approval.requires(call.name):
+            self._request_approval(step_state, call, None)
+            return None
         turn_state = step_state.turn_state
         span = new_span_id()
         # the fields every tool.* record of this call shares; each record is a fresh dict built from it
@@ -1038,9 +1030,13 @@ class AgentInstance:
             await pending
         state = ToolCallState(step_state, call.name, call.id, call.args)
         state.metadata["runtime.spanId"] = span
+        state.approved = approved
         t0 = time.perf_counter()
         try:
             result: ToolCallResult = await tool_chain.run(state)
+        except ApprovalRequired as asked:  # ctx.require_approval() in a toolCall middleware
+            self._request_approval(step_state, ToolCall(call.id, call.name, state.args), asked.reason)
+            return None
         except Exception as exc:
             # middleware failures become error results too: an orphaned tool call would make the
             # next provider request invalid
@@ -1070,12 +1066,6 @@ class AgentInstance:
             pending = self._record_event(record)
             if pending is not None:
                 await pending
-        if DEFERRED.get():  # one of several calls running at once: appended by the caller, in call order
-            return result
-        return self._append_tool_result(turn_state, call, result)
-
-    def _append_tool_result(self, turn_state: TurnState, call: ToolCall, result: ToolCallResult) -> ToolCallResult:
-        """Answer a finished call: its result, made storable and bounded, appended to the history."""
         result, output = stored_output_part(result, self._max_result_bytes)
         turn_state.conversation_state.append_trusted(tool_result_message(call, output))
         if result.status == "ok":
@@ -1115,14 +1105,175 @@ class AgentInstance:
             )
 
         return await execute_tool(
-            self.tools,
-            step_state.tool_catalog,
-            state.tool_name,
-            state.tool_call_id,
-            state.args,
-            make_context,
-            in_thread=CONCURRENT.get(),
+            self.tools, step_state.tool_catalog, state.tool_name, state.tool_call_id, state.args, make_context
         )
+
+    # --- approvals (docs/architecture.md#approvals) ------------------------------------------
+
+    def _load_paused_turn(self) -> dict[str, Any] | None:
+        """The store's paused-turn record. One whose calls are all decided was being resumed when
+        the process died: it is dropped, and its calls without a result are answered as interrupted
+        (they may have run), never run a second time."""
+        record = self.store.read_paused_turn()
+        if record is None:
+            return None
+        if not approvals.undecided(record):
+            self.store.write_paused_turn(None)
+            self.logger.warning(
+                "dropped the paused turn %s: it was resuming when the runtime stopped", record.get("turnId")
+            )
+            return None
+        return record
+
+    def _paused_call_ids(self) -> set[str]:
+        paused = self._paused
+        if paused is None:
+            return set()
+        return {str(a.get("toolCallId")) for a in paused.get("approvals") or () if isinstance(a, dict)}
+
+    def _request_approval(self, step_state: StepState, call: ToolCall, reason: str | None) -> None:
+        """Keep ``call`` for a decision instead of running it (the turn pauses after this step)."""
+        run: _TurnRun = step_state.turn_state.internal
+        request = approvals.new_request(call, reason, self._approval.timeout, step_state.step_index)
+        request["stepSpanId"] = step_state.metadata.get("runtime.spanId")
+        run.pending.append(request)
+
+    def _approval_base(self, etype: str, record: dict[str, Any]) -> dict[str, Any]:
+        span = record.get("spanId")
+        return {
+            **self._base_record(
+                etype, str(record.get("traceId") or new_trace_id()), new_span_id(), span if is_span_id(span) else None
+            ),
+            "turnId": record.get("turnId"),
+        }
+
+    async def _pause_turn(self, turn_state: TurnState) -> TurnResult:
+        """End the turn with its calls waiting: the record is durable before the result says so,
+        and nothing (no task, lock or process) waits for the decision."""
+        run: _TurnRun = turn_state.internal
+        event = turn_state.input_event
+        # calls of one step may pause concurrently: keep them in the order the model made them
+        content = run.last_assistant.data.get("content") if run.last_assistant is not None else None
+        order = {p.get("toolCallId"): i for i, p in enumerate(content or ()) if isinstance(p, dict)}
+        run.pending.sort(key=lambda a: order.get(a.get("toolCallId"), len(order)))
+        record: dict[str, Any] = {
+            "version": approvals.RECORD_VERSION,
+            "turnId": turn_state.turn_id,
+            "traceId": turn_state.trace_id,
+            "spanId": run.span_id,
+            # content parts are stored in the conversation already; the record keeps the rest
+            "inputEvent": {k: v for k, v in event.items() if k != "input" or isinstance(v, str)},
+            "stepIndex": run.pending[0]["stepIndex"],
+            "pausedAt": now_iso(),
+            "approvals": run.pending,
+        }
+        self.store.write_paused_turn(record)
+        self._paused = record
+        for approval in run.pending:
+            await self._runtime_event(
+                approvals.request_record(approval, self._approval_base("approval.requested", record))
+            )
+        pending = approvals.pending_list(record, self.agent_name, self.instance_key)
+        return TurnResult(
+            turn_state.turn_id,
+            run.last_text_message,
+            "awaiting_approval",
+            None,
+            run.last_text,
+            pending_approvals=pending,
+        )
+
+    async def _decide(self, event: dict[str, Any], on_accepted: Callable[[], None] | None) -> TurnResult:
+        """Record one decision (and deny what expired); once every paused call is decided the
+        same turn continues from its paused step, else the result lists what still waits."""
+        paused = self._paused
+        body: dict[str, Any] = event["approval"] if isinstance(event.get("approval"), dict) else {}
+        approval_id = body.get("approvalId")
+        changed: list[dict[str, Any]] = []
+        problem: GoondanError | None = None
+        if approval_id is not None:
+            approval = approvals.find(paused, str(approval_id))
+            if approval is None:
+                problem = approval_not_found(str(approval_id))
+            elif approval.get("decision") is not None:
+                problem = approval_decided(str(approval_id))
+            else:
+                approved = body.get("approved") is True
+                args = body.get("args") if approved and isinstance(body.get("args"), dict) else None
+                note = body.get("note") if isinstance(body.get("note"), str) else None
+                approval["decision"] = approvals.decision(approved, note, args, str(body.get("by") or "api"))
+                changed.append(approval)
+        for approval in approvals.undecided(paused or {}):
+            if approvals.is_expired(approval):
+                note = approvals.EXPIRED_NOTE.format(seconds=float(approval.get("timeoutSeconds") or 0))
+                approval["decision"] = approvals.decision(False, note, None, "expiry")
+                changed.append(approval)
+        if paused is not None and changed:
+            self.store.write_paused_turn(paused)  # durable before anyone hears of the decision
+        if on_accepted is not None:
+            on_accepted()
+        if paused is None or problem is not None:
+            err = (problem or approval_not_found(str(approval_id))).to_dict()
+            return TurnResult(str((paused or {}).get("turnId") or ""), None, "error", err, None)
+        for approval in changed:
+            await self._runtime_event(
+                approvals.decision_record(approval, self._approval_base("approval.decided", paused))
+            )
+        if approvals.undecided(paused):
+            pending = approvals.pending_list(paused, self.agent_name, self.instance_key)
+            return TurnResult(str(paused["turnId"]), None, "awaiting_approval", None, None, pending_approvals=pending)
+        # cleared before the approved calls run: a crash while one runs answers it as interrupted
+        # on the next start instead of running it twice
+        self.store.write_paused_turn(None)
+        self._paused = None
+        inbound: dict[str, Any] = paused["inputEvent"] if isinstance(paused.get("inputEvent"), dict) else {}
+        return await self._run_turn(inbound, None, resume=paused)
+
+    async def _finish_paused_step(self, turn_state: TurnState, record: dict[str, Any]) -> int:
+        """Answer the paused calls of a resumed turn in the order the model issued them: approved
+        ones run through the toolCall pipeline (with edited arguments if given), denied ones get
+        ``E_TOOL_DENIED`` with the note. Returns the paused step's index."""
+        conversation = turn_state.conversation_state
+        run: _TurnRun = turn_state.internal
+        step_index = int(record.get("stepIndex") or 0)
+        step_state = StepState(turn_state, step_index, self.tools.catalog())
+        items = [a for a in record.get("approvals") or () if isinstance(a, dict)]
+        span = items[0].get("stepSpanId") if items else None
+        step_span = span if isinstance(span, str) and is_span_id(span) else new_span_id()
+        step_state.metadata["runtime.spanId"] = step_span
+        step_id = f"{turn_state.turn_id}-step-{step_index}"
+        assistant = _assistant_of(conversation, str(items[0].get("toolCallId"))) if items else None
+        run.last_assistant = assistant
+        _, _, tool_chain = self._get_chains()
+        for approval in items:
+            dec = approval.get("decision") or {}
+            args = dec.get("args") if isinstance(dec.get("args"), dict) else approval.get("args")
+            call = ToolCall(str(approval.get("toolCallId")), str(approval.get("toolName")), dict(args or {}))
+            if dec.get("approved") is True:
+                await self._run_tool_call(step_state, tool_chain, call, assistant, step_span, step_id, approved=True)
+            else:
+                self._answer_unrun(conversation, call, approvals.denied_result(approval))
+        return step_index
+
+    async def _supersede_paused(self, trace_id: str, span_id: str) -> None:
+        """A new message while calls wait: they are answered as denied (never run), so the history
+        stays valid and the new turn starts; the person's silence counts as a no."""
+        paused = self._paused
+        assert paused is not None
+        conversation = self.conversation
+        assert conversation is not None
+        for approval in paused.get("approvals") or ():
+            if not isinstance(approval, dict):
+                continue
+            if approval.get("decision") is None or approval["decision"].get("approved") is True:
+                approval["decision"] = approvals.decision(False, approvals.SUPERSEDED_NOTE, None, "superseded")
+            call = ToolCall(str(approval.get("toolCallId")), str(approval.get("toolName")), {})
+            self._answer_unrun(conversation, call, approvals.denied_result(approval))
+            await self._runtime_event(
+                approvals.decision_record(approval, self._approval_base("approval.decided", paused))
+            )
+        self.store.write_paused_turn(None)
+        self._paused = None
 
     # --- shutdown ----------------------------------------------------------------------------
 
@@ -1159,6 +1310,35 @@ def _may_end_unanswered(last: Message | None) -> bool:
         return True
     content = last.data.get("content")
     return isinstance(content, list) and any(p.get("type") == "tool-call" for p in content)
+
+
+def _assistant_of(conversation: ConversationState, tool_call_id: str) -> Message | None:
+    """The assistant message that made the call ``tool_call_id`` (what its tool's ``ctx.message`` is)."""
+    messages = conversation.next_messages
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        content = message.data.get("content") if message.role == "assistant" else None
+        if isinstance(content, list) and any(
+            isinstance(p, dict) and p.get("toolCallId") == tool_call_id for p in content
+        ):
+            return message
+    return None
+
+
+def approval_not_found(approval_id: str) -> GoondanError:
+    return GoondanError(
+        "E_APPROVAL_NOT_FOUND",
+        f"no pending approval {approval_id!r}",
+        suggestion="List what waits with `gdn approvals list` (or Runtime.pending_approvals()).",
+    )
+
+
+def approval_decided(approval_id: str) -> GoondanError:
+    return GoondanError(
+        "E_APPROVAL_DECIDED",
+        f"approval {approval_id!r} was already decided",
+        suggestion="Each approval is decided once; list what still waits with `gdn approvals list`.",
+    )
 
 
 def _interrupted_result(part: dict[str, Any]) -> Message:

@@ -22,7 +22,8 @@ from .._ids import new_id, now_iso
 from ..engine import AgentInstance, AgentLimits, RuntimeEventListener, SwarmContext
 from ..errors import GoondanError
 from ..executors import Executor, ExecutorOptions, open_executor, resolve_executor_name
-from ..results import TurnResult
+from ..results import PendingApproval, TurnResult
+from . import _approvals
 
 if TYPE_CHECKING:
     from ..storage import InstanceInfo, StoreBackend, WorkspaceStore
@@ -113,6 +114,8 @@ class Runtime:
         self.swarm_instance_key = ""
         self.workspace: WorkspaceStore | None = None
         self.state_root: Path | None = None
+        # timers that deny approvals when they expire while this runtime runs
+        self._approval_timers: set[asyncio.Task[None]] = set()
 
     @property
     def isolation(self) -> str:
@@ -206,6 +209,8 @@ class Runtime:
         if self._closed:
             return
         self._closed = True
+        for timer in list(self._approval_timers):
+            timer.cancel()
         if self._watch_task is not None:
             self._watch_task.cancel()
             with contextlib.suppress(BaseException):
@@ -325,7 +330,31 @@ class Runtime:
             source=source,
             auth=auth,
         )
-        return await self.executor.submit(name, key, event)
+        return await _approvals.submit(self, name, key, event)
+
+    async def approve(
+        self,
+        approval_id: str,
+        approved: bool = True,
+        note: str | None = None,
+        args: dict[str, Any] | None = None,
+        *,
+        by: str = "api",
+    ) -> TurnResult:
+        """Decide a paused tool call and resume its turn; returns the turn's result, which may wait
+        again (``awaiting_approval``: other calls of the step, or a later step). ``approved=False``
+        gives the model an ``E_TOOL_DENIED`` result with ``note``; ``args`` approves the call with
+        edited arguments. Works on turns paused by an earlier runtime: nothing waited in memory."""
+        self._require_started()
+        return await _approvals.approve(self, approval_id, approved, note, args, by)
+
+    async def pending_approvals(
+        self, agent: str | None = None, instance_key: str | None = None
+    ) -> list[PendingApproval]:
+        """The tool calls of this swarm waiting for a decision, oldest first (read from the store,
+        so the instances need not be running). Approvals past their expiry are denied first."""
+        self._require_started()
+        return await _approvals.pending(self, agent, instance_key)
 
     async def send(
         self,

@@ -304,7 +304,7 @@ class MemoryInstanceStore:
 
     def read_paused_turn(self) -> dict[str, Any] | None:
         data = self._rec.paused_turn
-        return None if data is None else orjson.loads(data)  # type: ignore[no-any-return]
+        return None if data is None else orjson.loads(data)
 
     def write_paused_turn(self, record: Mapping[str, Any] | None) -> None:
         self._check_lease()

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ...engine import SwarmContext, delivery_failed, request_failed
 from ...errors import AgentRequestError, GoondanError
 from ...messages import Message
-from ...results import TurnResult
+from ...results import PendingApproval, TurnResult
 from .._listeners import Listeners
 from .._protocol import ExecutorHost, ExecutorOptions, RuntimeEventListener
 from ._orchestrator import InstanceHandle, Orchestrator
@@ -44,6 +44,9 @@ def turn_result_from_dict(data: dict[str, Any]) -> TurnResult:
         error=data.get("error"),
         text=data.get("text"),
         output=data.get("output"),
+        pending_approvals=[
+            PendingApproval.from_dict(p) for p in data.get("pendingApprovals") or () if isinstance(p, dict)
+        ],
     )
 
 
