@@ -8,15 +8,18 @@ import base64
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cn_testkit import FakeApi, connector_bundle, free_port, gdn_run, post, wait_for
 from test_slack_connector import SECRET, callback, connection, signed
+from test_telegram_connector import connection as telegram_connection
 
 import kit
 from goondan.connectors import check_event, request_input
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 3
+JPEG = b"\xff\xd8\xff\xe0" + bytes(range(256)) * 2
 
 
 def test_slack_files_are_downloaded_with_the_bot_token_and_stored_by_reference(
@@ -58,3 +61,48 @@ def test_event_attachments_become_parts_after_the_text_and_a_path_is_refused() -
         check_event({**event, "attachments": [{"type": "image", "mediaType": "image/png", "path": "/etc/passwd"}]})
     with pytest.raises(ValueError, match="E_CONTENT_MEDIA_TYPE"):
         check_event({**event, "attachments": [{**image, "mediaType": "image/gif"}]})
+
+
+def test_telegram_photos_and_documents_are_downloaded_through_get_file(tmp_path: Path, fake_api: FakeApi) -> None:
+    token = "123:abc"
+    update = {
+        "update_id": 5,
+        "message": {
+            "message_id": 50,
+            "chat": {"id": 9, "type": "private"},
+            "from": {"id": 7, "is_bot": False},
+            "caption": "what is it",
+            "photo": [{"file_id": "small"}, {"file_id": "big"}],
+            "document": {"file_id": "doc", "file_name": "notes.txt", "mime_type": "text/plain"},
+        },
+    }
+    served = {"n": 0}
+
+    def updates(record: dict[str, Any]) -> tuple[int, Any]:
+        served["n"] += 1
+        return 200, {"ok": True, "result": [update] if served["n"] == 1 else []}
+
+    paths = {"big": "photos/big.jpg", "doc": "documents/notes.txt"}
+    fake_api.routes[f"/bot{token}/getUpdates"] = updates
+    fake_api.routes[f"/bot{token}/getFile"] = lambda r: (
+        200,
+        {"ok": True, "result": {"file_path": paths[r["path"].split("file_id=")[1]]}},
+    )
+    fake_api.routes[f"/file/bot{token}/photos/big.jpg"] = lambda r: (200, JPEG)
+    fake_api.routes[f"/file/bot{token}/documents/notes.txt"] = lambda r: (200, b"remember")
+    bundle = connector_bundle(tmp_path / "b", telegram_connection(fake_api.url))
+    with gdn_run(tmp_path, bundle, TG_TOKEN=token) as run:
+        run.wait_ready()
+        [reply] = wait_for(lambda: fake_api.matching("/sendMessage"))
+        assert run.stop() == 130
+    assert reply["body"]["text"] == "echo: what is it"
+    [inst] = kit.instance_dirs(tmp_path / "state")
+    stored = sorted(p.name for p in (inst / "attachments").iterdir())
+    assert stored == sorted(hashlib.sha256(b).hexdigest() for b in (JPEG, b"remember"))
+    base = kit.read_jsonl(inst / "messages" / "base.jsonl")
+    user = next(r["data"] for r in base if r["data"]["role"] == "user")
+    assert [(p["type"], p.get("mediaType"), p.get("name")) for p in user["content"]] == [
+        ("text", None, None),
+        ("image", "image/jpeg", None),
+        ("file", "text/plain", "notes.txt"),
+    ]

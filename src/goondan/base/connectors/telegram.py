@@ -6,32 +6,40 @@ Secret ``botToken`` (or ``TELEGRAM_BOT_TOKEN``/``BOT_TOKEN``/``TELEGRAM_TOKEN``)
 across failed polls; an update below the offset (served again by a proxy or a misbehaving API) is
 skipped. A 429 waits ``parameters.retry_after`` seconds, as the Bot API asks. Messages from
 bots and empty messages are skipped. Event ``telegram_message``; instance key ``telegram:<chatId>``.
+A message's photo (largest size) and document are downloaded and sent as image or file parts.
 """
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import quote
 
-from goondan.connectors import http_request
+from goondan.connectors import download_part, http_request
 
 
-def _text(message: dict[str, Any]) -> str:
-    text = message.get("text") or message.get("caption") or ""
+def _files(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The message's photo (its largest size) and document, as ``{file_id, name, mime_type}``."""
+    out: list[dict[str, Any]] = []
     photos = message.get("photo")
-    if isinstance(photos, list) and photos:
-        largest = photos[-1] if isinstance(photos[-1], dict) else {}
-        text = (text + "\n" if text else "") + f"[telegram_photo] file_id={largest.get('file_id', '')}"
-    return str(text)
+    if isinstance(photos, list) and photos and isinstance(photos[-1], dict) and photos[-1].get("file_id"):
+        out.append({"file_id": photos[-1]["file_id"], "name": "photo.jpg", "mime_type": "image/jpeg"})
+    doc = message.get("document")
+    if isinstance(doc, dict) and doc.get("file_id"):
+        out.append(
+            {"file_id": doc["file_id"], "name": doc.get("file_name") or "document", "mime_type": doc.get("mime_type")}
+        )
+    return out
 
 
 def _event(message: dict[str, Any]) -> dict[str, Any] | None:
     sender = message.get("from") or {}
     if sender.get("is_bot"):
         return None
-    text = _text(message).strip()
+    text = str(message.get("text") or message.get("caption") or "").strip()
     chat = message.get("chat") or {}
-    if not text or "id" not in chat:
+    files = _files(message)
+    if (not text and not files) or "id" not in chat:
         return None
     props: dict[str, Any] = {
         "chat_id": chat["id"],
@@ -45,14 +53,38 @@ def _event(message: dict[str, Any]) -> dict[str, Any] | None:
         "message": {"type": "text", "text": text},
         "properties": props,
         "instanceKey": f"telegram:{chat['id']}",
+        "files": files,  # downloaded by _attach before the event is emitted
     }
+
+
+async def _attach(event: dict[str, Any], api: str, base: str, token: str, logger: Any) -> dict[str, Any]:
+    """Download the message's files (``getFile``, then ``/file/bot<token>/<file_path>``) into
+    ``attachments``; one that cannot be downloaded is mentioned as ``[telegram_file:NAME] file_id=ID``."""
+    parts: list[dict[str, Any]] = []
+    text = event["message"]["text"]
+    for item in event.pop("files"):
+        try:
+            resp = await http_request("GET", f"{base}/getFile?file_id={quote(str(item['file_id']))}", timeout=30)
+            path = ((resp.json() or {}).get("result") or {}).get("file_path") if resp.status == 200 else None
+            if not isinstance(path, str) or not path:
+                raise ValueError(f"getFile answered {resp.status}")
+            url = f"{api}/file/bot{token}/{path}"
+            parts.append(await download_part(url, name=item["name"], media_type=item.get("mime_type")))
+        except (OSError, ValueError) as exc:
+            logger.warning("telegram file %s not downloaded: %s", item["name"], exc)
+            text = (text + "\n" if text else "") + f"[telegram_file:{item['name']}] file_id={item['file_id']}"
+    event["message"] = {"type": "text", "text": text}
+    if parts:
+        event["attachments"] = parts
+    return event
 
 
 async def run(ctx: Any) -> None:
     token = ctx.secret("botToken", "TELEGRAM_BOT_TOKEN", "BOT_TOKEN", "TELEGRAM_TOKEN")
     if not token:
         raise ValueError("the telegram connector needs secret botToken (or TELEGRAM_BOT_TOKEN)")
-    base = ctx.setting("apiBase", "https://api.telegram.org").rstrip("/") + f"/bot{token}"
+    api = ctx.setting("apiBase", "https://api.telegram.org").rstrip("/")
+    base = api + f"/bot{token}"
     poll_timeout = int(ctx.setting("pollTimeout", "30"))
     first_delay = float(ctx.setting("retryDelay", "1"))
     max_delay = float(ctx.setting("maxRetryDelay", "30"))
@@ -118,6 +150,10 @@ async def run(ctx: Any) -> None:
             message = update.get("message") or update.get("edited_message")
             event = _event(message) if isinstance(message, dict) else None
             if event is None:
+                continue
+            # downloaded here, in update order, so a chat's messages still reach the agent in order
+            event = await _attach(event, api, base, token, ctx.logger)
+            if not event["message"]["text"] and not event.get("attachments"):
                 continue
             task = asyncio.create_task(
                 answer(event["properties"]["chat_id"], event["properties"]["message_id"], ctx.emit(event))
