@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 from cn_testkit import FakeApi, connector_bundle, free_port, gdn_run, post, wait_for
+from test_discord_connector import PUBLIC_HEX as DISCORD_PUBLIC_HEX
+from test_discord_connector import connection as discord_connection
+from test_discord_connector import signed as discord_signed
 from test_slack_connector import SECRET, callback, connection, signed
 from test_telegram_connector import connection as telegram_connection
 
@@ -106,3 +109,39 @@ def test_telegram_photos_and_documents_are_downloaded_through_get_file(tmp_path:
         ("image", "image/jpeg", None),
         ("file", "text/plain", "notes.txt"),
     ]
+
+
+def test_discord_attachment_options_are_downloaded_from_the_cdn(tmp_path: Path, fake_api: FakeApi) -> None:
+    fake_api.routes["/attachments/1/cat.png"] = lambda r: (200, PNG)
+    port = free_port()
+    bundle = connector_bundle(tmp_path / "b", discord_connection(port, fake_api.url))
+    command = {
+        "type": 2,
+        "id": "i1",
+        "application_id": "app1",
+        "token": "tok1",
+        "channel_id": "ch1",
+        "member": {"user": {"id": "u1", "username": "ann"}},
+        "data": {
+            "name": "look",
+            "options": [{"name": "image", "type": 11, "value": "900"}],
+            "resolved": {
+                "attachments": {
+                    "900": {
+                        "id": "900",
+                        "filename": "cat.png",
+                        "content_type": "image/png",
+                        "url": f"{fake_api.url}/attachments/1/cat.png",
+                    }
+                }
+            },
+        },
+    }
+    with gdn_run(tmp_path, bundle, DISCORD_PUBLIC_KEY=DISCORD_PUBLIC_HEX) as run:
+        run.wait_ready()
+        assert post(f"http://127.0.0.1:{port}/", *discord_signed(command)) == (200, {"type": 5})
+        [patch] = wait_for(lambda: fake_api.matching("/messages/@original"))
+        assert run.stop() == 130
+    assert patch["body"]["content"] == "echo: /look image=cat.png"
+    [inst] = kit.instance_dirs(tmp_path / "state")
+    assert (inst / "attachments" / hashlib.sha256(PNG).hexdigest()).read_bytes() == PNG

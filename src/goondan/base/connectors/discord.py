@@ -8,7 +8,8 @@ and is never emitted. PING (type 1) is answered
 ``{"type": 1}``. A slash command (type 2) becomes ``slash_command`` with text ``/<name> <options>``; a
 component (type 3) becomes ``component_interaction`` with text = ``custom_id``. Both are answered with a
 deferred response (type 5) and the agent's reply is written into it through the interaction webhook.
-Instance key ``discord:<channelId>``.
+Instance key ``discord:<channelId>``. Files given to ATTACHMENT options of a slash command are
+downloaded and sent as image or file parts.
 """
 
 from __future__ import annotations
@@ -21,19 +22,56 @@ from goondan.connectors import (
     HttpResponse,
     ReplayGuard,
     content_key,
+    download_part,
     http_request,
     serve_http,
     verify_ed25519,
     within_window,
 )
 
+ATTACHMENT_OPTION = 11  # an application command option of type ATTACHMENT: its value is an attachment id
+
 
 def _command_text(data: dict[str, Any]) -> str:
     parts = ["/" + str(data.get("name", ""))]
+    resolved = (data.get("resolved") or {}).get("attachments") or {}
     for opt in data.get("options") or []:
         if isinstance(opt, dict) and "value" in opt:
-            parts.append(f"{opt.get('name')}={opt['value']}")
+            value = opt["value"]
+            if opt.get("type") == ATTACHMENT_OPTION and isinstance(resolved.get(str(value)), dict):
+                value = resolved[str(value)].get("filename", value)
+            parts.append(f"{opt.get('name')}={value}")
     return " ".join(parts)
+
+
+def _files(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The attachments of a slash command's ATTACHMENT options (``data.resolved.attachments``)."""
+    resolved = (data.get("resolved") or {}).get("attachments") or {}
+    out: list[dict[str, Any]] = []
+    for opt in data.get("options") or []:
+        if isinstance(opt, dict) and opt.get("type") == ATTACHMENT_OPTION:
+            item = resolved.get(str(opt.get("value")))
+            if isinstance(item, dict) and isinstance(item.get("url"), str):
+                out.append(item)
+    return out
+
+
+async def _attach(event: dict[str, Any], files: list[dict[str, Any]], logger: Any) -> dict[str, Any]:
+    """Download the command's attachments from Discord's CDN into ``attachments``; one that cannot be
+    downloaded is mentioned in the text as ``[file:NAME] URL``."""
+    parts: list[dict[str, Any]] = []
+    text = event["message"]["text"]
+    for item in files:
+        name = str(item.get("filename") or "attachment")
+        try:
+            parts.append(await download_part(item["url"], name=name, media_type=item.get("content_type")))
+        except (OSError, ValueError) as exc:
+            logger.warning("discord attachment %s not downloaded: %s", name, exc)
+            text += f"\n[file:{name}] {item['url']}"
+    event["message"] = {"type": "text", "text": text}
+    if parts:
+        event["attachments"] = parts
+    return event
 
 
 def _event(body: dict[str, Any]) -> dict[str, Any] | None:
@@ -86,6 +124,13 @@ async def run(ctx: Any) -> None:
         except OSError as exc:
             ctx.logger.warning("interaction follow-up failed: %s", exc)
 
+    async def deliver(body: dict[str, Any], event: dict[str, Any]) -> None:
+        # attachments are downloaded after the deferred response (Discord wants an answer within 3 s)
+        files = _files(body.get("data") or {}) if body.get("type") == 2 else []
+        if files:
+            event = await _attach(event, files, ctx.logger)
+        await follow_up(str(body.get("application_id", "")), str(body.get("token", "")), ctx.emit(event))
+
     async def handle(req: HttpRequest) -> HttpResponse:
         if req.path != path:
             return HttpResponse.json(404, {"error": "not found"})
@@ -110,9 +155,7 @@ async def run(ctx: Any) -> None:
         event = _event(body)
         if event is None:
             return HttpResponse.json(400, {"error": "unsupported interaction type"})
-        task = asyncio.create_task(
-            follow_up(str(body.get("application_id", "")), str(body.get("token", "")), ctx.emit(event))
-        )
+        task = asyncio.create_task(deliver(body, event))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
         return HttpResponse.json(200, {"type": 5})
