@@ -246,3 +246,69 @@ def test_removing_an_unknown_tool_changes_nothing():
     assert reg.remove("nope__x") is False
     assert reg.version == version
     assert [item["name"] for item in reg.catalog()] == ["bash__exec"]
+
+
+def test_a_synchronous_handler_runs_in_a_worker_thread_when_asked_and_its_output_is_still_captured(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    import threading
+
+    seen: list[str] = []
+
+    def handler(ctx, args):
+        seen.append(threading.current_thread().name)
+        print("printed by the tool")
+        return {"ok": True}
+
+    reg, _ = _registry(handler)
+
+    async def both() -> list:
+        catalog = reg.catalog()
+        lone = await execute_tool(reg, catalog, "bash__exec", "c1", {"command": "ls"}, _ctx)
+        threaded = await execute_tool(reg, catalog, "bash__exec", "c2", {"command": "ls"}, _ctx, in_thread=True)
+        return [lone, threaded]
+
+    with caplog.at_level(logging.INFO, logger="t"):
+        results = asyncio.run(both())
+    assert [r.status for r in results] == ["ok", "ok"]
+    assert seen[0] == threading.main_thread().name and seen[1] != threading.main_thread().name
+    assert "printed by the tool" not in capsys.readouterr().out
+    assert caplog.text.count("printed by the tool") == 2
+
+
+def test_an_async_handler_is_never_sent_to_a_thread_and_sys_exit_in_a_thread_is_an_error() -> None:
+    import sys
+    import threading
+
+    async def coro_handler(ctx, args):
+        return threading.current_thread().name
+
+    def exiting(ctx, args):
+        sys.exit(3)
+
+    reg, _ = _registry(coro_handler)
+    out = asyncio.run(execute_tool(reg, reg.catalog(), "bash__exec", "c", {"command": "ls"}, _ctx, in_thread=True))
+    assert out.output == threading.main_thread().name
+    reg, _ = _registry(exiting)
+    out = asyncio.run(execute_tool(reg, reg.catalog(), "bash__exec", "c", {"command": "ls"}, _ctx, in_thread=True))
+    assert out.status == "error" and out.error["code"] == "E_USER_CODE_EXIT"
+
+
+def test_parallel_false_is_kept_for_config_and_extension_tools() -> None:
+    reg = ToolRegistry()
+    reg.add_resource_tools(
+        "t",
+        [
+            {"name": "a", "description": "", "parameters": SCHEMA, "parallel": False},
+            {"name": "b", "description": "", "parameters": SCHEMA},
+        ],
+        {"a": lambda c, i: 1, "b": lambda c, i: 2},
+    )
+    reg.register_dynamic("ext", {"name": "ext__c", "parallel": False}, lambda c, i: 3)
+    reg.register_dynamic("ext", {"name": "ext__d"}, lambda c, i: 4)
+    assert {n: reg.get(n).parallel for n in reg.names()} == {
+        "t__a": False,
+        "t__b": True,
+        "ext__c": False,
+        "ext__d": True,
+    }

@@ -31,6 +31,7 @@ class ToolDefinition(TypedDict):
     description: NotRequired[str]
     parameters: NotRequired[Mapping[str, Any]]
     errorMessageLimit: NotRequired[int]
+    parallel: NotRequired[bool]  # False: its calls run alone, never beside other calls of their step
 
 
 # --- runtime events (runtime-events.jsonl, api.events.on) -------------------------------------------

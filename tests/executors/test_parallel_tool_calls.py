@@ -186,9 +186,7 @@ def test_a_tool_exported_parallel_false_runs_alone(tmp_path: Path, state_root: P
     assert [r["toolCallId"] for r in kit.tool_results(history)] == ["c-a", "c-b", "c-x", "c-c"]
 
 
-def test_a_synchronous_handler_does_not_block_the_event_loop(
-    tmp_path: Path, state_root: Path, executor: str
-) -> None:
+def test_a_synchronous_handler_does_not_block_the_event_loop(tmp_path: Path, state_root: Path, executor: str) -> None:
     log = tmp_path / "log"
     calls = calls_of(log, ("snooze", "sync", 0.5), ("tick", "async", 0.5))
     result, _ = run(bundle(tmp_path / "b", calls), state_root, executor)
@@ -200,9 +198,7 @@ def test_a_synchronous_handler_does_not_block_the_event_loop(
     assert most_at_once(list(seen.values())) == 2
 
 
-def test_max_parallel_tool_calls_bounds_how_many_run_at_once(
-    tmp_path: Path, state_root: Path, executor: str
-) -> None:
+def test_max_parallel_tool_calls_bounds_how_many_run_at_once(tmp_path: Path, state_root: Path, executor: str) -> None:
     log = tmp_path / "log"
     calls = calls_of(log, *[("nap", str(i), 0.2) for i in range(4)])
     root = bundle(tmp_path / "b", calls, policy={"maxParallelToolCalls": 2})

@@ -1,0 +1,94 @@
+"""The scheduler of a step's concurrent tool calls (``goondan.engine._parallel.run_jobs``): results in
+job order as soon as the prefix is done, the concurrency bound, exclusive jobs alone, failure and
+cancellation stop every job."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from goondan.engine._parallel import CONCURRENT, DEFERRED, Job, ready, run_jobs
+
+
+class Probe:
+    def __init__(self) -> None:
+        self.running = 0
+        self.most = 0
+        self.log: list[str] = []
+        self.flags: dict[str, tuple[bool, bool]] = {}
+
+    def job(self, tag: str, seconds: float, *, fail: bool = False) -> Callable[[], Awaitable[str]]:
+        async def start() -> str:
+            self.running += 1
+            self.most = max(self.most, self.running)
+            self.flags[tag] = (CONCURRENT.get(), DEFERRED.get())
+            self.log.append(f"start {tag}")
+            try:
+                await asyncio.sleep(seconds)
+                if fail:
+                    raise RuntimeError(tag)
+            finally:
+                self.running -= 1
+                self.log.append(f"end {tag}")
+            return tag
+
+        return start
+
+
+def run(jobs: list[Job[str]], limit: int = 8) -> list[tuple[int, str]]:
+    got: list[tuple[int, str]] = []
+    asyncio.run(run_jobs(jobs, limit, lambda i, v: got.append((i, v))))
+    return got
+
+
+def test_results_are_delivered_in_job_order_whatever_order_they_finish_in() -> None:
+    probe = Probe()
+    got = run([(False, probe.job("slow", 0.05)), (False, probe.job("fast", 0.0)), (False, ready("ready"))])
+    assert got == [(0, "slow"), (1, "fast"), (2, "ready")]
+    assert probe.log.index("end fast") < probe.log.index("end slow")
+    assert probe.flags["slow"] == (True, True)  # beside others: sync handlers go to threads
+
+
+def test_no_more_than_limit_jobs_run_at_once() -> None:
+    probe = Probe()
+    run([(False, probe.job(str(i), 0.01)) for i in range(7)], limit=3)
+    assert probe.most == 3
+
+
+def test_an_exclusive_job_runs_alone_and_in_place() -> None:
+    probe = Probe()
+    jobs: list[Job[str]] = [
+        (False, probe.job("a", 0.02)),
+        (False, probe.job("b", 0.01)),
+        (True, probe.job("x", 0.01)),
+        (False, probe.job("c", 0.0)),
+    ]
+    assert [v for _, v in run(jobs)] == ["a", "b", "x", "c"]
+    at = probe.log.index
+    assert max(at("end a"), at("end b")) < at("start x") < at("end x") < at("start c")
+    assert probe.flags["x"] == (False, True)  # alone: a sync handler runs as a lone call's does
+
+
+def test_a_job_that_raises_cancels_the_others_and_its_error_propagates() -> None:
+    probe = Probe()
+    got: list[tuple[int, str]] = []
+    jobs: list[Job[str]] = [(False, probe.job("boom", 0.0, fail=True)), (False, probe.job("long", 5))]
+    with pytest.raises(RuntimeError, match="boom"):
+        asyncio.run(asyncio.wait_for(run_jobs(jobs, 8, lambda i, v: got.append((i, v))), 2))
+    assert got == [] and probe.running == 0 and "end long" in probe.log
+
+
+def test_cancelling_the_step_cancels_every_running_job() -> None:
+    probe = Probe()
+
+    async def main() -> None:
+        task = asyncio.ensure_future(run_jobs([(False, probe.job(str(i), 5)) for i in range(3)], 8, print))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(asyncio.wait_for(main(), 2))
+    assert probe.running == 0 and sorted(probe.log) == sorted([f"{e} {i}" for e in ("start", "end") for i in range(3)])
