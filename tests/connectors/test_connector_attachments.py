@@ -15,6 +15,9 @@ from cn_testkit import FakeApi, connector_bundle, free_port, gdn_run, post, wait
 from test_discord_connector import PUBLIC_HEX as DISCORD_PUBLIC_HEX
 from test_discord_connector import connection as discord_connection
 from test_discord_connector import signed as discord_signed
+from test_github_connector import SECRET as GITHUB_SECRET
+from test_github_connector import connection as github_connection
+from test_github_connector import signed as github_signed
 from test_slack_connector import SECRET, callback, connection, signed
 from test_telegram_connector import connection as telegram_connection
 
@@ -143,5 +146,36 @@ def test_discord_attachment_options_are_downloaded_from_the_cdn(tmp_path: Path, 
         [patch] = wait_for(lambda: fake_api.matching("/messages/@original"))
         assert run.stop() == 130
     assert patch["body"]["content"] == "echo: /look image=cat.png"
+    [inst] = kit.instance_dirs(tmp_path / "state")
+    assert (inst / "attachments" / hashlib.sha256(PNG).hexdigest()).read_bytes() == PNG
+
+
+def test_github_comment_files_on_upload_hosts_are_downloaded_and_other_links_are_not(
+    tmp_path: Path, fake_api: FakeApi
+) -> None:
+    fake_api.routes["/user-attachments/assets/cat.png"] = lambda r: (200, PNG)
+    port = free_port()
+    uploads = f"{fake_api.url}/user-attachments/"
+    conn = github_connection(port, fake_api.url).replace(
+        "  secrets:\n", f'    attachmentPrefixes: {{ value: "{uploads}" }}\n  secrets:\n'
+    )
+    bundle = connector_bundle(tmp_path / "b", conn)
+    body = f"see ![cat]({uploads}assets/cat.png) and [this]({fake_api.url}/internal/secret)"
+    payload = {
+        "action": "created",
+        "repository": {"full_name": "acme/app"},
+        "sender": {"login": "octo"},
+        "issue": {"number": 3},
+        "comment": {"body": body},
+    }
+    with gdn_run(tmp_path, bundle, GH_SECRET=GITHUB_SECRET) as run:
+        run.wait_ready()
+        status, _ = post(f"http://127.0.0.1:{port}/", *github_signed("issue_comment", payload, "d-1"))
+        assert status == 202
+        wait_for(lambda: fake_api.matching("/issues/3/comments"))
+        assert run.stop() == 130
+    assert fake_api.matching("/internal/") == []
+    [download] = fake_api.matching("/user-attachments/")
+    assert download["headers"]["Authorization"] == "Bearer ghp-test"
     [inst] = kit.instance_dirs(tmp_path / "state")
     assert (inst / "attachments" / hashlib.sha256(PNG).hexdigest()).read_bytes() == PNG

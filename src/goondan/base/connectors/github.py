@@ -7,12 +7,15 @@ must be ``sha256=<hex HMAC of the body>``, else 401; a request without ``X-GitHu
 A delivery id already handled, or a signed body already handled under another delivery id, is a
 replay and gets 409 without an event (both are remembered for 24 hours). ``ping`` is answered ``pong``. Events
 ``github_push``, ``github_pull_request``, ``github_issue``, ``github_issue_comment``; text is the head
-commit message, the title or the comment body; instance key ``github:<owner/repo>``.
+commit message, the title or the comment body; instance key ``github:<owner/repo>``. Files a comment
+links to on GitHub's upload hosts (config ``attachmentPrefixes``, comma-separated URL prefixes) are
+downloaded (with the token, when there is one) and sent as image or file parts; no other URL is fetched.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from goondan.connectors import (
@@ -20,6 +23,7 @@ from goondan.connectors import (
     HttpResponse,
     ReplayGuard,
     content_key,
+    download_part,
     http_request,
     serve_http,
     verify_hmac_sha256,
@@ -31,6 +35,41 @@ _NAMES = {
     "issues": "github_issue",
     "issue_comment": "github_issue_comment",
 }
+
+
+# Markdown links and images in a comment body: ``[name](url)`` / ``![alt](url)``.
+_LINK = re.compile(r"!?\[([^\]]*)\]\((https?://[^)\s]+)\)")
+DEFAULT_ATTACHMENT_PREFIXES = (
+    "https://github.com/user-attachments/",
+    "https://user-images.githubusercontent.com/",
+    "https://private-user-images.githubusercontent.com/",
+)
+
+
+def _linked_files(text: str, prefixes: tuple[str, ...]) -> list[tuple[str, str]]:
+    """``(name, url)`` of the files a comment links to under GitHub's upload hosts. Only those: a URL
+    written by a commenter must never make the connector fetch anything else (an internal address)."""
+    out: list[tuple[str, str]] = []
+    for match in _LINK.finditer(text):
+        name, url = match.group(1), match.group(2)
+        if url.startswith(prefixes) and (name, url) not in out:
+            out.append((name or url.rsplit("/", 1)[-1], url))
+    return out
+
+
+async def _attach(event: dict[str, Any], prefixes: tuple[str, ...], token: str | None, logger: Any) -> dict[str, Any]:
+    """Download the files a comment links to (see :func:`_linked_files`) into ``attachments``; the
+    links stay in the text, so one that cannot be downloaded is still visible to the agent."""
+    parts: list[dict[str, Any]] = []
+    for name, url in _linked_files(event["message"]["text"], prefixes):
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        try:
+            parts.append(await download_part(url, name=name, headers=headers))
+        except (OSError, ValueError) as exc:
+            logger.warning("github attachment %s not downloaded: %s", name, exc)
+    if parts:
+        event["attachments"] = parts
+    return event
 
 
 def _event(kind: str, payload: dict[str, Any]) -> dict[str, Any] | None:
@@ -77,6 +116,8 @@ async def run(ctx: Any) -> None:
     api = ctx.setting("apiBase", "https://api.github.com").rstrip("/")
     path = ctx.setting("path", "/")
     deliveries = ReplayGuard(ttl=24 * 3600)
+    configured = ctx.setting("attachmentPrefixes", "")
+    prefixes = tuple(p.strip() for p in configured.split(",") if p.strip()) or DEFAULT_ATTACHMENT_PREFIXES
     tasks: set[asyncio.Task[None]] = set()
 
     async def comment(event: dict[str, Any], pending: Any) -> None:
@@ -95,6 +136,12 @@ async def run(ctx: Any) -> None:
                 ctx.logger.warning("posting the comment failed: %s %s", resp.status, resp.body[:200])
         except OSError as exc:
             ctx.logger.warning("posting the comment failed: %s", exc)
+
+    async def deliver(event: dict[str, Any]) -> None:
+        # linked files are downloaded after GitHub got its 202 (it wants an answer within 10 s)
+        if event["name"] == "github_issue_comment":
+            event = await _attach(event, prefixes, token, ctx.logger)
+        await comment(event, ctx.emit(event))
 
     async def handle(req: HttpRequest) -> HttpResponse:
         if req.path != path:
@@ -124,7 +171,7 @@ async def run(ctx: Any) -> None:
         event = _event(kind, payload) if isinstance(payload, dict) else None
         if event is None:
             return HttpResponse.json(200, {"ok": True, "ignored": True})
-        task = asyncio.create_task(comment(event, ctx.emit(event)))
+        task = asyncio.create_task(deliver(event))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
         return HttpResponse.json(202, {"ok": True, "accepted": True})
