@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -56,6 +57,7 @@ from ._info import AgentInfo, PromptInfo, RuntimeInfo, SwarmInfo, call_info, inb
 from ._media import any_media, resolve_media, store_parts
 from ._messages import EVENT_ID_KEY, inbound_message, model_message, tool_result_message
 from ._output import feedback_text, output_invalid, validate_answer
+from ._parallel import CONCURRENT, DEFAULT_MAX_PARALLEL_TOOL_CALLS, DEFERRED, Job, ready, run_jobs
 
 if TYPE_CHECKING:
     from ..bundle import AgentPlan
@@ -251,6 +253,9 @@ class AgentInstance:
         self._output_retries: int = output_cfg.retries if output_cfg is not None else 0
         policy = getattr(getattr(plan.swarm, "spec", None), "policy", None)
         self._max_tool_calls = getattr(policy, "max_tool_calls_per_step", None) or DEFAULT_MAX_TOOL_CALLS_PER_STEP
+        self._max_parallel_tools: int = (
+            getattr(policy, "max_parallel_tool_calls", None) or DEFAULT_MAX_PARALLEL_TOOL_CALLS
+        )
         self._max_result_bytes = DEFAULT_MAX_RESULT_BYTES
         # read once per instance: an environment lookup per step is measurable on the hot path
         self._trace_llm_input = os.environ.get("GOONDAN_TRACE_LLM_INPUT", "") not in ("", "0")
@@ -940,6 +945,9 @@ class AgentInstance:
             if text is not None:
                 run.last_text = text
                 run.last_text_message = assistant
+        if len(tool_calls) > 1 and self._max_parallel_tools > 1:
+            ran = await self._run_tool_calls_concurrently(step_state, tool_calls, deep_ids, assistant, step_id)
+            return StepResult("completed", True, tool_calls, ran, metadata)
         results: list[ToolCallResult] = []
         if tool_calls:
             _, _, tool_chain = self._get_chains()
@@ -955,6 +963,50 @@ class AgentInstance:
                     if result is not None:  # None: paused for approval, answered once decided
                         results.append(result)
         return StepResult("completed", bool(tool_calls), tool_calls, results, metadata)
+
+    async def _run_tool_calls_concurrently(
+        self,
+        step_state: StepState,
+        tool_calls: list[ToolCall],
+        deep_ids: set[str],
+        assistant: Message | None,
+        step_id: str,
+    ) -> list[ToolCallResult]:
+        """The calls of a step that made several, run at the same time (engine/_parallel.py), each
+        through :meth:`_run_tool_call` as a lone call is. Results are appended in the order the
+        model made the calls, each as soon as it and the calls before it are done; a call that
+        returns None (paused for approval) is answered later. A lone call never comes here: a task
+        per call would cost every one-call step."""
+        _, _, tool_chain = self._get_chains()
+        turn_state = step_state.turn_state
+        conversation = turn_state.conversation_state
+        step_span = step_state.metadata["runtime.spanId"]
+        limit = self._max_tool_calls
+        jobs: list[Job[ToolCallResult | None]] = []
+        for index, call in enumerate(tool_calls):
+            if index >= limit:
+                jobs.append((False, ready(_call_limit_error(call, limit))))
+            elif call.id in deep_ids:
+                jobs.append((False, ready(_too_deep_error(call))))
+            else:
+                entry = self.tools.get(call.name)
+                start = functools.partial(
+                    self._run_tool_call, step_state, tool_chain, call, assistant, step_span, step_id
+                )
+                jobs.append((entry is not None and not entry.parallel, start))
+        results: list[ToolCallResult] = []
+
+        def deliver(index: int, result: ToolCallResult | None) -> None:
+            call = tool_calls[index]
+            if result is None:
+                return
+            if index >= limit or call.id in deep_ids:
+                results.append(self._answer_unrun(conversation, call, result))
+            else:
+                results.append(self._append_tool_result(turn_state, call, result))
+
+        await run_jobs(jobs, self._max_parallel_tools, deliver)
+        return results
 
     def _answer_unrun(self, conversation: ConversationState, call: ToolCall, result: ToolCallResult) -> ToolCallResult:
         """Answer a call that is not run (over the per-step limit, unusable arguments): every call
@@ -1066,6 +1118,12 @@ class AgentInstance:
             pending = self._record_event(record)
             if pending is not None:
                 await pending
+        if DEFERRED.get():  # one of several calls running at once: appended by the caller, in call order
+            return result
+        return self._append_tool_result(turn_state, call, result)
+
+    def _append_tool_result(self, turn_state: TurnState, call: ToolCall, result: ToolCallResult) -> ToolCallResult:
+        """Answer a finished call: its result, made storable and bounded, appended to the history."""
         result, output = stored_output_part(result, self._max_result_bytes)
         turn_state.conversation_state.append_trusted(tool_result_message(call, output))
         if result.status == "ok":
@@ -1105,7 +1163,13 @@ class AgentInstance:
             )
 
         return await execute_tool(
-            self.tools, step_state.tool_catalog, state.tool_name, state.tool_call_id, state.args, make_context
+            self.tools,
+            step_state.tool_catalog,
+            state.tool_name,
+            state.tool_call_id,
+            state.args,
+            make_context,
+            in_thread=CONCURRENT.get(),
         )
 
     # --- approvals (docs/architecture.md#approvals) ------------------------------------------
