@@ -167,6 +167,7 @@ def test_swarm_instance_key_must_not_be_empty(tmp_path: Path) -> None:
         ("{retries: 3}", "spec.policy.retries"),
         ("{lifecycle: {ttl: 1}}", "spec.policy.lifecycle.ttl"),
         ("{shutdown: {gracePeriodSeconds: soon}}", "spec.policy.shutdown.gracePeriodSeconds"),
+        ("{maxParallelToolCalls: 0}", "spec.policy.maxParallelToolCalls"),
     ],
 )
 def test_swarm_policy_allows_only_documented_keys(tmp_path: Path, policy: str, path: str) -> None:
@@ -191,6 +192,14 @@ def tool_files(spec: str) -> dict[str, str]:
 
 def test_valid_tool_loads(tmp_path: Path) -> None:
     assert check(tmp_path, tool_files(TOOL_OK)).valid
+
+
+def test_tool_export_parallel_is_a_boolean(tmp_path: Path) -> None:
+    assert check(tmp_path / "ok", tool_files(TOOL_OK + "      parallel: false\n")).valid
+    issue = only(
+        check(tmp_path / "bad", tool_files(TOOL_OK + "      parallel: sometimes\n")).errors, "E_CONFIG_SCHEMA_INVALID"
+    )
+    assert issue.path == "tools.yaml#0.spec.exports[0].parallel"
 
 
 def test_tool_needs_at_least_one_export(tmp_path: Path) -> None:

@@ -320,6 +320,8 @@ class AgentSpec(Spec):
     """Structured output: the final answer must be JSON valid against output.schema."""
     approval: AgentApproval | None = None
     """Tool calls that pause the turn until a person approves or denies them (and their expiry)."""
+    steering: Literal["queue", "inject"] = "queue"
+    """A user message arriving mid-turn: 'queue' waits for the next turn, 'inject' joins the running turn."""
 
 
 # ---------------------------------------------------------------- Swarm

@@ -272,6 +272,13 @@ class AgentInstance:
         self._approval = approvals.ApprovalPolicy.of_plan(plan)
         # the turn paused for approvals (mirrors the store's paused-turn record), or None
         self._paused: dict[str, Any] | None = None
+        # cancellation and steering (docs/architecture.md#cancellation-and-steering)
+        self._turn_task: asyncio.Task[Any] | None = None  # the task running the current turn's chain
+        self._cancel_requested = False
+        self._turn_done: asyncio.Future[TurnResult] | None = None  # what steered requests wait for
+        self._steering = getattr(getattr(plan.agent, "spec", None), "steering", None) == "inject"
+        self._steer_open = False  # the running turn takes steered messages (before its next step)
+        self._steered = False  # a steered message waits in the inbox for the next step
 
     # --- start-up -------------------------------------------------------------------------
 
@@ -506,6 +513,8 @@ class AgentInstance:
         process tells its host then: before that, a death leaves nothing and the event is given to
         the next process; the message carries the event id, so a redelivered event is not stored
         twice)."""
+        if self._steer_open and event.get("type") != approvals.APPROVAL_EVENT_TYPE:
+            return await self._steer(event, on_accepted)
         async with self.lock:
             if event.get("type") == approvals.APPROVAL_EVENT_TYPE:
                 result = await self._decide(event, on_accepted)
@@ -590,7 +599,7 @@ class AgentInstance:
             if on_accepted is not None:
                 on_accepted()
             turn_chain, _, _ = self._get_chains()
-            result = await turn_chain.run(turn_state)
+            result = await self._cancellable(turn_chain, turn_state)
         except (asyncio.CancelledError, KeyboardInterrupt):
             # an interrupted turn (Ctrl+C, a cancelled task) must not leave "processing" on disk
             self.status = "idle"
@@ -670,12 +679,15 @@ class AgentInstance:
         event_id = event_id if isinstance(event_id, str) and event_id else None
         if event_id is not None and _is_inbound_of(conversation.last_message(), event_id):
             return  # redelivered: a process stored it and died before its host heard the turn began
+        conversation.append_trusted(self._inbound_message(event, inbound, event_id))
+
+    def _inbound_message(self, event: dict[str, Any], inbound: dict[str, Any], event_id: str | None) -> Message:
+        """The user message of an inbound event (a new turn's, or one steered into a running turn)."""
         text = event.get("input")
         if isinstance(text, list):
-            conversation.append_trusted(inbound_message(self._inbound_parts(text), inbound, event_id))
-            return
+            return inbound_message(self._inbound_parts(text), inbound, event_id)
         text = repair_text(text) if isinstance(text, str) and not text.isascii() else text
-        conversation.append_trusted(inbound_message(text if isinstance(text, str) else "", inbound, event_id))
+        return inbound_message(text if isinstance(text, str) else "", inbound, event_id)
 
     def _inbound_parts(self, parts: list[Any]) -> FrozenList:
         """Content parts of an inbound event, their image and file bytes stored by reference
@@ -788,8 +800,11 @@ class AgentInstance:
             if run.pending:
                 finish = "awaiting_approval"
                 break
+            if self._steered:
+                continue  # a message was steered in during this step: the model answers it next
             if not result.should_continue and (self._output_schema is None or self._accept_output(run)):
                 break
+        self._steer_open = False  # from here on a message for this instance waits for the next turn
         if finish == "awaiting_approval":
             return await self._pause_turn(turn_state)
         text: str | None = run.last_text
@@ -823,6 +838,7 @@ class AgentInstance:
         return False
 
     def _flush_inbox(self, turn_state: TurnState | None) -> None:
+        self._steered = False
         while self.inbox:
             message = self.inbox.pop(0)
             self._emit({"type": "append", "message": message})
@@ -1172,6 +1188,87 @@ class AgentInstance:
             in_thread=CONCURRENT.get(),
         )
 
+    # --- cancellation and steering (docs/architecture.md#cancellation-and-steering) -----------
+
+    @property
+    def steering(self) -> bool:
+        """``Agent.spec.steering: inject``: messages may join a running turn."""
+        return self._steering
+
+    @property
+    def takes_steered(self) -> bool:
+        """Whether a message arriving now joins the running turn (an executor hands it over at once
+        instead of queueing it behind the turn)."""
+        return self._steer_open
+
+    def cancel_turn(self) -> bool:
+        """Stop the running turn (``Runtime.cancel``). Returns False when no turn runs.
+
+        The task running the turn is cancelled: an awaited model call closes its stream, a tool's
+        process group is killed. :meth:`_cancellable` turns that into a committed turn with
+        ``finish_reason="cancelled"``, every call left without a result answered ``E_TOOL_CANCELLED``,
+        so the next model request is valid."""
+        task = self._turn_task
+        if task is None or task.done():
+            return False
+        self._cancel_requested = True
+        task.cancel()
+        return True
+
+    async def _cancellable(self, turn_chain: Chain[Any, Any], turn_state: TurnState) -> TurnResult:
+        """Run the turn chain where :meth:`cancel_turn` can stop it. A cancellation that came from
+        elsewhere (the runtime closing, Ctrl+C with ``--force``) still propagates."""
+        task = asyncio.current_task()
+        self._turn_task, self._cancel_requested = task, False
+        self._turn_done = asyncio.get_running_loop().create_future()
+        self._steer_open = self._steering
+        done = self._turn_done
+        try:
+            result: TurnResult = await turn_chain.run(turn_state)
+        except asyncio.CancelledError:
+            if not self._cancel_requested or task is None or task.uncancel() > 0:
+                done.cancel()
+                raise
+            result = self._cancelled_result(turn_state)
+        except BaseException:
+            done.cancel()
+            raise
+        finally:
+            self._turn_task, self._cancel_requested, self._steer_open = None, False, False
+            self._turn_done = None
+        if not done.done():
+            done.set_result(result)
+        return result
+
+    def _cancelled_result(self, turn_state: TurnState) -> TurnResult:
+        run: _TurnRun = turn_state.internal
+        conversation = turn_state.conversation_state
+        waiting = self._paused_call_ids()
+        answered = 0
+        for _, missing in conversation.unanswered_tool_calls():
+            for part in missing:
+                if part.get("toolCallId") not in waiting:
+                    self._emit({"type": "append", "message": _cancelled_result(part)}, trusted=True)
+                    answered += 1
+        self.logger.info("turn %s cancelled (%d tool call(s) answered E_TOOL_CANCELLED)", turn_state.turn_id, answered)
+        return TurnResult(turn_state.turn_id, run.last_text_message, "cancelled", None, run.last_text)
+
+    async def _steer(self, event: dict[str, Any], on_accepted: Callable[[], None] | None) -> TurnResult:
+        """``Agent.spec.steering: inject``: a message for an instance whose turn runs joins that turn
+        before its next step; the caller gets the running turn's result, which answers it."""
+        done = self._turn_done
+        assert done is not None
+        source = event.get("source") or {}
+        inbound = {"sourceKind": source.get("kind"), "sourceName": source.get("name"), "eventName": event.get("type")}
+        event_id = event.get("id")
+        message = self._inbound_message(event, inbound, event_id if isinstance(event_id, str) and event_id else None)
+        self.inbox.append(message)
+        self._steered = True
+        if on_accepted is not None:
+            on_accepted()
+        self.logger.info("steered a message into the running turn")
+        return await asyncio.shield(done)
+
     # --- approvals (docs/architecture.md#approvals) ------------------------------------------
 
     def _load_paused_turn(self) -> dict[str, Any] | None:
@@ -1403,6 +1500,18 @@ def approval_decided(approval_id: str) -> GoondanError:
         f"approval {approval_id!r} was already decided",
         suggestion="Each approval is decided once; list what still waits with `gdn approvals list`.",
     )
+
+
+def _cancelled_result(part: dict[str, Any]) -> Message:
+    output = {
+        "type": "error-json",
+        "value": {
+            "code": "E_TOOL_CANCELLED",
+            "message": "The turn was cancelled before this tool call finished; it may or may not have taken effect.",
+            "suggestion": "Check the tool's effect before calling it again.",
+        },
+    }
+    return tool_message(part["toolCallId"], part["toolName"], output)
 
 
 def _interrupted_result(part: dict[str, Any]) -> Message:

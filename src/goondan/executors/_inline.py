@@ -245,6 +245,10 @@ class InlineExecutor:
         self._hub.track(asyncio.get_running_loop().create_task(run()))
         return True
 
+    async def cancel(self, agent: str, instance_key: str) -> bool:
+        instance = self._instances.get((agent, instance_key))
+        return instance is not None and instance.cancel_turn()
+
     async def wait_idle(self) -> None:
         if self._hub is not None:
             await self._hub.drain()

@@ -66,8 +66,10 @@ class Executor(Protocol):
     host that exits this instant.
 
     Turns: :meth:`submit` runs one event on ``(agent, instance_key)`` (started on first use) and
-    returns its result; :meth:`send` queues one without waiting. Turn failures are results with
-    ``finish_reason="error"``; an instance that cannot start raises its ``GoondanError``.
+    returns its result; :meth:`send` queues one without waiting; :meth:`cancel` stops the running
+    turn of an instance (it commits with ``finish_reason="cancelled"``), False when none runs. Turn
+    failures are results with ``finish_reason="error"``; an instance that cannot start raises its
+    ``GoondanError``.
 
     Inter-agent routing (the hub of ``ctx.agents`` and the ``agents__*`` tools): :meth:`run_request`,
     :meth:`run_send`, :meth:`spawn` and :meth:`list` — the calls an instance makes to reach another
@@ -89,6 +91,8 @@ class Executor(Protocol):
     async def submit(self, agent: str, instance_key: str, event: dict[str, Any]) -> TurnResult: ...
 
     async def send(self, agent: str, instance_key: str, event: dict[str, Any]) -> bool: ...
+
+    async def cancel(self, agent: str, instance_key: str) -> bool: ...
 
     async def wait_idle(self) -> None: ...
 

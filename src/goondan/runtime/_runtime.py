@@ -356,6 +356,15 @@ class Runtime:
         self._require_started()
         return await _approvals.pending(self, agent, instance_key)
 
+    async def cancel(self, agent: str | None = None, instance_key: str | None = None) -> bool:
+        """Stop the running turn of ``agent`` (default: the entry agent) within about a second, in
+        every executor: the model call is cancelled, tool processes are killed, every call left
+        without a result gets ``E_TOOL_CANCELLED``, and the turn commits with
+        ``finish_reason="cancelled"`` (its awaited request returns that result). Returns False when
+        no turn was running there."""
+        name, key = self._resolve_target(agent, instance_key)
+        return await self.executor.cancel(name, key)
+
     async def send(
         self,
         input: RequestInput,

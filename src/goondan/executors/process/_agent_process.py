@@ -28,6 +28,7 @@ from ...errors import AgentRequestError, GoondanError
 from ._ipc import (
     ORCHESTRATOR,
     AgentReady,
+    CancelTurn,
     Connection,
     Dispatcher,
     ErrorResponse,
@@ -239,26 +240,28 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
         with contextlib.suppress(Exception):
             await writer.drain()
         return 3
-    send(AgentReady(os.getpid()))
+    send(AgentReady(os.getpid(), instance.steering))
     queue: asyncio.Queue[Turn] = asyncio.Queue()
+
+    async def run_one(turn: Turn) -> None:
+        # accepted once the user's message is durable: from then on a crash belongs to this turn
+        # (recovered as interrupted); before it the orchestrator hands the event to the next
+        # process, which does not store the message again if it was stored (same event id)
+        accepted = functools.partial(send, TurnAccepted(turn.ticket))
+        try:
+            result = (await instance.run_turn(turn.event, on_accepted=accepted)).to_dict()
+        except Exception as exc:
+            err = error_dict(exc)
+            result = {"turnId": "", "finishReason": "error", "text": None, "responseMessage": None, "error": err}
+        send(TurnDone(turn.ticket, result))
+        reason = instance.restart_requested
+        if reason is not None:
+            instance.restart_requested = None
+            send(RestartRequest(str(reason)))
 
     async def turns() -> None:
         while True:
-            turn = await queue.get()
-            # accepted once the user's message is durable: from then on a crash belongs to this turn
-            # (recovered as interrupted); before it the orchestrator hands the event to the next
-            # process, which does not store the message again if it was stored (same event id)
-            accepted = functools.partial(send, TurnAccepted(turn.ticket))
-            try:
-                result = (await instance.run_turn(turn.event, on_accepted=accepted)).to_dict()
-            except Exception as exc:
-                err = error_dict(exc)
-                result = {"turnId": "", "finishReason": "error", "text": None, "responseMessage": None, "error": err}
-            send(TurnDone(turn.ticket, result))
-            reason = instance.restart_requested
-            if reason is not None:
-                instance.restart_requested = None
-                send(RestartRequest(str(reason)))
+            await run_one(await queue.get())
 
     async def sync(rec: Sync) -> None:
         while hub.busy or not queue.empty() or instance.lock.locked():
@@ -268,6 +271,19 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
     loop = asyncio.get_running_loop()
     current = loop.create_task(turns())
     background: set[asyncio.Task[Any]] = set()
+
+    def on_turn(rec: Turn) -> None:
+        if not instance.takes_steered:
+            queue.put_nowait(rec)
+            return
+        # Agent.spec.steering inject: the message joins the running turn, answered with its result
+        task = loop.create_task(run_one(rec))
+        background.add(task)
+        task.add_done_callback(background.discard)
+
+    def on_cancel(rec: CancelTurn) -> None:
+        if not instance.cancel_turn():
+            log.info("%s@%s: cancel (%s) found no running turn", agent, key, rec.reason)
 
     def on_sync(rec: Sync) -> None:
         task = loop.create_task(sync(rec))
@@ -294,11 +310,12 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
     # what this process answers to; anything else the orchestrator sends is logged and skipped
     table = (
         Dispatcher(f"agent process {agent}@{key}", log)
-        .on(Turn, queue.put_nowait)
+        .on(Turn, on_turn)
         .on(Response, backend.on_response)
         .on(ErrorResponse, backend.on_error_response)
         .on(RpcResult, backend.on_rpc_result)
         .on(Sync, on_sync)
+        .on(CancelTurn, on_cancel)
         .on(Shutdown, on_shutdown)
     )
     while True:

@@ -194,6 +194,9 @@ class ProcessExecutor:
         future.add_done_callback(lambda f: f.exception())
         return True
 
+    async def cancel(self, agent: str, instance_key: str) -> bool:
+        return self._orch is not None and self._orch.cancel(agent, instance_key)
+
     async def wait_idle(self) -> None:
         if self._orch is not None:
             await self._orch.wait_idle()

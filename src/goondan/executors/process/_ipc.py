@@ -37,9 +37,12 @@ Agent channel (orchestrator ↔ agent process):
   → ``error_response`` {source, metadata{inReplyTo, errorCode, errorMessage}}: the request failed.
   → ``rpc_result`` {rpcId, ok, value?, error?}: the answer to an ``rpc``.
   → ``sync`` {id}: answer ``sync_ack`` once no turn or background work is left.
+  → ``cancel_turn`` {reason}: cancel the running turn (``Runtime.cancel``); it commits with
+    ``finish_reason`` "cancelled" and is answered by its ``turn_done`` as usual.
   → ``shutdown`` (type ``shutdown``) {reason, gracePeriodMs, instanceKey?, interrupt?}: finish the
     current turn (cancel it when ``interrupt``), save state, answer ``shutdown_ack``, exit 0.
-  ← ``agent_ready`` {pid}: the instance started.
+  ← ``agent_ready`` {pid, steering?}: the instance started; ``steering``: its agent takes messages
+    into a running turn (``Agent.spec.steering: inject``), so a turn for it is sent while one runs.
   ← ``start_error`` {error}: it could not start (a GoondanError dict plus ``class``).
   ← ``turn_accepted`` {ticket}: the turn's user message is durable; a crash now belongs to the turn.
   ← ``turn_done`` {ticket, result}: the TurnResult dict.
@@ -180,7 +183,8 @@ class _Field:
 
 
 class Record:
-    """One IPC message. Subclasses are frozen dataclasses registered with :func:`_record`; ``TYPE``
+    """One IPC message. Subclasses are slotted dataclasses (not frozen: a frozen ``__init__`` costs
+    twice as much, on every message) registered with :func:`_record`; ``TYPE``
     is the envelope type and ``KIND`` the payload kind (for ``shutdown``/``shutdown_ack`` the type)."""
 
     __slots__ = ()
@@ -242,7 +246,7 @@ JsonObject = dict[str, Any]
 
 # Agent channel, orchestrator → agent process
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Turn(Record):
     KIND: ClassVar[str] = "turn"
     ticket: str
@@ -250,14 +254,14 @@ class Turn(Record):
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Response(Record):
     KIND: ClassVar[str] = "response"
     event: JsonObject
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class ErrorResponse(Record):
     KIND: ClassVar[str] = "error_response"
     source: JsonObject
@@ -265,7 +269,7 @@ class ErrorResponse(Record):
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class RpcResult(Record):
     KIND: ClassVar[str] = "rpc_result"
     rpc_id: str
@@ -275,14 +279,21 @@ class RpcResult(Record):
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Sync(Record):
     KIND: ClassVar[str] = "sync"
     id: str
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
+class CancelTurn(Record):
+    KIND: ClassVar[str] = "cancel_turn"
+    reason: str = "api"
+
+
+@_record
+@dataclasses.dataclass(slots=True)
 class Shutdown(Record):
     """Agent and connector channels: stop gracefully (or, ``interrupt``, cancel the running work)."""
 
@@ -296,14 +307,15 @@ class Shutdown(Record):
 
 # Agent channel, agent process → orchestrator
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class AgentReady(Record):
     KIND: ClassVar[str] = "agent_ready"
     pid: int
+    steering: bool = False
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class StartError(Record):
     """Agent, fork-server and connector channels: the child could not start."""
 
@@ -312,14 +324,14 @@ class StartError(Record):
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class TurnAccepted(Record):
     KIND: ClassVar[str] = "turn_accepted"
     ticket: str
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class TurnDone(Record):
     KIND: ClassVar[str] = "turn_done"
     ticket: str
@@ -327,7 +339,7 @@ class TurnDone(Record):
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Request(Record):
     KIND: ClassVar[str] = "request"
     event: JsonObject
@@ -336,7 +348,7 @@ class Request(Record):
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Send(Record):
     KIND: ClassVar[str] = "send"
     event: JsonObject
@@ -345,7 +357,7 @@ class Send(Record):
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Rpc(Record):
     KIND: ClassVar[str] = "rpc"
     rpc_id: str
@@ -354,42 +366,42 @@ class Rpc(Record):
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class RuntimeEvent(Record):
     KIND: ClassVar[str] = "runtime_event"
     record: JsonObject
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class TextDelta(Record):
     KIND: ClassVar[str] = "text_delta"
     delta: Any
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class RestartRequest(Record):
     KIND: ClassVar[str] = "restart_request"
     reason: str
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class SyncAck(Record):
     KIND: ClassVar[str] = "sync_ack"
     id: str
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Log(Record):
     KIND: ClassVar[str] = "log"
     record: JsonObject
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class ShutdownAck(Record):
     """Agent and connector channels: the child stopped its work and saved its state."""
 
@@ -400,7 +412,7 @@ class ShutdownAck(Record):
 
 # Fork-server channel
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Init(Record):
     KIND: ClassVar[str] = "init"
     bundle: str
@@ -413,7 +425,7 @@ class Init(Record):
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Spawn(Record):
     KIND: ClassVar[str] = "spawn"
     id: int
@@ -421,7 +433,7 @@ class Spawn(Record):
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Ready(Record):
     """Fork-server and connector channels: the child is up."""
 
@@ -430,7 +442,7 @@ class Ready(Record):
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Spawned(Record):
     KIND: ClassVar[str] = "spawned"
     id: int
@@ -438,7 +450,7 @@ class Spawned(Record):
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Exited(Record):
     KIND: ClassVar[str] = "exited"
     pid: int
@@ -447,7 +459,7 @@ class Exited(Record):
 
 # Connector channel
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class ConnectorStart(Record):
     KIND: ClassVar[str] = "connector_start"
     entry: str
@@ -458,7 +470,7 @@ class ConnectorStart(Record):
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class ConnectorReply(Record):
     KIND: ClassVar[str] = "connector_reply"
     id: str
@@ -468,7 +480,7 @@ class ConnectorReply(Record):
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class ConnectorEvent(Record):
     KIND: ClassVar[str] = "connector_event"
     id: str
@@ -476,7 +488,7 @@ class ConnectorEvent(Record):
 
 
 @_record
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class ConnectorStopped(Record):
     KIND: ClassVar[str] = "connector_stopped"
     reason: str

@@ -43,6 +43,7 @@ from ._clock import Clock, RealClock
 from ._ipc import (
     ORCHESTRATOR,
     AgentReady,
+    CancelTurn,
     Connection,
     Dispatcher,
     ErrorResponse,
@@ -128,6 +129,8 @@ class InstanceHandle:
         self.syncs: dict[str, asyncio.Future[None]] = {}
         self.spawner: Any = None
         self.interrupted = False  # told to cancel its turn: a turn cut short fails as interrupted
+        self.steering = False  # its agent takes messages into a running turn (Agent.spec.steering)
+        self.steered: dict[str, _Work] = {}  # turns sent while ``current`` runs, by ticket
         self.output: OutputSink | None = None
 
     @property
@@ -326,6 +329,17 @@ class Orchestrator:
             self.handles[(agent, key)] = h
         return h
 
+    def cancel(self, agent: str, key: str) -> bool:
+        """Tell the instance's process to cancel its running turn; False when none runs. The turn's
+        own ``turn_done`` (finish reason "cancelled") resolves the request that waits for it."""
+        h = self.handles.get((agent, key))
+        if h is None or h.current is None or h.conn is None:
+            return False
+        try:
+            return bool(h.conn.send_record(CancelTurn("api"), ORCHESTRATOR, h.agent))
+        except IpcError:
+            return False
+
     def status(self, agent: str, key: str) -> str | None:
         h = self.handles.get((agent, key))
         return h.status if h else None
@@ -421,7 +435,7 @@ class Orchestrator:
             .on(RuntimeEvent, lambda rec: self._emit(self.listeners, rec.record))
             .on(TurnAccepted, lambda rec: self._on_turn_accepted(h, rec))
             .on(TurnDone, lambda rec: self._on_turn_done(h, rec))
-            .on(AgentReady, lambda rec: self._on_agent_ready(h, ready))
+            .on(AgentReady, lambda rec: self._on_agent_ready(h, ready, rec.steering))
             .on(StartError, lambda rec: self._on_start_error(h, ready, rec))
             .on(RequestMsg, lambda rec: self._route_request(h, rec))
             .on(Send, self._route_send)
@@ -441,6 +455,11 @@ class Orchestrator:
             h.current.accepted = True
 
     def _on_turn_done(self, h: InstanceHandle, rec: TurnDone) -> None:
+        steered = h.steered.pop(rec.ticket, None)
+        if steered is not None:
+            if not steered.future.done():
+                steered.future.set_result(rec.result)
+            return
         if h.current is None or h.current.ticket != rec.ticket:
             return  # the answer to a turn already failed here (e.g. its frame was too large)
         work, h.current = h.current, None
@@ -453,7 +472,8 @@ class Orchestrator:
             h.status = "idle"
         self._pump(h)
 
-    def _on_agent_ready(self, h: InstanceHandle, ready: asyncio.Future[None]) -> None:
+    def _on_agent_ready(self, h: InstanceHandle, ready: asyncio.Future[None], steering: bool = False) -> None:
+        h.steering = steering
         if h.status == "spawning":
             h.status = "idle"
         h.last_active = self.clock.now_ms()
@@ -549,6 +569,9 @@ class Orchestrator:
             else:
                 # never started there: the next process takes it, in its place at the head of the queue
                 h.queue.appendleft(work)
+        for steered in h.steered.values():
+            self._fail(steered, GoondanError("E_AGENT_PROCESS_EXITED", f"the process of {h.name} exited mid-turn"))
+        h.steered.clear()
         for fut in h.syncs.values():
             if not fut.done():
                 fut.set_result(None)
@@ -627,11 +650,29 @@ class Orchestrator:
                 suggestion="Fix the crash (see the agent's log), then retry or restart the agent.",
             )
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        if self._steer(h, _Work(event, fut)):
+            return fut
         h.queue.append(_Work(event, fut))
         if not h.alive and h.stop_task is None:
             self._spawn(h)
         self._pump(h)
         return fut
+
+    def _steer(self, h: InstanceHandle, work: _Work) -> bool:
+        """An agent with ``Agent.spec.steering: inject`` gets a message while its turn runs at once
+        (it joins that turn, or waits in the process's own queue if the turn is ending), instead
+        of the orchestrator holding it until the turn is done. False: queue it as usual."""
+        if not h.steering or h.current is None or h.conn is None or h.stop_task is not None or h.queue:
+            return False
+        self.turns_dispatched += 1
+        work.ticket = str(self.turns_dispatched)
+        try:
+            sent = h.conn.send_record(Turn(work.ticket, work.event), ORCHESTRATOR, h.agent)
+        except (TypeError, FrameTooLarge):
+            return False  # the queue refuses it with its error
+        if sent:
+            h.steered[work.ticket] = work
+        return bool(sent)
 
     def _pump(self, h: InstanceHandle) -> None:
         while h.status == "idle" and h.current is None and h.queue and h.conn is not None and h.stop_task is None:
