@@ -26,11 +26,40 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, Literal, Required, TypeAlias, TypedDict
 
 from .errors import GoondanError
 
-RequestInput: TypeAlias = str | Sequence[Mapping[str, Any]]
+
+class TextPart(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class ImagePart(TypedDict, total=False):
+    """An image: PNG, JPEG, GIF or WebP, given by exactly one of ``path``, ``url``, ``data`` (base64)."""
+
+    type: Required[Literal["image"]]
+    mediaType: str  # guessed from the name when only a path is given
+    path: str
+    url: str
+    data: str
+
+
+class FilePart(TypedDict, total=False):
+    """Any other file (a PDF, a text file...), given by exactly one of ``path``, ``url``, ``data``."""
+
+    type: Required[Literal["file"]]
+    mediaType: str
+    name: str  # the file's name when only a path is given
+    path: str
+    url: str
+    data: str
+
+
+ContentPart: TypeAlias = TextPart | ImagePart | FilePart
+
+RequestInput: TypeAlias = str | Sequence[ContentPart | Mapping[str, Any]]
 """What ``Runtime.request`` takes: a string, or a list of content parts."""
 
 MAX_PART_BYTES_ENV = "GOONDAN_MAX_ATTACHMENT_BYTES"
@@ -249,7 +278,11 @@ __all__ = [
     "DEFAULT_MAX_PART_BYTES",
     "IMAGE_TYPES",
     "MAX_PART_BYTES_ENV",
+    "ContentPart",
+    "FilePart",
+    "ImagePart",
     "RequestInput",
+    "TextPart",
     "decode_data",
     "guess_media_type",
     "has_media",

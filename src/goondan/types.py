@@ -53,6 +53,7 @@ from ._api_types import (
     TurnFailedEvent,
     TurnStartedEvent,
 )
+from ._content import ContentPart, FilePart, ImagePart, RequestInput, TextPart
 from .conversation import ConversationState
 from .extensions import ExtensionApi, ExtensionEvents, ExtensionState, ExtensionTools
 from .messages import (
@@ -85,6 +86,7 @@ __all__ = [
     "AgentsApi",
     "AppendEvent",
     "CallInfo",
+    "ContentPart",
     "ConversationState",
     "EventError",
     "ExtensionApi",
@@ -92,7 +94,9 @@ __all__ = [
     "ExtensionPipeline",
     "ExtensionState",
     "ExtensionTools",
+    "FilePart",
     "FinishReason",
+    "ImagePart",
     "InboundInfo",
     "Message",
     "MessageEvent",
@@ -106,6 +110,7 @@ __all__ = [
     "PromptInfo",
     "RemoveEvent",
     "ReplaceEvent",
+    "RequestInput",
     "RuntimeEvent",
     "RuntimeEventType",
     "RuntimeInfo",
@@ -116,6 +121,7 @@ __all__ = [
     "StepResult",
     "StepStartedEvent",
     "SwarmInfo",
+    "TextPart",
     "TokenUsage",
     "ToolCall",
     "ToolCallContext",
