@@ -1,7 +1,9 @@
-"""Ctrl+C during a turn in process isolation: `gdn run` exits 130 at once (the agent process is told
-to stop its turn, and SIGKILLed if it does not), nothing stays ``processing``, the interrupted
-turn's user message is kept and its unfinished tool call is answered with E_TOOL_INTERRUPTED on the
-next start, and the next `gdn run` works."""
+"""Ctrl+C during a turn in process isolation: the first one says "cancelling… (Ctrl+C again to
+force)" and cancels the turn, which commits as cancelled (its unfinished tool call answered with
+E_TOOL_CANCELLED); then `gdn run --input` exits 130 and a chat returns to its prompt. A turn that
+cannot stop (its agent process is blocked) is interrupted instead (the process is SIGKILLed), a
+second Ctrl+C exits at once. Nothing stays ``processing``, the user message is kept, and the next
+`gdn run` works."""
 
 from __future__ import annotations
 
@@ -179,15 +181,17 @@ def test_ctrl_c_during_an_input_turn_in_process_isolation_exits_130_promptly(tmp
     assert code == 130, stderr
     assert took < EXIT_BOUND_SECONDS, f"exit took {took:.1f} s"
     assert "Traceback" not in stderr, stderr
+    assert "cancelling… (Ctrl+C again to force)" in stderr
     messages = _check_after(tmp_path, bundle, state, "tool")
-    # the tool call the interrupt cut short is answered, so the history stays valid for providers
+    # the turn committed as cancelled: the tool call it cut short is answered, so the history stays
+    # valid for providers
     results = [m for m in messages if m["data"]["role"] == "tool"]  # type: ignore[index]
     assert len(results) == 1
     output = results[0]["data"]["content"][0]["output"]  # type: ignore[index]
-    assert output["value"]["code"] == "E_TOOL_INTERRUPTED"
+    assert output["value"]["code"] == "E_TOOL_CANCELLED"
 
 
-def test_ctrl_c_during_a_chat_turn_in_process_isolation_exits_130_promptly(tmp_path: Path) -> None:
+def test_ctrl_c_during_a_chat_turn_cancels_it_and_returns_to_the_prompt(tmp_path: Path) -> None:
     bundle = _bundle(tmp_path)
     state = tmp_path / "state"
     term = Terminal(tmp_path, str(bundle), "--state-root", str(state), GOONDAN_ISOLATION="process")
@@ -197,13 +201,44 @@ def test_ctrl_c_during_a_chat_turn_in_process_isolation_exits_130_promptly(tmp_p
         _wait_processing(state, term.proc)  # type: ignore[arg-type]
         started = time.monotonic()
         term.send("\x03")  # Ctrl+C on the terminal: SIGINT to its foreground process group
+        term.expect("cancelling… (Ctrl+C again to force)")
+        term.expect("cancelled")
+        term.expect("> ")
+        took = time.monotonic() - started
+        term.send("again\r")  # the session goes on, with a valid history
+        term.expect("fine")
+        term.expect("> ")
+        term.send("\x03")  # no turn runs: Ctrl+C at the prompt ends the session
+        code = term.wait(30)
+    finally:
+        term.close()
+    assert took < 2.0, f"cancelling took {took:.1f} s"
+    assert code == 130
+    statuses = [json.loads(p.read_text()).get("status") for p in _metadata(state)]
+    assert statuses == ["idle"]
+    users = [m["data"]["content"] for m in _messages(state) if m["data"]["role"] == "user"]  # type: ignore[index]
+    assert users == ["slow", "again"]
+
+
+def test_a_second_ctrl_c_during_a_chat_turn_exits_at_once(tmp_path: Path) -> None:
+    bundle = _bundle(tmp_path)
+    state = tmp_path / "state"
+    term = Terminal(tmp_path, str(bundle), "--state-root", str(state), GOONDAN_ISOLATION="process")
+    try:
+        term.expect("> ")
+        term.send("block\r")  # the agent process cannot even read the cancellation
+        _wait_processing(state, term.proc)  # type: ignore[arg-type]
+        term.send("\x03")
+        term.expect("cancelling… (Ctrl+C again to force)")
+        started = time.monotonic()
+        term.send("\x03")
         code = term.wait(30)
         took = time.monotonic() - started
     finally:
         term.close()
     assert code == 130
-    assert took < EXIT_BOUND_SECONDS, f"exit took {took:.1f} s"
-    _check_after(tmp_path, bundle, state, "slow")
+    assert took < 1.0, f"exit took {took:.1f} s"
+    _check_after(tmp_path, bundle, state, "block")
 
 
 def _start_input(tmp_path: Path, bundle: Path, state: Path, text: str) -> subprocess.Popen[bytes]:

@@ -93,7 +93,7 @@ def test_run_shows_every_config_problem_with_file_and_line(tmp_path: Path) -> No
     assert "more problem(s)" not in proc.stderr
 
 
-def test_ctrl_c_during_a_turn_exits_130_and_leaves_nothing_processing(tmp_path: Path) -> None:
+def test_ctrl_c_during_a_turn_cancels_it_and_ctrl_c_at_the_prompt_exits_130(tmp_path: Path) -> None:
     bundle = _flaky_bundle(tmp_path)
     state = tmp_path / "state"
     term = Terminal(tmp_path, str(bundle), "--state-root", str(state))
@@ -111,7 +111,10 @@ def test_ctrl_c_during_a_turn_exits_130_and_leaves_nothing_processing(tmp_path: 
                 break
             time.sleep(0.05)
         assert metadata and json.loads(metadata[0].read_text())["status"] == "processing"
-        os.killpg(term.proc.pid, signal.SIGINT)
+        os.killpg(term.proc.pid, signal.SIGINT)  # cancels the turn: back to the prompt
+        term.expect("cancelled")
+        term.expect("> ")
+        os.killpg(term.proc.pid, signal.SIGINT)  # no turn runs: ends the session
         assert term.wait() == 130
     finally:
         term.close()

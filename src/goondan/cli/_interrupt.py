@@ -4,9 +4,14 @@ Left to asyncio, the first Ctrl+C cancels the command's task and a second one ra
 ``KeyboardInterrupt`` wherever the loop happens to be, after which asyncio's teardown runs the
 cancelled cleanups once more. Here instead:
 
-- the first Ctrl+C cancels the command's task. The runtime is left by cancellation, which closes it
-  as an interruption (running turns are cancelled, not finished: see ``Runtime.close``), so the
-  command ends with exit 130 within about a second and a half instead of the grace period;
+- while a turn the user waits for runs (``--input``, a chat line), the first Ctrl+C says
+  "cancelling… (Ctrl+C again to force)" and cancels that turn (``Runtime.cancel``): it commits with
+  finish reason ``cancelled``, after which ``--input`` exits 130 and a chat returns to its prompt.
+  A turn that does not stop within :data:`CANCEL_BOUND_SECONDS` (an agent process whose event loop
+  is blocked cannot even read the request) is handled as below;
+- otherwise the first Ctrl+C cancels the command's task. The runtime is left by cancellation, which
+  closes it as an interruption (running turns are cancelled, not finished: see ``Runtime.close``),
+  so the command ends with exit 130 within about a second and a half instead of the grace period;
 - a second Ctrl+C exits 130 at once. The agent processes and their fork server die with this
   process (each has a parent-death signal); what their turns made durable is already on disk.
 """
@@ -19,10 +24,14 @@ import contextvars
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from ._output import EXIT_INTERRUPTED
+
+# how long a cancelled turn may take to commit before the runtime is interrupted instead
+CANCEL_BOUND_SECONDS = 2.0
+CANCELLING_TEXT = "cancelling… (Ctrl+C again to force)"
 
 _current: contextvars.ContextVar[Interrupts | None] = contextvars.ContextVar("gdn_interrupts", default=None)
 
@@ -32,6 +41,35 @@ class Interrupts:
         self.task = task
         self.count = 0
         self._before_exit: list[Callable[[], None]] = []
+        self._cancel: Callable[[], Awaitable[bool]] | None = None
+        self._watch: asyncio.Task[None] | None = None
+
+    def cancel_turn_with(self, cancel: Callable[[], Awaitable[bool]]) -> Callable[[], None]:
+        """While a turn runs: the first Ctrl+C calls ``cancel`` (``Runtime.cancel`` of that turn,
+        True when there was one to cancel) instead of cancelling the command. Returns the function
+        to call once the turn is over; it makes the next Ctrl+C a first one again."""
+        self._cancel = cancel
+
+        def done() -> None:
+            if self._cancel is cancel:
+                self._cancel = None
+            if self._watch is not None:
+                self._watch.cancel()
+                self._watch = None
+            if self.count == 1 and not self.task.cancelling():  # not when interrupting after all
+                self.count = 0
+
+        return done
+
+    async def _cancelling(self, cancel: Callable[[], Awaitable[bool]]) -> None:
+        try:
+            cancelled = await cancel()
+        except Exception:
+            cancelled = False
+        if cancelled:
+            await asyncio.sleep(CANCEL_BOUND_SECONDS)
+        if not self.task.done():  # nothing to cancel, or the turn did not stop: interrupt
+            self.task.cancel()
 
     def before_exit(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Run ``callback`` (e.g. restore the terminal) before a second Ctrl+C ends the process;
@@ -46,6 +84,12 @@ class Interrupts:
 
     def fire(self) -> None:
         self.count += 1
+        if self.count == 1 and self._cancel is not None:
+            with contextlib.suppress(Exception):
+                sys.stderr.write(f"\n{CANCELLING_TEXT}\n")
+                sys.stderr.flush()
+            self._watch = asyncio.ensure_future(self._cancelling(self._cancel))
+            return
         if self.count == 1 and not self.task.done():
             self.task.cancel()
             return

@@ -33,7 +33,17 @@ from ._env import bundle_dir, load_env
 from ._interrupt import current as current_interrupts
 from ._interrupt import interruptible
 from ._lines import StatusLines, readline_buffer, route_logging
-from ._output import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, CliError, ErrorView, Style, print_error
+from ._output import (
+    EXIT_CONFIG,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    ErrorView,
+    Style,
+    print_error,
+)
 from ._state import active_runs, socket_path, state_root, state_root_arg, write_run
 
 
@@ -175,14 +185,29 @@ def _kill_on_hard_exit(rt: Any) -> None:
         interrupts.before_exit(kill_now)
 
 
+async def _request_cancellable(rt: Any, args: argparse.Namespace, text: RequestInput) -> Any:
+    """``rt.request`` during which the first Ctrl+C cancels the turn (it commits with finish reason
+    ``cancelled``) instead of the command (cli/_interrupt.py)."""
+    interrupts = current_interrupts()
+    if interrupts is None:
+        return await rt.request(text, agent=args.agent, instance_key=args.instance_key)
+    done = interrupts.cancel_turn_with(lambda: rt.cancel(args.agent, args.instance_key))
+    try:
+        return await rt.request(text, agent=args.agent, instance_key=args.instance_key)
+    finally:
+        done()
+
+
 async def _one_shot(args: argparse.Namespace, bundle: Any, text: RequestInput, env: Mapping[str, str]) -> int:
     async with _runtime(args, bundle, env) as rt:
         _kill_on_hard_exit(rt)
-        result = await rt.request(text, agent=args.agent, instance_key=args.instance_key)
+        result = await _request_cancellable(rt, args, text)
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n")
-    elif result.text is not None:
+    elif result.text is not None and result.finish_reason != "cancelled":
         sys.stdout.write(result.text + "\n")
+    if result.finish_reason == "cancelled":
+        return EXIT_INTERRUPTED  # Ctrl+C cancelled the turn; it is committed as cancelled
     if result.finish_reason == "error":
         if not args.json:
             print_error(ErrorView(result.error or {}), json_mode=False, color=not args.no_color)
@@ -502,7 +527,7 @@ async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event, lines
                 streamed.update({"any": False, "step": -1})
                 thinking.start()
                 try:
-                    result = await rt.request(line, agent=args.agent, instance_key=args.instance_key)
+                    result = await _request_cancellable(rt, args, line)
                 except GoondanError as exc:
                     result = None
                     error: Any = exc
@@ -516,6 +541,11 @@ async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event, lines
                     if result is not None:
                         error = ErrorView(result.error or {})
                     print_error(error, json_mode=False, color=not args.no_color)
+                elif result.finish_reason == "cancelled":
+                    sys.stdout.write("\n" if streamed["any"] else "")
+                    sys.stdout.flush()
+                    sys.stderr.write("cancelled\n")
+                    sys.stderr.flush()
                 elif streamed["any"]:
                     sys.stdout.write("\n")
                 elif result.text is not None:
