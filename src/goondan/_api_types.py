@@ -46,6 +46,8 @@ RuntimeEventType = Literal[
     "tool.called",
     "tool.completed",
     "tool.failed",
+    "approval.requested",
+    "approval.decided",
 ]
 
 
@@ -143,6 +145,32 @@ class ToolFailedEvent(_ToolFields):
     error: EventError
 
 
+class _ApprovalFields(_TurnFields):
+    approvalId: str
+    toolCallId: str
+    toolName: str
+
+
+class ApprovalRequestedEvent(_ApprovalFields):
+    """A tool call paused its turn until a person decides (``Runtime.approve``, ``gdn approvals``)."""
+
+    type: Literal["approval.requested"]
+    args: dict[str, Any]
+    stepIndex: int
+    reason: NotRequired[str]
+    expiresAt: NotRequired[str]
+
+
+class ApprovalDecidedEvent(_ApprovalFields):
+    """A paused call was decided; ``decidedBy`` is who (``api``, ``cli``, ``expiry``, ``superseded``)."""
+
+    type: Literal["approval.decided"]
+    approved: bool
+    decidedBy: str
+    argsEdited: bool
+    note: NotRequired[str]
+
+
 RuntimeEvent = (
     TurnStartedEvent
     | TurnCompletedEvent
@@ -153,6 +181,8 @@ RuntimeEvent = (
     | ToolCalledEvent
     | ToolCompletedEvent
     | ToolFailedEvent
+    | ApprovalRequestedEvent
+    | ApprovalDecidedEvent
 )
 
 

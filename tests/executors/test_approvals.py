@@ -15,99 +15,8 @@ import pytest
 
 import goondan
 import kit
-
-# The model answers from the conversation: after tool results it reports them as JSON text;
-# otherwise the user's text picks the calls ("one": a guarded call, "two": two guarded calls,
-# "mw": a call a middleware guards, "bash": the built-in bash tool).
-MODEL = """\
-import json
-
-
-def _text(message):
-    content = message["content"]
-    if isinstance(content, str):
-        return content
-    return "".join(p.get("text", "") for p in content if p.get("type") == "text")
-
-
-def generate(request):
-    last = request.messages[-1]
-    if last["role"] == "tool":
-        results = []
-        for message in reversed(request.messages):
-            if message["role"] != "tool":
-                break
-            for part in message["content"]:
-                results.insert(0, {"name": part["toolName"], "output": part["output"]})
-        return {"text": "RESULTS " + json.dumps(results)}
-    said = _text(last)
-    if said == "one":
-        return {"text": "I will run it.", "toolCalls": [{"id": "c1", "name": "shell__run", "args": {"cmd": "rm x"}}]}
-    if said == "two":
-        return {"toolCalls": [
-            {"id": "c1", "name": "shell__run", "args": {"cmd": "a"}},
-            {"id": "c2", "name": "shell__echo", "args": {"cmd": "free"}},
-            {"id": "c3", "name": "shell__run", "args": {"cmd": "b"}},
-        ]}
-    if said == "mw":
-        return {"toolCalls": [{"id": "c1", "name": "shell__echo", "args": {"cmd": "big"}}]}
-    if said == "bash":
-        return {"toolCalls": [{"id": "c1", "name": "bash__exec", "args": {"command": "echo hi"}}]}
-    return {"text": "said " + said}
-"""
-
-TOOL = """\
-from pathlib import Path
-
-
-def run(ctx, args):
-    with open(ctx.config["log"], "a") as f:
-        f.write(args["cmd"] + "\\n")
-    return "ran " + args["cmd"]
-
-
-def echo(ctx, args):
-    with open(ctx.config["log"], "a") as f:
-        f.write("echo " + args["cmd"] + "\\n")
-    return "echo " + args["cmd"]
-
-
-handlers = {"run": run, "echo": echo}
-"""
-
-GUARD = """\
-def register(api):
-    async def guard(ctx):
-        if ctx.args.get("cmd") == "big":
-            ctx.require_approval("big commands need a person")
-        result = await ctx.next()
-        return result
-
-    api.pipeline.register("toolCall", guard)
-"""
-
-
-def bundle(root: Path, log: Path, *, timeout: float | None = None, policy: list[str] | None = None) -> Path:
-    run_export = {**kit.export("run", {"cmd": {"type": "string"}}), "approval": "required"}
-    tool = kit.tool_doc("shell", "./shell.py", [run_export, kit.export("echo", {"cmd": {"type": "string"}})])
-    tool["spec"]["config"] = {"log": str(log)}
-    agent = kit.agent_doc("a", tools=["shell", kit.base_ref("Tool", "bash")], extensions=["guard"])
-    approval: dict[str, Any] = {}
-    if timeout is not None:
-        approval["timeoutSeconds"] = timeout
-    if policy is not None:
-        approval["tools"] = policy
-    if approval:
-        agent["spec"]["approval"] = approval
-    docs = [
-        kit.package_doc(),
-        kit.python_model_doc(),
-        tool,
-        kit.extension_doc("guard", "./guard.py"),
-        agent,
-        kit.swarm_doc(["a"]),
-    ]
-    return kit.write_bundle(root, *docs, files={"model.py": MODEL, "shell.py": TOOL, "guard.py": GUARD})
+from kit.approvals import approval_bundle as bundle
+from kit.approvals import ran
 
 
 def turn_ended(rt: Any) -> bool:
@@ -116,10 +25,6 @@ def turn_ended(rt: Any) -> bool:
     base = kit.read_jsonl(messages / "base.jsonl") if (messages / "base.jsonl").exists() else []
     open_events = kit.read_jsonl(messages / "events.jsonl") if (messages / "events.jsonl").exists() else []
     return bool(base) and base[-1]["data"]["role"] == "assistant" and len(base) > 2 and not open_events
-
-
-def ran(log: Path) -> list[str]:
-    return log.read_text().splitlines() if log.exists() else []
 
 
 def results_of(history: list[dict[str, Any]]) -> list[dict[str, Any]]:

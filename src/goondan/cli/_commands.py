@@ -63,3 +63,21 @@ def cmd_schema(args: argparse.Namespace) -> int:
     from ._schema import cmd_schema as run
 
     return run(args)
+
+
+def cmd_approvals_list(args: argparse.Namespace) -> int:
+    from ._approvals import cmd_approvals_list as run
+
+    return run(args)
+
+
+def cmd_approvals_approve(args: argparse.Namespace) -> int:
+    from ._approvals import cmd_approvals_approve as run
+
+    return run(args)
+
+
+def cmd_approvals_deny(args: argparse.Namespace) -> int:
+    from ._approvals import cmd_approvals_deny as run
+
+    return run(args)

@@ -18,7 +18,7 @@ from ._output import EXIT_OK, EXIT_USAGE, CliError, Style
 from ._state import state_root
 
 _STANDARD = {"type", "timestamp", "agentName", "instanceKey", "traceId", "spanId", "parentSpanId", "turnId"}
-_COLORS = {"failed": "31", "completed": "32", "started": "36", "called": "35"}
+_COLORS = {"failed": "31", "completed": "32", "started": "36", "called": "35", "requested": "33", "decided": "33"}
 POLL_SECONDS = 0.25
 
 

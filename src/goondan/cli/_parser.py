@@ -6,6 +6,9 @@ import argparse
 from typing import Any
 
 from ._commands import (
+    cmd_approvals_approve,
+    cmd_approvals_deny,
+    cmd_approvals_list,
     cmd_doctor,
     cmd_init,
     cmd_instance_delete,
@@ -210,6 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     ire.add_argument("--fresh", action="store_true", help="clear conversation state")
     ire.set_defaults(func=cmd_instance_restart)
 
+    _approvals_parser(sub, common)
+
     lg = _sub(
         sub,
         "logs",
@@ -249,3 +254,39 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     sc.set_defaults(func=cmd_schema)
     return parser
+
+
+def _approvals_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    ap = _sub(
+        sub,
+        "approvals",
+        common,
+        "list, approve or deny tool calls waiting for a person",
+        "Tool calls that need approval pause their turn until someone decides. A paused turn lives in\n"
+        "the state root, so this works with no runtime running; when a gdn run of the bundle is\n"
+        "running, it is asked instead. approve/deny resume the turn and print its reply.",
+    )
+    asub = ap.add_subparsers(dest="approvals_command", metavar="<action>", required=True)
+
+    def target(p: Any) -> None:
+        p.add_argument("path", nargs="?", default=".", help="bundle directory or goondan.yaml (default: .)")
+        p.add_argument("--swarm", "-s", metavar="NAME", help="swarm (default: 'default' or the only one)")
+        p.add_argument("--env-file", metavar="FILE", help="extra environment file (after .env and .env.local)")
+        p.add_argument("--store", metavar="URL", help="where conversations are kept (default: the state root)")
+
+    al = _sub(asub, "list", common, "list pending approvals", "List the tool calls waiting for a decision.")
+    target(al)
+    al.add_argument("-a", "--agent", metavar="NAME", help="only this agent")
+    al.add_argument("-i", "--instance-key", metavar="KEY", help="only this instance key")
+    al.set_defaults(func=cmd_approvals_list)
+    aa = _sub(asub, "approve", common, "approve a call and resume its turn", "Approve pending call ID.")
+    aa.add_argument("id", help="approval id (see `gdn approvals list`)")
+    target(aa)
+    aa.add_argument("--args", metavar="JSON", help="run the call with these arguments instead (a JSON object)")
+    aa.add_argument("--note", metavar="TEXT", help="a note kept with the decision")
+    aa.set_defaults(func=cmd_approvals_approve)
+    ad = _sub(asub, "deny", common, "deny a call and resume its turn", "Deny pending call ID.")
+    ad.add_argument("id", help="approval id (see `gdn approvals list`)")
+    target(ad)
+    ad.add_argument("--note", metavar="TEXT", help="why: the model reads it with the E_TOOL_DENIED result")
+    ad.set_defaults(func=cmd_approvals_deny)

@@ -206,6 +206,12 @@ async def _one_shot(args: argparse.Namespace, bundle: Any, text: RequestInput, e
         sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n")
     elif result.text is not None and result.finish_reason != "cancelled":
         sys.stdout.write(result.text + "\n")
+    if result.finish_reason == "awaiting_approval" and not args.json:
+        from ._approvals import approval_line
+
+        for item in result.pending_approvals:
+            sys.stderr.write("waiting for approval: " + approval_line(item.to_dict()) + "\n")
+        sys.stderr.write("decide with `gdn approvals approve ID` or `gdn approvals deny ID --note TEXT`\n")
     if result.finish_reason == "cancelled":
         return EXIT_INTERRUPTED  # Ctrl+C cancelled the turn; it is committed as cancelled
     if result.finish_reason == "error":
@@ -367,6 +373,13 @@ class _Control:
                 source={"kind": "connector", "name": "cli"},
             )
             return {"ok": True, "result": result.to_dict()}
+        if op in ("approvals", "approve"):
+            refused = identity_mismatch(self.identity, request)
+            if refused is not None:
+                return refused
+            from ._approvals import control_op
+
+            return await control_op(self.rt, request)
         if op != "restart":
             return {"ok": False, "error": {"code": "E_CONTROL_REQUEST", "message": f"unknown op {op!r}"}}
         agent = request.get("agent")
@@ -533,6 +546,8 @@ async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event, lines
                     error: Any = exc
                 finally:
                     thinking.clear()
+                if result is not None and result.finish_reason == "awaiting_approval":
+                    result = await _approvals_prompt(rt, result, reader, streamed, style if tty else None)
                 if result is None or result.finish_reason == "error":
                     failures += 1
                     if streamed["any"]:
@@ -560,6 +575,24 @@ async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event, lines
         _restore_termios(saved_termios)
         if unregister is not None:
             unregister()
+
+
+async def _approvals_prompt(rt: Any, result: Any, reader: Any, streamed: dict[str, Any], style: Any) -> Any:
+    """A turn waiting for approvals: its text so far, then a prompt per pending call (cli/_approval_prompt.py)."""
+    from ._approval_prompt import decide_interactively
+
+    if streamed["any"]:
+        sys.stdout.write("\n")
+    elif result.text is not None:
+        sys.stdout.write((style(result.text, "1") if style is not None else result.text) + "\n")
+    sys.stdout.flush()
+    streamed.update({"any": False, "step": -1})
+    try:
+        return await decide_interactively(rt, result, reader)
+    except GoondanError as exc:  # reported by the session like a failed turn
+        import dataclasses
+
+        return dataclasses.replace(result, finish_reason="error", error=exc.to_dict(), text=None)
 
 
 class _Thinking:

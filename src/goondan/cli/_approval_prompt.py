@@ -1,0 +1,66 @@
+"""The approval prompt of an interactive ``gdn run`` session: while a turn waits for approvals,
+each pending call is shown and answered on the next line (approve, deny with an optional note, or
+edit its arguments); the decided turn goes on and its reply is shown like any other."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+QUESTION = "approve? [y]es / [n]o / [e]dit args: "
+NOTE = "note for the model (optional): "
+ARGS = "args as a JSON object: "
+
+
+async def _ask(reader: Any, prompt: str) -> str | None:
+    """One line from the session's reader thread, shown with ``prompt`` (None at end of input)."""
+    reader.prompt = prompt
+    try:
+        reader.go.set()
+        line: str | None = await reader.queue.get()
+    finally:
+        reader.prompt = type(reader).prompt
+    return line
+
+
+def describe(item: Any) -> str:
+    shown = json.dumps(item.args, ensure_ascii=False)
+    reason = f" ({item.reason})" if item.reason else ""
+    return f"approval needed: {item.tool_name} {shown}{reason}"
+
+
+async def decide_interactively(rt: Any, result: Any, reader: Any) -> Any:
+    """Ask about each pending call until the turn no longer waits (or input ends: then it stays
+    pending, to be decided later with ``gdn approvals``). Returns the turn's latest result."""
+    while result is not None and result.finish_reason == "awaiting_approval" and result.pending_approvals:
+        item = result.pending_approvals[0]
+        sys.stderr.write(describe(item) + "\n")
+        sys.stderr.flush()
+        answer = await _ask(reader, QUESTION)
+        if answer is None:
+            sys.stderr.write(f"left pending: gdn approvals approve {item.approval_id}\n")
+            return result
+        choice = answer.strip().lower()
+        if choice in ("y", "yes"):
+            result = await rt.approve(item.approval_id, by="cli")
+        elif choice in ("n", "no"):
+            note = await _ask(reader, NOTE)
+            result = await rt.approve(item.approval_id, approved=False, note=(note or "").strip() or None, by="cli")
+        elif choice in ("e", "edit"):
+            text = await _ask(reader, ARGS)
+            try:
+                edited = json.loads(text or "")
+            except json.JSONDecodeError as exc:
+                sys.stderr.write(f"not JSON ({exc}); asking again\n")
+                continue
+            if not isinstance(edited, dict):
+                sys.stderr.write("the arguments must be a JSON object; asking again\n")
+                continue
+            result = await rt.approve(item.approval_id, args=edited, by="cli")
+        else:
+            sys.stderr.write("answer y, n or e\n")
+    return result
+
+
+__all__ = ["decide_interactively", "describe"]

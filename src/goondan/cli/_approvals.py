@@ -1,0 +1,182 @@
+"""``gdn approvals list|approve ID|deny ID``: tool calls waiting for a person.
+
+A paused turn lives in its instance's store, so no runtime needs to be running: the command starts
+one in this process (inline executor), decides, and lets the resumed turn run to its end (or to its
+next pause). When a ``gdn run`` of the same bundle is running it owns the instances, so the command
+asks it over its control socket instead (ops ``approvals`` and ``approve``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from ._env import bundle_dir, load_env
+from ._output import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, CliError, ErrorView, print_error
+from ._state import active_runs, state_root, state_root_arg
+
+ARGS_PREVIEW = 80
+
+
+def cmd_approvals_list(args: argparse.Namespace) -> int:
+    reply = _run(args, {"op": "approvals", "agent": args.agent, "instanceKey": args.instance_key})
+    items = [i for i in reply.get("approvals") or () if isinstance(i, dict)]
+    if args.json:
+        sys.stdout.write(json.dumps(items, ensure_ascii=False) + "\n")
+        return EXIT_OK
+    if not items:
+        sys.stdout.write("no pending approvals\n")
+        return EXIT_OK
+    for item in items:
+        sys.stdout.write(approval_line(item) + "\n")
+    return EXIT_OK
+
+
+def cmd_approvals_approve(args: argparse.Namespace) -> int:
+    edited = _parse_args(args.args) if args.args is not None else None
+    return _decide(args, True, edited)
+
+
+def cmd_approvals_deny(args: argparse.Namespace) -> int:
+    return _decide(args, False, None)
+
+
+def approval_line(item: Mapping[str, Any]) -> str:
+    """One pending approval on one line: id, where, tool, arguments (clipped), reason, expiry."""
+    shown = json.dumps(item.get("args"), ensure_ascii=False)
+    if len(shown) > ARGS_PREVIEW:
+        shown = shown[: ARGS_PREVIEW - 3] + "..."
+    line = (
+        f"{item.get('approvalId')}  {item.get('agentName')}:{item.get('instanceKey')}  {item.get('toolName')} {shown}"
+    )
+    if item.get("reason"):
+        line += f"  ({item['reason']})"
+    if item.get("expiresAt"):
+        line += f"  expires {item['expiresAt']}"
+    return line
+
+
+def _parse_args(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(
+            "E_INVALID_ARGUMENT",
+            f"--args is not valid JSON: {exc}",
+            suggestion='Pass the edited arguments as a JSON object, e.g. --args \'{"cmd": "ls"}\'.',
+            exit_code=EXIT_USAGE,
+        ) from None
+    if not isinstance(value, dict):
+        raise CliError(
+            "E_INVALID_ARGUMENT",
+            f"--args must be a JSON object, got {type(value).__name__}",
+            suggestion='Pass the edited arguments as a JSON object, e.g. --args \'{"cmd": "ls"}\'.',
+            exit_code=EXIT_USAGE,
+        )
+    return value
+
+
+def _decide(args: argparse.Namespace, approved: bool, edited: dict[str, Any] | None) -> int:
+    request = {"op": "approve", "approvalId": args.id, "approved": approved, "note": args.note, "args": edited}
+    result = _run(args, request).get("result") or {}
+    if args.json:
+        sys.stdout.write(json.dumps(result, ensure_ascii=False, default=str) + "\n")
+    else:
+        if result.get("text") is not None:
+            sys.stdout.write(str(result["text"]) + "\n")
+        for item in result.get("pendingApprovals") or ():
+            sys.stdout.write("waiting for approval: " + approval_line(item) + "\n")
+    if result.get("finishReason") == "error":
+        if not args.json:
+            print_error(ErrorView(result.get("error") or {}), json_mode=False, color=not args.no_color)
+        return EXIT_INTERNAL
+    return EXIT_OK
+
+
+def _run(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any]:
+    """Answer ``request`` through the running ``gdn run`` of this bundle, or in this process."""
+    env = load_env(bundle_dir(args.path), args.env_file)
+    from ..bundle import load_bundle
+
+    bundle = load_bundle(args.path, env=env, state_root=state_root_arg(args))
+    reply = _delegate(args, bundle, request, env)
+    if reply is None:
+        reply = asyncio.run(_local(args, bundle, request, env))
+    assert isinstance(reply, dict)
+    if not reply.get("ok"):
+        err = reply.get("error") or {}
+        raise CliError(
+            str(err.get("code") or "E_REQUEST_FAILED"),
+            str(err.get("message") or "the request failed"),
+            suggestion=err.get("suggestion"),
+        )
+    return reply
+
+
+def _delegate(args: argparse.Namespace, bundle: Any, request: dict[str, Any], env: Mapping[str, str]) -> Any:
+    from ..storage import bundle_workspace_identity
+    from ._control import control_request, run_identity
+
+    swarm = bundle.select_swarm(args.swarm)
+    workspace = bundle_workspace_identity(bundle, swarm).workspace_id
+    identity = run_identity(bundle, swarm.name, swarm.spec.instance_key or swarm.name)
+    run = next(
+        (
+            r
+            for r in active_runs(state_root(args, dict(env)))
+            if r.get("workspace") == workspace and r.get("identity") == identity
+        ),
+        None,
+    )
+    if run is None:
+        return None
+    try:
+        reply = control_request(str(run["socket"]), {**request, "identity": identity}, timeout=3600)
+    except OSError:
+        return None  # it went away meanwhile: answer here
+    if not reply.get("ok") and (reply.get("error") or {}).get("code") in ("E_CONTROL_IDENTITY", "E_CONTROL_REQUEST"):
+        return None  # another bundle, or a run too old to know approvals
+    return reply
+
+
+async def _local(args: argparse.Namespace, bundle: Any, request: dict[str, Any], env: Mapping[str, str]) -> Any:
+    from ..runtime import Runtime
+
+    runtime = Runtime(
+        bundle,
+        state_root=args.state_root,
+        swarm=args.swarm,
+        store=getattr(args, "store", None),
+        executor="inline",
+        env=env,
+    )
+    async with runtime as rt:
+        return await control_op(rt, request)
+
+
+async def control_op(rt: Any, request: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``approvals`` and ``approve`` ops, shared by this command and a running ``gdn run``'s
+    control socket; decision errors come back as ``{"ok": false, "error"}``."""
+    from ..errors import GoondanError
+
+    try:
+        if request.get("op") == "approvals":
+            items = await rt.pending_approvals(request.get("agent"), request.get("instanceKey"))
+            return {"ok": True, "approvals": [i.to_dict() for i in items]}
+        result = await rt.approve(
+            request.get("approvalId"),
+            request.get("approved", True),
+            request.get("note"),
+            request.get("args"),
+            by="cli",
+        )
+        return {"ok": True, "result": result.to_dict()}
+    except GoondanError as exc:
+        return {"ok": False, "error": exc.to_dict()}
+
+
+__all__ = ["approval_line", "cmd_approvals_approve", "cmd_approvals_deny", "cmd_approvals_list", "control_op"]

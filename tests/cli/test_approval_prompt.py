@@ -1,0 +1,57 @@
+"""The approval prompt of an interactive ``gdn run`` session: on a pseudo-terminal (edit the
+arguments, deny with a note, approve) and from a pipe, where the answers are the next lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cli_testkit import gdn
+from test_interactive_pty import Terminal
+
+from kit.approvals import approval_bundle, ran
+
+
+def test_the_session_prompts_approve_deny_or_edit_on_a_terminal(tmp_path: Path) -> None:
+    log = tmp_path / "ran.log"
+    bundle = approval_bundle(tmp_path / "b", log)
+    term = Terminal(tmp_path, str(bundle), "--state-root", str(tmp_path / "state"), "--instance-key", "k")
+    try:
+        term.expect("> ")
+        term.send("one\r")
+        term.expect("I will run it.")
+        term.expect('approval needed: shell__run {"cmd": "rm x"}')
+        term.expect("approve? [y]es / [n]o / [e]dit args: ")
+        term.send("e\r")
+        term.expect("args as a JSON object: ")
+        term.send('{"cmd": "ls"}\r')
+        term.expect("ran ls")
+        term.expect("> ")
+        term.send("two\r")
+        term.expect('approval needed: shell__run {"cmd": "a"}')
+        term.expect("approve? ")
+        term.send("n\r")
+        term.expect("note for the model (optional): ")
+        term.send("not a\r")
+        term.expect('approval needed: shell__run {"cmd": "b"}')
+        term.expect("approve? ")
+        term.send("y\r")
+        seen = term.expect("> ")
+        assert "E_TOOL_DENIED" in seen and "not a" in seen and "ran b" in seen
+        term.send("/quit\r")
+        assert term.wait() == 0
+    finally:
+        term.close()
+    assert ran(log) == ["ls", "echo free", "b"]
+
+
+def test_a_piped_session_reads_the_decision_from_the_next_line(tmp_path: Path) -> None:
+    log = tmp_path / "ran.log"
+    bundle = approval_bundle(tmp_path / "b", log)
+    proc = gdn(
+        tmp_path, "run", str(bundle), "--state-root", str(tmp_path / "state"), "--instance-key", "k",
+        stdin="one\nmaybe\ny\n",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "answer y, n or e" in proc.stderr
+    assert "ran rm x" in proc.stdout
+    assert ran(log) == ["rm x"]

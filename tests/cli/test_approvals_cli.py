@@ -1,0 +1,98 @@
+"""``gdn approvals list|approve ID|deny ID`` against a state root with no runtime running: the
+turn paused by one ``gdn run --input`` is listed, decided and resumed by later commands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli_testkit import gdn
+
+from kit.approvals import approval_bundle, ran
+
+
+def _pause(tmp_path: Path, text: str = "one") -> tuple[Path, Path, Path]:
+    log = tmp_path / "ran.log"
+    bundle = approval_bundle(tmp_path / "b", log)
+    state = tmp_path / "state"
+    proc = gdn(tmp_path, "run", str(bundle), "--state-root", str(state), "--instance-key", "k", "--input", text)
+    assert proc.returncode == 0, proc.stderr
+    return bundle, state, log
+
+
+def _pending(tmp_path: Path, bundle: Path, state: Path) -> list[dict[str, object]]:
+    proc = gdn(tmp_path, "approvals", "list", str(bundle), "--state-root", str(state), "--json")
+    assert proc.returncode == 0, proc.stderr
+    items = json.loads(proc.stdout)
+    assert isinstance(items, list)
+    return items
+
+
+def test_gdn_approvals_list_and_approve_resume_a_turn_with_no_runtime_running(tmp_path: Path) -> None:
+    bundle, state, log = _pause(tmp_path)
+    (item,) = _pending(tmp_path, bundle, state)
+    assert (item["toolName"], item["args"], item["instanceKey"]) == ("shell__run", {"cmd": "rm x"}, "k")
+    text = gdn(tmp_path, "approvals", "list", str(bundle), "--state-root", str(state))
+    assert f"{item['approvalId']}  a:k  shell__run" in text.stdout
+    proc = gdn(tmp_path, "approvals", "approve", str(item["approvalId"]), str(bundle), "--state-root", str(state))
+    assert proc.returncode == 0, proc.stderr
+    assert "ran rm x" in proc.stdout
+    assert ran(log) == ["rm x"]
+    assert _pending(tmp_path, bundle, state) == []
+    empty = gdn(tmp_path, "approvals", "list", str(bundle), "--state-root", str(state))
+    assert "no pending approvals" in empty.stdout
+
+
+def test_gdn_approvals_deny_with_a_note_and_approve_with_edited_args(tmp_path: Path) -> None:
+    bundle, state, log = _pause(tmp_path, "two")
+    first, second = _pending(tmp_path, bundle, state)
+    deny = gdn(
+        tmp_path, "approvals", "deny", str(first["approvalId"]), str(bundle), "--state-root", str(state),
+        "--note", "not a",
+    )  # fmt: skip
+    assert deny.returncode == 0, deny.stderr
+    assert f"waiting for approval: {second['approvalId']}" in deny.stdout
+    approve = gdn(
+        tmp_path, "approvals", "approve", str(second["approvalId"]), str(bundle), "--state-root", str(state),
+        "--args", '{"cmd": "edited"}', "--json",
+    )  # fmt: skip
+    assert approve.returncode == 0, approve.stderr
+    result = json.loads(approve.stdout)
+    assert result["finishReason"] == "text_response"
+    assert "E_TOOL_DENIED" in result["text"] and "not a" in result["text"] and "ran edited" in result["text"]
+    assert ran(log) == ["echo free", "edited"]
+
+
+def test_gdn_approvals_errors_are_clear(tmp_path: Path) -> None:
+    bundle, state, _ = _pause(tmp_path)
+    (item,) = _pending(tmp_path, bundle, state)
+    missing = gdn(tmp_path, "approvals", "approve", "appr-nope", str(bundle), "--state-root", str(state))
+    assert missing.returncode != 0
+    assert "[E_APPROVAL_NOT_FOUND]" in missing.stderr and "Traceback" not in missing.stderr
+    bad = gdn(
+        tmp_path, "approvals", "approve", str(item["approvalId"]), str(bundle), "--state-root", str(state),
+        "--args", "[1, 2]",
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert "[E_INVALID_ARGUMENT]" in bad.stderr and "JSON object" in bad.stderr
+
+
+def test_gdn_logs_shows_approval_requested_and_decided(tmp_path: Path) -> None:
+    bundle, state, _ = _pause(tmp_path)
+    (item,) = _pending(tmp_path, bundle, state)
+    proc = gdn(tmp_path, "approvals", "deny", str(item["approvalId"]), str(bundle), "--state-root", str(state))
+    assert proc.returncode == 0, proc.stderr
+    logs = gdn(tmp_path, "logs", "--state-root", str(state), "-l", "0")
+    assert logs.returncode == 0, logs.stderr
+    requested = next(line for line in logs.stdout.splitlines() if "approval.requested" in line)
+    decided = next(line for line in logs.stdout.splitlines() if "approval.decided" in line)
+    assert f"approvalId={item['approvalId']}" in requested and "toolName=shell__run" in requested
+    assert "approved=False" in decided and "decidedBy=cli" in decided
+
+
+def test_gdn_run_input_names_the_calls_it_waits_for(tmp_path: Path) -> None:
+    bundle = approval_bundle(tmp_path / "b", tmp_path / "ran.log")
+    proc = gdn(tmp_path, "run", str(bundle), "--state-root", str(tmp_path / "state"), "--input", "one")
+    assert proc.returncode == 0, proc.stderr
+    assert "I will run it." in proc.stdout
+    assert "waiting for approval: appr" in proc.stderr and "gdn approvals approve ID" in proc.stderr
