@@ -208,6 +208,18 @@ def test_max_parallel_tool_calls_bounds_how_many_run_at_once(tmp_path: Path, sta
     assert [r["toolCallId"] for r in kit.tool_results(history)] == ["c-0", "c-1", "c-2", "c-3"]
 
 
+def test_max_parallel_tool_calls_of_one_runs_the_calls_one_by_one(
+    tmp_path: Path, state_root: Path, executor: str
+) -> None:
+    log = tmp_path / "log"
+    calls = calls_of(log, ("nap", "a", 0.1), ("snooze", "b", 0.1), ("nap", "c", 0.1))
+    result, history = run(bundle(tmp_path / "b", calls, policy={"maxParallelToolCalls": 1}), state_root, executor)
+    assert result.finish_reason == "text_response", result.error
+    seen = spans(log)
+    assert seen["a"][1] <= seen["b"][0] and seen["b"][1] <= seen["c"][0]
+    assert [r["toolCallId"] for r in kit.tool_results(history)] == ["c-a", "c-b", "c-c"]
+
+
 def test_the_per_step_tool_call_limit_still_holds_with_parallel_calls(
     tmp_path: Path, state_root: Path, executor: str
 ) -> None:
