@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import kit
 # the model makes the calls listed in calls.json next to it, then answers once it saw the results
 MODEL = """\
 import json
+import time
 from pathlib import Path
 
 
@@ -30,6 +32,7 @@ def generate(request):
 TOOLS = """\
 import asyncio
 import json
+import time
 import time
 
 
@@ -232,3 +235,30 @@ def test_the_per_step_tool_call_limit_still_holds_with_parallel_calls(
     codes = [r["output"]["value"]["code"] if r["output"]["type"] == "error-json" else None for r in results]
     assert codes == [None] * 128 + ["E_TOOL_CALL_LIMIT"] * 2
     assert len(spans(log)) == 128
+
+
+def test_cancel_while_calls_run_in_parallel_stops_them_all_and_answers_every_call(
+    tmp_path: Path, state_root: Path, executor: str
+) -> None:
+    log = tmp_path / "log"
+    calls = calls_of(log, ("nap", "a", 30), ("snooze", "b", 1.5), ("nap", "c", 30))
+    root = bundle(tmp_path / "b", calls)
+
+    async def main() -> tuple[Any, float, list[dict[str, Any]]]:
+        async with goondan.Runtime(root, state_root=state_root, executor=executor) as rt:
+            task = asyncio.create_task(rt.request("go"))
+            for _ in range(400):  # until all three calls have started
+                if log.exists() and log.read_text().count('"start"') == 3:
+                    break
+                await asyncio.sleep(0.025)
+            started = time.monotonic()
+            assert await rt.cancel() is True
+            result = await asyncio.wait_for(task, 5)
+            return result, time.monotonic() - started, kit.history(rt)
+
+    result, elapsed, history = asyncio.run(main())
+    assert result.finish_reason == "cancelled", result
+    assert elapsed < 1.0
+    results = kit.tool_results(history)
+    assert [r["toolCallId"] for r in results] == ["c-a", "c-b", "c-c"]
+    assert {r["output"]["value"]["code"] for r in results} == {"E_TOOL_CANCELLED"}
