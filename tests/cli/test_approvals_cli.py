@@ -6,8 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from cli_testkit import gdn
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from goondan.cli._approvals import _parse_args
+from goondan.cli._output import CliError
 from kit.approvals import approval_bundle, ran
 
 
@@ -96,3 +101,37 @@ def test_gdn_run_input_names_the_calls_it_waits_for(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "I will run it." in proc.stdout
     assert "waiting for approval: appr" in proc.stderr and "gdn approvals approve ID" in proc.stderr
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=JSON_VALUES)
+def test_args_given_on_the_command_line_must_be_a_json_object(value: object) -> None:
+    text = json.dumps(value)
+    if isinstance(value, dict):
+        assert _parse_args(text) == value
+    else:
+        with pytest.raises(CliError) as info:
+            _parse_args(text)
+        assert info.value.code == "E_INVALID_ARGUMENT"
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=30))
+def test_args_that_are_not_json_are_a_usage_error_never_a_traceback(text: str) -> None:
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    try:
+        _parse_args(text)
+    except CliError as exc:
+        assert exc.code == "E_INVALID_ARGUMENT"
+    else:
+        assert isinstance(parsed, dict)
