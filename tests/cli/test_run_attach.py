@@ -6,13 +6,17 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
-from cli_testkit import gdn
+from cli_testkit import ECHO_BUNDLE, env_for, gdn
 
 import kit
 from goondan.cli._attach import attachment_part
 
+ONE_SHOT = ("--input", "look", "--attach", "cat.png", "-v")
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 
 # the python model answers with the parts of the last message: type, media type, name, hash of the bytes
@@ -99,3 +103,40 @@ def test_a_missing_or_oversized_attachment_is_a_clear_error(tmp_path: Path) -> N
     )
     assert big.returncode != 0 and "Traceback" not in big.stderr
     assert "E_CONTENT_TOO_LARGE" in big.stderr and "GOONDAN_MAX_ATTACHMENT_BYTES" in big.stderr
+
+
+def test_attachments_are_handed_to_a_running_gdn_run_of_the_same_bundle(tmp_path: Path) -> None:
+    root = kit.write_bundle(tmp_path / "a", ECHO_BUNDLE)
+    state = tmp_path / "state"
+    session = subprocess.Popen(
+        [sys.executable, "-m", "goondan", "run", str(root), "--state-root", str(state)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env_for(tmp_path),
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not list((state / "runtime" / "runs").glob("*.json")) and time.monotonic() < deadline:
+            assert session.poll() is None
+            time.sleep(0.05)
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        (elsewhere / "cat.png").write_bytes(PNG)
+        # a relative path, from another directory than the running session's: made absolute by the CLI
+        proc = subprocess.run(
+            [sys.executable, "-m", "goondan", "run", str(root), "--state-root", str(state), *ONE_SHOT],
+            capture_output=True,
+            text=True,
+            env=env_for(tmp_path),
+            cwd=elsewhere,
+            timeout=60,
+        )
+    finally:
+        session.kill()
+        session.wait()
+    assert proc.returncode == 0, proc.stderr
+    assert "delegating to running gdn run" in proc.stderr and proc.stdout == "echo: look\n"
+    stored = [p.name for d in kit.instance_dirs(state) for p in (d / "attachments").glob("*")]
+    assert stored == [hashlib.sha256(PNG).hexdigest()]
