@@ -11,13 +11,15 @@ import pytest
 
 from goondan.engine._parallel import CONCURRENT, DEFERRED, Job, ready, run_jobs
 
+STEP = object()  # stands for the step whose calls these jobs are
+
 
 class Probe:
     def __init__(self) -> None:
         self.running = 0
         self.most = 0
         self.log: list[str] = []
-        self.flags: dict[str, tuple[bool, bool]] = {}
+        self.flags: dict[str, tuple[object, object]] = {}
 
     def job(self, tag: str, seconds: float, *, fail: bool = False) -> Callable[[], Awaitable[str]]:
         async def start() -> str:
@@ -39,7 +41,7 @@ class Probe:
 
 def run(jobs: list[Job[str]], limit: int = 8) -> list[tuple[int, str]]:
     got: list[tuple[int, str]] = []
-    asyncio.run(run_jobs(jobs, limit, lambda i, v: got.append((i, v))))
+    asyncio.run(run_jobs(jobs, limit, lambda i, v: got.append((i, v)), STEP))
     return got
 
 
@@ -48,7 +50,7 @@ def test_results_are_delivered_in_job_order_whatever_order_they_finish_in() -> N
     got = run([(False, probe.job("slow", 0.05)), (False, probe.job("fast", 0.0)), (False, ready("ready"))])
     assert got == [(0, "slow"), (1, "fast"), (2, "ready")]
     assert probe.log.index("end fast") < probe.log.index("end slow")
-    assert probe.flags["slow"] == (True, True)  # beside others: sync handlers go to threads
+    assert probe.flags["slow"] == (STEP, STEP)  # beside others: sync handlers go to threads
 
 
 def test_no_more_than_limit_jobs_run_at_once() -> None:
@@ -68,7 +70,7 @@ def test_an_exclusive_job_runs_alone_and_in_place() -> None:
     assert [v for _, v in run(jobs)] == ["a", "b", "x", "c"]
     at = probe.log.index
     assert max(at("end a"), at("end b")) < at("start x") < at("end x") < at("start c")
-    assert probe.flags["x"] == (False, True)  # alone: a sync handler runs as a lone call's does
+    assert probe.flags["x"] == (None, STEP)  # alone: a sync handler runs as a lone call's does
 
 
 def test_a_job_that_raises_cancels_the_others_and_its_error_propagates() -> None:
@@ -76,7 +78,7 @@ def test_a_job_that_raises_cancels_the_others_and_its_error_propagates() -> None
     got: list[tuple[int, str]] = []
     jobs: list[Job[str]] = [(False, probe.job("boom", 0.0, fail=True)), (False, probe.job("long", 5))]
     with pytest.raises(RuntimeError, match="boom"):
-        asyncio.run(asyncio.wait_for(run_jobs(jobs, 8, lambda i, v: got.append((i, v))), 2))
+        asyncio.run(asyncio.wait_for(run_jobs(jobs, 8, lambda i, v: got.append((i, v)), STEP), 2))
     assert got == [] and probe.running == 0 and "end long" in probe.log
 
 
@@ -84,7 +86,7 @@ def test_cancelling_the_step_cancels_every_running_job() -> None:
     probe = Probe()
 
     async def main() -> None:
-        task = asyncio.ensure_future(run_jobs([(False, probe.job(str(i), 5)) for i in range(3)], 8, print))
+        task = asyncio.ensure_future(run_jobs([(False, probe.job(str(i), 5)) for i in range(3)], 8, print, STEP))
         await asyncio.sleep(0.05)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

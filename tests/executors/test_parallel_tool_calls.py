@@ -262,3 +262,50 @@ def test_cancel_while_calls_run_in_parallel_stops_them_all_and_answers_every_cal
     results = kit.tool_results(history)
     assert [r["toolCallId"] for r in results] == ["c-a", "c-b", "c-c"]
     assert {r["output"]["value"]["code"] for r in results} == {"E_TOOL_CANCELLED"}
+
+
+# agent a asks agent b (through agents__request) while another call of its step runs; b then makes a
+# single tool call of its own in its own turn
+NESTED_MODEL = """\
+import json
+
+
+def generate(request):
+    last = request.messages[-1]
+    if last["role"] == "tool":
+        return {"text": "done by " + request.agent_name}
+    log = json.loads(open(__file__.replace("model.py", "log.json")).read())
+    nap = {"name": "t__nap", "args": {"log": log, "tag": request.agent_name, "seconds": 0.05}}
+    if request.agent_name == "a":
+        return {"toolCalls": [{"name": "agents__request", "args": {"target": "b", "input": "go"}}, nap]}
+    return {"toolCalls": [nap]}
+"""
+
+
+def test_a_turn_started_from_a_parallel_call_runs_its_own_calls_as_usual(
+    tmp_path: Path, state_root: Path, executor: str
+) -> None:
+    """The marks a parallel step puts on its calls' context (results handed back, handlers in
+    threads) must not leak into another agent's turn that one of those calls starts."""
+    log = tmp_path / "log"
+    docs = [
+        kit.package_doc(),
+        kit.python_model_doc(),
+        kit.tool_doc("t", "./t.py", EXPORTS),
+        kit.agent_doc("a", tools=["t", kit.base_ref("Tool", "agents")]),
+        kit.agent_doc("b", tools=["t"]),
+        kit.swarm_doc(["a", "b"]),
+    ]
+    files = {"model.py": NESTED_MODEL, "t.py": TOOLS, "log.json": json.dumps(str(log))}
+    root = kit.write_bundle(tmp_path / "b", *docs, files=files)
+
+    async def main() -> tuple[Any, list[dict[str, Any]]]:
+        async with goondan.Runtime(root, state_root=state_root, executor=executor) as rt:
+            result = await rt.request("go")
+            return result, kit.history(rt, "b")
+
+    result, b_history = asyncio.run(main())
+    assert result.finish_reason == "text_response", result.error
+    assert result.text == "done by a"
+    assert kit.roles(b_history) == ["user", "assistant", "tool", "assistant"]
+    assert [r["output"]["value"] for r in kit.tool_results(b_history)] == ["b"]

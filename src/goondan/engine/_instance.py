@@ -1021,7 +1021,7 @@ class AgentInstance:
             else:
                 results.append(self._append_tool_result(turn_state, call, result))
 
-        await run_jobs(jobs, self._max_parallel_tools, deliver)
+        await run_jobs(jobs, self._max_parallel_tools, deliver, step_state)
         return results
 
     def _answer_unrun(self, conversation: ConversationState, call: ToolCall, result: ToolCallResult) -> ToolCallResult:
@@ -1134,7 +1134,7 @@ class AgentInstance:
             pending = self._record_event(record)
             if pending is not None:
                 await pending
-        if DEFERRED.get():  # one of several calls running at once: appended by the caller, in call order
+        if DEFERRED.get() is step_state:  # one of several calls running at once: the caller appends it in order
             return result
         return self._append_tool_result(turn_state, call, result)
 
@@ -1185,7 +1185,7 @@ class AgentInstance:
             state.tool_call_id,
             state.args,
             make_context,
-            in_thread=CONCURRENT.get(),
+            in_thread=CONCURRENT.get() is step_state,
         )
 
     # --- cancellation and steering (docs/architecture.md#cancellation-and-steering) -----------
