@@ -21,7 +21,6 @@ from .._json import dumps_line, dumps_pretty
 from ..errors import GoondanError, StorageError
 from ..messages import Message, event_from_record, event_to_record
 from . import _atomic
-from ._attachments import attachment_id, check_id, not_found
 from ._atomic import (
     APPEND_FLAGS,
     crash_point,
@@ -34,6 +33,7 @@ from ._atomic import (
     write_all,
     write_file_durably,
 )
+from ._attachments import attachment_id, check_id, not_found
 from ._jsonl import (
     JsonlReader,
     corrupt_error,
