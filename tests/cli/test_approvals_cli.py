@@ -135,3 +135,45 @@ def test_args_that_are_not_json_are_a_usage_error_never_a_traceback(text: str) -
         assert exc.code == "E_INVALID_ARGUMENT"
     else:
         assert isinstance(parsed, dict)
+
+
+def test_gdn_approvals_asks_the_running_gdn_run_that_holds_the_instance(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    from cli_testkit import env_for
+
+    log = tmp_path / "ran.log"
+    bundle = approval_bundle(tmp_path / "b", log)
+    state = tmp_path / "state"
+    session = subprocess.Popen(
+        [sys.executable, "-m", "goondan", "run", str(bundle), "--state-root", str(state), "--instance-key", "k"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env_for(tmp_path),
+        cwd=tmp_path,
+    )
+    try:
+        assert session.stdin is not None
+        session.stdin.write("one\n")
+        session.stdin.flush()
+        items: list[dict[str, object]] = []
+        deadline = time.monotonic() + 30
+        while not items and time.monotonic() < deadline:  # until the session's turn has paused
+            items = _pending(tmp_path, bundle, state)
+            time.sleep(0.2)
+        (item,) = items
+        # the session holds the instance: only the running gdn run can resume the turn
+        proc = gdn(tmp_path, "approvals", "approve", str(item["approvalId"]), str(bundle), "--state-root", str(state))
+        assert proc.returncode == 0, proc.stderr
+        assert "ran rm x" in proc.stdout
+        assert ran(log) == ["rm x"]
+        session.stdin.close()
+        assert session.wait(30) == 0
+    finally:
+        if session.poll() is None:
+            session.kill()
+            session.wait()

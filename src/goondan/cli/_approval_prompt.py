@@ -21,6 +21,8 @@ async def _ask(reader: Any, prompt: str) -> str | None:
         line: str | None = await reader.queue.get()
     finally:
         reader.prompt = type(reader).prompt
+    if line is None:
+        reader.queue.put_nowait(None)  # the reader has stopped: the session must see the end of input too
     return line
 
 
