@@ -26,7 +26,8 @@ import base64, hashlib, json
 
 def generate(request):
     out = []
-    for p in request.messages[-1]["content"]:
+    content = request.messages[-1]["content"]
+    for p in [{"type": "text", "text": content}] if isinstance(content, str) else content:
         if p["type"] == "text":
             out.append(["text", p["text"]])
         else:
@@ -140,3 +141,15 @@ def test_attachments_are_handed_to_a_running_gdn_run_of_the_same_bundle(tmp_path
     assert "delegating to running gdn run" in proc.stderr and proc.stdout == "echo: look\n"
     stored = [p.name for d in kit.instance_dirs(state) for p in (d / "attachments").glob("*")]
     assert stored == [hashlib.sha256(PNG).hexdigest()]
+
+
+def test_attach_in_a_chat_session_sends_the_file_with_the_next_message_only(tmp_path: Path) -> None:
+    root = bundle(tmp_path / "b")
+    (tmp_path / "cat.png").write_bytes(PNG)
+    lines = "/attach cat.png\n/attach missing.png\nlook\nagain\n/quit\n"
+    proc = gdn(tmp_path, "run", str(root), "--state-root", str(tmp_path / "state"), stdin=lines)
+    assert proc.returncode == 0, proc.stderr
+    first, second = proc.stdout.splitlines()
+    assert json.loads(first) == [["text", "look"], ["image", "image/png", None, hashlib.sha256(PNG).hexdigest()]]
+    assert json.loads(second) == [["text", "again"]]
+    assert "attached cat.png (image/png)" in proc.stderr and "no such file" in proc.stderr

@@ -1,4 +1,5 @@
-"""``gdn run --attach FILE`` (repeatable): files sent with the request as image or file parts.
+"""``gdn run --attach FILE`` (repeatable) and ``/attach FILE`` in a chat session: files sent with the
+request as image or file parts.
 
 The media type is guessed from the file name; ``FILE:TYPE`` (e.g. ``scan.bin:image/png``) sets it.
 PNG, JPEG, GIF and WebP become image parts, anything else a file part named after the file. Paths are
@@ -40,4 +41,17 @@ def request_input(text: str | None, attachments: Sequence[str] | None) -> str | 
     return parts
 
 
-__all__ = ["attachment_part", "request_input"]
+def attach_command(line: str, attached: list[str]) -> str:
+    """``/attach FILE[:TYPE]`` in a chat session: queue a file for the next message; returns what to
+    tell the user. ``/attach`` alone lists what is queued."""
+    arg = line.removeprefix("/attach").strip()
+    if not arg:
+        return "attached: " + (", ".join(attached) if attached else "nothing") + "\n"
+    part = attachment_part(arg)
+    if not Path(part["path"]).is_file():
+        return f"[E_CONTENT_INVALID] no such file: {part['path']}\n"
+    attached.append(arg)
+    return f"attached {Path(part['path']).name} ({part['mediaType']}): sent with your next message\n"
+
+
+__all__ = ["attach_command", "attachment_part", "request_input"]

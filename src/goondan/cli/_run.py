@@ -28,7 +28,7 @@ from typing import Any
 
 from .._content import RequestInput
 from ..errors import ConfigError, GoondanError
-from ._attach import request_input
+from ._attach import attach_command, request_input
 from ._env import bundle_dir, load_env
 from ._interrupt import current as current_interrupts
 from ._interrupt import interruptible
@@ -505,6 +505,7 @@ async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event, lines
         lines.source = reader
         lines.transient = thinking.text_on_screen
     failures = 0
+    attached: list[str] = []  # files queued with /attach for the next message
 
     def on_delta(record: dict[str, Any]) -> None:
         if record.get("agentName") != agent or record.get("instanceKey", key) != key:
@@ -536,11 +537,17 @@ async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event, lines
             line = line.strip()
             if line in ("/quit", "/exit"):
                 return EXIT_INTERNAL if failures and not tty else EXIT_OK
+            if line == "/attach" or line.startswith("/attach "):
+                sys.stderr.write(attach_command(line, attached))
+                sys.stderr.flush()
+                reader.go.set()
+                continue
             if line:
                 streamed.update({"any": False, "step": -1})
                 thinking.start()
                 try:
-                    result = await _request_cancellable(rt, args, line)
+                    request, attached = request_input(line, attached) or line, []
+                    result = await _request_cancellable(rt, args, request)
                 except GoondanError as exc:
                     result = None
                     error: Any = exc
