@@ -283,3 +283,25 @@ def test_pending_approval_records_are_json(tmp_path: Path, state_root: Path) -> 
     root = bundle(tmp_path / "b", tmp_path / "ran.log")
     result = asyncio.run(request(root, state_root, "inline", "one"))
     assert json.loads(json.dumps(result.to_dict()))["finishReason"] == "awaiting_approval"
+
+
+def test_an_inter_agent_response_arriving_while_calls_wait_joins_the_resumed_turn(
+    tmp_path: Path, state_root: Path
+) -> None:
+    from goondan.messages import user_message
+
+    root = bundle(tmp_path / "b", tmp_path / "ran.log")
+
+    async def main() -> tuple[list[str], list[dict[str, Any]]]:
+        async with goondan.Runtime(root, state_root=state_root, executor="inline") as rt:
+            first = await rt.request("one", instance_key="k")
+            instance = await rt.get_instance("a", "k")
+            await instance.deliver_inter_agent_response(user_message("late reply"))
+            while_waiting = kit.roles(kit.history(rt, "a", "k"))
+            await rt.approve(first.pending_approvals[0].approval_id)
+            return while_waiting, kit.history(rt, "a", "k")
+
+    while_waiting, history = asyncio.run(main())
+    # nothing may come between a call and its result: the response waits for the decision
+    assert while_waiting == ["user", "assistant"]
+    assert kit.roles(history) == ["user", "assistant", "tool", "user", "assistant"]

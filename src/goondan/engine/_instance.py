@@ -536,7 +536,8 @@ class AgentInstance:
 
     async def _persist_inbox(self) -> None:
         async with self.lock:
-            if self.inbox:
+            # while calls wait for approval nothing may follow them: the inbox joins the resumed turn
+            if self.inbox and self._paused is None:
                 self._flush_inbox(None)
                 await self._commit()
 
@@ -622,7 +623,8 @@ class AgentInstance:
             if failure_trace:
                 self.logger.info("traceback of turn %s:\n%s", turn_id, failure_trace)
         turn.status = "failed" if failure else "completed"
-        self._flush_inbox(None)
+        if self._paused is None:
+            self._flush_inbox(None)
         try:
             await self._commit()
         finally:
