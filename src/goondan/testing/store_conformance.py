@@ -395,6 +395,21 @@ class StoreConformance:
             store.read_attachment(digest)
         store.close()
 
+    def test_deleting_the_instance_deletes_its_attachments(self, store_factory: StoreFactory) -> None:
+        ws = store_factory()
+        store = ws.instance(self.AGENT, self.KEY)
+        store.load()
+        digest = store.put_attachment(b"an image")
+        store.write_metadata(agent_name=self.AGENT, instance_key=self.KEY, status="idle")
+        store.close()
+        assert ws.delete_instance(self.AGENT, self.KEY) is True
+        ws.close()
+        store = self._open(store_factory)
+        with pytest.raises(GoondanError) as info:
+            store.read_attachment(digest)
+        assert info.value.code == "E_ATTACHMENT_NOT_FOUND"
+        store.close()
+
     # ------------------------------------------------------------------ paused turn (approvals)
 
     def test_a_paused_turn_record_survives_reopen_and_is_readable_while_another_holds_the_lease(
