@@ -152,7 +152,8 @@ def decode_data(value: Any, index: int) -> bytes:
         raise _invalid(index, f"data is not valid base64 ({exc})") from exc
 
 
-def _read_path(raw: Any, index: int, limit: int) -> bytes:
+def check_path(raw: Any, index: int, limit: int) -> Path:
+    """The file of a ``path`` part, when it is a readable regular file within the size limit."""
     if not isinstance(raw, str | os.PathLike) or not os.fspath(raw):
         raise _invalid(index, "path must be a non-empty string")
     path = Path(os.fspath(raw)).expanduser()
@@ -168,6 +169,11 @@ def _read_path(raw: Any, index: int, limit: int) -> bytes:
         ) from exc
     if size > limit:
         raise _too_large(index, size, limit)
+    return path
+
+
+def _read_path(raw: Any, index: int, limit: int) -> bytes:
+    path = check_path(raw, index, limit)
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -283,6 +289,7 @@ __all__ = [
     "ImagePart",
     "RequestInput",
     "TextPart",
+    "check_path",
     "decode_data",
     "guess_media_type",
     "has_media",

@@ -89,8 +89,8 @@ def test_a_missing_or_oversized_attachment_is_a_clear_error(tmp_path: Path) -> N
     root = bundle(tmp_path / "b")
     state = str(tmp_path / "state")
     missing = gdn(tmp_path, "run", str(root), "--state-root", state, "--input", "x", "--attach", "nope.png")
-    assert missing.returncode != 0 and "Traceback" not in missing.stderr
-    assert "E_CONTENT_INVALID" in missing.stderr and "nope.png" in missing.stderr
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert "E_CONTENT_INVALID" in missing.stderr and "--attach nope.png" in missing.stderr
     (tmp_path / "big.png").write_bytes(PNG)
     big = gdn(
         tmp_path,
@@ -102,7 +102,7 @@ def test_a_missing_or_oversized_attachment_is_a_clear_error(tmp_path: Path) -> N
         "big.png",
         GOONDAN_MAX_ATTACHMENT_BYTES="100",
     )
-    assert big.returncode != 0 and "Traceback" not in big.stderr
+    assert big.returncode == 2 and "Traceback" not in big.stderr
     assert "E_CONTENT_TOO_LARGE" in big.stderr and "GOONDAN_MAX_ATTACHMENT_BYTES" in big.stderr
 
 

@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._content import IMAGE_TYPES, guess_media_type
+from .._content import IMAGE_TYPES, check_path, guess_media_type, max_part_bytes, normalize_part
+from ..errors import GoondanError
+from ._output import EXIT_USAGE, CliError
 
 _TYPE_SUFFIX = re.compile(r":([a-z0-9][a-z0-9.+-]*/[a-z0-9][a-z0-9.+-]*)$", re.IGNORECASE)
 
@@ -30,6 +32,19 @@ def attachment_part(arg: str) -> dict[str, Any]:
     if media_type in IMAGE_TYPES:
         return {"type": "image", "mediaType": media_type, "path": str(path)}
     return {"type": "file", "mediaType": media_type, "name": path.name, "path": str(path)}
+
+
+def check_attachments(attachments: Sequence[str] | None) -> None:
+    """Refuse a ``--attach`` that names no readable file, an oversized one or a bad media type before
+    anything starts: bad command-line input is a usage error (exit code 2), not a failed request."""
+    limit = max_part_bytes()
+    for index, arg in enumerate(attachments or ()):
+        try:
+            part = normalize_part(attachment_part(arg), index, limit=limit, read_paths=False)
+            check_path(part["path"], index, limit)
+        except GoondanError as exc:
+            message = exc.message.replace(f"input part {index}", f"--attach {arg}", 1)
+            raise CliError(exc.code, message, exit_code=EXIT_USAGE, suggestion=exc.suggestion) from None
 
 
 def request_input(text: str | None, attachments: Sequence[str] | None) -> str | list[dict[str, Any]] | None:
@@ -54,4 +69,4 @@ def attach_command(line: str, attached: list[str]) -> str:
     return f"attached {Path(part['path']).name} ({part['mediaType']}): sent with your next message\n"
 
 
-__all__ = ["attach_command", "attachment_part", "request_input"]
+__all__ = ["attach_command", "attachment_part", "check_attachments", "request_input"]

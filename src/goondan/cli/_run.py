@@ -28,7 +28,7 @@ from typing import Any
 
 from .._content import RequestInput
 from ..errors import ConfigError, GoondanError
-from ._attach import attach_command, request_input
+from ._attach import attach_command, check_attachments, request_input
 from ._env import bundle_dir, load_env
 from ._interrupt import current as current_interrupts
 from ._interrupt import interruptible
@@ -74,6 +74,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             text = Path(args.input_file).read_text(encoding="utf-8")
         except OSError as exc:
             raise CliError("E_INVALID_ARGUMENT", f"cannot read --input-file: {exc}", exit_code=EXIT_USAGE) from None
+    check_attachments(getattr(args, "attach", None))
     env = load_env(bundle_dir(args.path), args.env_file)
     from ..bundle import load_bundle
 
