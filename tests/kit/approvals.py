@@ -81,7 +81,14 @@ def register(api):
 """
 
 
-def approval_bundle(root: Path, log: Path, *, timeout: float | None = None, policy: list[str] | None = None) -> Path:
+def approval_bundle(
+    root: Path,
+    log: Path,
+    *,
+    timeout: float | None = None,
+    policy: list[str] | None = None,
+    extra: str | None = None,
+) -> Path:
     run_export = {**export("run", {"cmd": {"type": "string"}}), "approval": "required"}
     tool = tool_doc("shell", "./shell.py", [run_export, export("echo", {"cmd": {"type": "string"}})])
     tool["spec"]["config"] = {"log": str(log)}
@@ -93,7 +100,7 @@ def approval_bundle(root: Path, log: Path, *, timeout: float | None = None, poli
         approval["tools"] = policy
     if approval:
         agent["spec"]["approval"] = approval
-    docs = [
+    docs: list[Any] = [
         package_doc(),
         python_model_doc(),
         tool,
@@ -101,6 +108,8 @@ def approval_bundle(root: Path, log: Path, *, timeout: float | None = None, poli
         agent,
         swarm_doc(["a"]),
     ]
+    if extra is not None:
+        docs.append(extra)  # a YAML document more, e.g. a Connection
     return write_bundle(root, *docs, files={"model.py": MODEL, "shell.py": TOOL, "guard.py": GUARD})
 
 

@@ -36,6 +36,7 @@ from ..executors.process._ipc import (
     frame_error,
 )
 from ..executors.process._supervisor import BackoffPolicy, CrashBackoff, ExecSpawner, graceful_stop
+from ._approval_reply import decide, parse_decision, reply_text
 from ._context import check_event, request_input
 from ._protocol import HOST_MODULE, SUPERVISOR
 from ._routing import Rule, route_event, rules_from_ingress, stringify_properties
@@ -360,19 +361,24 @@ class ConnectorProcess:
             )
             if self.on_event is not None:
                 self.on_event({"connection": self.plan.name, "event": event, "route": decision})
-            result = await self.runtime.request(
-                request_input(event),
-                agent=decision.agent,
-                instance_key=decision.instance_key,
-                metadata={
-                    "connector": self.plan.connector,
-                    "connection": self.plan.name,
-                    "event": event["name"],
-                    "properties": properties,
-                },
-                source={"kind": "connector", "name": self.plan.connector},
-            )
-            reply = ConnectorReply(event_id, result.text, result.finish_reason, result.error)
+            parsed = parse_decision(event["message"].get("text")) if not event.get("attachments") else None
+            if parsed is not None:  # "approve ID" / "deny ID note": a decision, not a new turn
+                by = f"connector:{self.plan.connector}"
+                result = await decide(self.runtime, decision.agent, decision.instance_key, parsed, by)
+            else:
+                result = await self.runtime.request(
+                    request_input(event),
+                    agent=decision.agent,
+                    instance_key=decision.instance_key,
+                    metadata={
+                        "connector": self.plan.connector,
+                        "connection": self.plan.name,
+                        "event": event["name"],
+                        "properties": properties,
+                    },
+                    source={"kind": "connector", "name": self.plan.connector},
+                )
+            reply = ConnectorReply(event_id, reply_text(result), result.finish_reason, result.error)
         except Exception as exc:
             log.error("Connection/%s: event %s failed: %s", self.plan.name, event_id, exc)
             error = (
