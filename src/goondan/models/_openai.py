@@ -7,6 +7,7 @@ each tool result becomes one ``role: tool`` message.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from typing import Any
@@ -170,14 +171,20 @@ def _dump(obj: Any) -> dict[str, Any]:
 
 def _media_part(message: Any, part: Any) -> dict[str, Any]:
     """An image part as an ``image_url`` content part (a URL, or the bytes as a ``data:`` URL); a
-    file part as a ``file`` content part with ``file_data`` (Chat Completions takes files inline only)."""
+    file part as a ``file`` content part with ``file_data`` (Chat Completions takes files inline only, and
+    only PDFs: ``text/*`` files become a text part headed with their name)."""
     media_type, data, url = media_source(message, part)
     inline = f"data:{media_type};base64,{data}"
     if part.get("type") == "image":
         return {"type": "image_url", "image_url": {"url": url or inline}}
     if url is not None:
         raise unsupported(message, "a file by URL (OpenAI Chat Completions takes file bytes only)")
-    return {"type": "file", "file": {"filename": str(part.get("name") or "file"), "file_data": inline}}
+    name = str(part.get("name") or "file")
+    if media_type.startswith("text/"):
+        # file inputs are PDFs only: a text file is sent as what it is, text, under its name
+        body = base64.b64decode(data or "").decode("utf-8", errors="replace")
+        return {"type": "text", "text": f"[file {name}]\n{body}"}
+    return {"type": "file", "file": {"filename": name, "file_data": inline}}
 
 
 def to_openai_messages(messages: Any) -> list[dict[str, Any]]:

@@ -200,3 +200,12 @@ def test_an_unknown_local_media_mode_is_a_config_error() -> None:
     with pytest.raises(ModelError) as info:
         parse_local_options({"mediaParts": "ocr"}, None, locate=False)
     assert info.value.code == "E_MODEL_CONFIG" and "placeholder" in info.value.message
+
+
+def test_openai_gets_a_text_file_as_a_text_part_headed_with_its_name(serve: Any) -> None:
+    server = serve(lambda r: Reply(body=OPENAI_REPLY))
+    note = {"type": "file", "mediaType": "text/csv", "name": "t.csv", "data": base64.b64encode(b"a,b\n1,2").decode()}
+    run(generate("openai", server.url + "/v1", [{"role": "user", "content": [note]}]))
+    assert server.requests[0].json["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "[file t.csv]\na,b\n1,2"}]}
+    ]
