@@ -138,3 +138,37 @@ def test_the_scripted_provider_matches_the_text_of_a_message_with_an_image(
     image = {"type": "image", "mediaType": "image/png", "data": base64.b64encode(PNG).decode()}
     result = ask(root, state_root, executor, [{"type": "text", "text": "look"}, image])
     assert (result.finish_reason, result.text) == ("text_response", "seen: look")
+
+
+ADDS_IMAGE = """\
+from goondan.messages import user_message
+
+
+def register(api):
+    async def turn(ctx):
+        if ctx.conversation_state.to_llm_messages()[-1]["content"] == "with the chart":
+            part = {"type": "image", "mediaType": "image/png", "path": CHART}
+            ctx.emit_message_event({"type": "append", "message": user_message([part])})
+        return await ctx.next()
+
+    api.pipeline.register("turn", turn)
+"""
+
+
+def test_an_image_an_extension_adds_by_path_reaches_the_model_with_its_bytes(
+    tmp_path: Path, state_root: Path, executor: str
+) -> None:
+    chart = tmp_path / "chart.png"
+    chart.write_bytes(PNG)
+    docs = [
+        kit.package_doc(),
+        kit.python_model_doc(),
+        kit.extension_doc("adds", "./adds.py"),
+        kit.agent_doc("a", extensions=["adds"]),
+        kit.swarm_doc(["a"]),
+    ]
+    files = {"model.py": MODEL, "adds.py": f"CHART = {str(chart)!r}\n" + ADDS_IMAGE}
+    root = kit.write_bundle(tmp_path / "b", *docs, files=files)
+    result = ask(root, state_root, executor, "with the chart")
+    assert result.finish_reason == "text_response", result.error
+    assert json.loads(result.text)[0]["sha256"] == hashlib.sha256(PNG).hexdigest()

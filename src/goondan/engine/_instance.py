@@ -54,7 +54,7 @@ from ..tools import (
 )
 from . import _approvals as approvals
 from ._info import AgentInfo, PromptInfo, RuntimeInfo, SwarmInfo, call_info, inbound_info
-from ._media import any_media, resolve_media, store_parts
+from ._media import any_media, event_has_media, resolve_media, store_parts
 from ._messages import EVENT_ID_KEY, inbound_message, model_message, tool_result_message
 from ._output import feedback_text, output_invalid, validate_answer
 from ._parallel import CONCURRENT, DEFAULT_MAX_PARALLEL_TOOL_CALLS, DEFERRED, Job, ready, run_jobs
@@ -704,6 +704,8 @@ class AgentInstance:
         assert conversation is not None
         before = len(conversation.warnings)
         conversation.emit(event, trusted=trusted)
+        if not self._has_media and event_has_media(event):
+            self._has_media = True
         if len(conversation.warnings) > before:
             for warning in conversation.warnings[before:]:
                 self.logger.warning("[%s] %s", warning["code"], warning["message"])

@@ -67,4 +67,14 @@ def any_media(messages: Sequence[dict[str, Any]]) -> bool:
     return any(has_media(m.get("content")) for m in messages)
 
 
-__all__ = ["any_media", "resolve_media", "store_parts"]
+def event_has_media(event: Any) -> bool:
+    """Whether a message event (from an extension) appends or replaces a message with media parts,
+    which then has to be resolved for the model like the inbound ones."""
+    message = event.get("message") if isinstance(event, Mapping) else None
+    data = getattr(message, "data", None) if message is not None and not isinstance(message, Mapping) else None
+    if data is None and isinstance(message, Mapping):
+        data = message.get("data")
+    return isinstance(data, Mapping) and has_media(data.get("content"))
+
+
+__all__ = ["any_media", "event_has_media", "resolve_media", "store_parts"]
