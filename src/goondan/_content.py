@@ -172,7 +172,8 @@ def check_path(raw: Any, index: int, limit: int) -> Path:
     return path
 
 
-def _read_path(raw: Any, index: int, limit: int) -> bytes:
+def read_path(raw: Any, index: int, limit: int) -> bytes:
+    """The bytes of a ``path`` part (see :func:`check_path`)."""
     path = check_path(raw, index, limit)
     try:
         data = path.read_bytes()
@@ -240,7 +241,7 @@ def normalize_part(part: Any, index: int, *, limit: int, read_paths: bool) -> di
     if source == "path" and not read_paths:
         out["path"] = os.fspath(part["path"])
         return out
-    data = _read_path(part["path"], index, limit) if source == "path" else decode_data(part["data"], index)
+    data = read_path(part["path"], index, limit) if source == "path" else decode_data(part["data"], index)
     if len(data) > limit:
         raise _too_large(index, len(data), limit)
     _check_bytes(str(kind), out["mediaType"], data, index)
@@ -298,5 +299,6 @@ __all__ = [
     "normalize_input",
     "normalize_part",
     "placeholder",
+    "read_path",
     "sniff_image",
 ]

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from .._content import has_media, is_attachment_id, max_part_bytes, normalize_part
+from .._content import has_media, is_attachment_id, max_part_bytes, normalize_part, read_path
 from .._json import repair_text
 
 
@@ -42,7 +41,7 @@ def _resolved(part: Mapping[str, Any], read: Callable[[str], bytes]) -> Mapping[
     if is_attachment_id(ref):
         data = read(str(ref))
     elif isinstance(part.get("path"), str) and part.get("data") is None:
-        data = Path(part["path"]).read_bytes()  # a part an extension added by path
+        data = read_path(part["path"], 0, max_part_bytes())  # a part an extension added by path
     else:
         return part
     out = {k: v for k, v in part.items() if k not in ("attachment", "path")}
