@@ -255,3 +255,62 @@ def test_without_steering_a_message_waits_for_the_next_turn(tmp_path: Path, stat
     first, second = run_steering(steering_bundle(tmp_path / "b", None), state_root, executor)
     assert first.text == "saw: first"
     assert second.text == "saw: first|second" and second.turn_id != first.turn_id
+
+
+SWALLOW_MODEL = """\
+def generate(request):
+    last = request.messages[-1]
+    if last["role"] == "tool":
+        return {"toolCalls": [{"id": "c-again", "name": "t__stubborn", "args": {}}]}
+    return {"toolCalls": [{"id": "c-first", "name": "t__stubborn", "args": {}}]}
+"""
+
+SWALLOW_TOOL = """\
+import asyncio
+from pathlib import Path
+
+
+async def stubborn(ctx, args):
+    Path(__file__).with_name("started").write_text("1")
+    try:
+        await asyncio.sleep(30)
+    except asyncio.CancelledError:
+        return "swallowed the cancellation"
+    return "slept"
+
+
+handlers = {"stubborn": stubborn}
+"""
+
+
+def test_a_tool_that_swallows_the_cancellation_still_ends_the_turn_at_the_next_step(
+    tmp_path: Path, state_root: Path, executor: str
+) -> None:
+    root = kit.write_bundle(
+        tmp_path / "b",
+        kit.package_doc(),
+        kit.python_model_doc(),
+        kit.tool_doc("t", "./t.py", [kit.export("stubborn")]),
+        kit.agent_doc("a", tools=["t"]),
+        kit.swarm_doc(["a"]),
+        files={"model.py": SWALLOW_MODEL, "t.py": SWALLOW_TOOL},
+    )
+
+    async def main() -> tuple[Any, float, list[dict[str, Any]]]:
+        async with goondan.Runtime(root, state_root=state_root, executor=executor) as rt:
+            task = asyncio.create_task(rt.request("go"))
+            deadline = time.monotonic() + 20
+            while not (root / "started").exists():
+                assert time.monotonic() < deadline, "the tool never started"
+                await asyncio.sleep(0.02)
+            started = time.monotonic()
+            assert await rt.cancel() is True
+            result = await asyncio.wait_for(task, 5)
+            return result, time.monotonic() - started, kit.history(rt)
+
+    result, elapsed, history = asyncio.run(main())
+    assert result.finish_reason == "cancelled"
+    assert elapsed < 1.0
+    assert_valid_history(history)
+    # the tool's own answer is kept; no second step ran
+    assert [r["toolCallId"] for r in kit.tool_results(history)] == ["c-first"]

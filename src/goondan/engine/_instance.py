@@ -737,6 +737,8 @@ class AgentInstance:
         agent_name, instance_key = self.agent_name, self.instance_key
         turn_id, trace_id, turn_span = turn_state.turn_id, turn_state.trace_id, run.span_id
         while True:
+            if self._cancel_requested:  # code that swallowed the cancellation: stop at the step boundary
+                raise asyncio.CancelledError
             if self.inbox:
                 self._flush_inbox(turn_state)
             if step_index >= self._max_steps:
