@@ -55,6 +55,8 @@ def _render_part(part: Any) -> str:
             output = output["value"]
         body = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False, default=str)
         return f"[tool-result {part.get('toolName') or part.get('name')}] {body}"
+    if kind in ("image", "file"):  # the summary model gets a note, never the bytes
+        return f"[{kind} {part.get('name') or part.get('mediaType') or ''}]".replace(" ]", "]")
     return ""
 
 
