@@ -37,6 +37,7 @@ from ..executors.process._ipc import (
 )
 from ..executors.process._supervisor import BackoffPolicy, CrashBackoff, ExecSpawner, graceful_stop
 from ._approval_reply import decide, parse_decision, reply_text
+from ._cancel_command import cancel_command, is_cancel_command
 from ._context import check_event, request_input
 from ._protocol import HOST_MODULE, SUPERVISOR
 from ._routing import Rule, route_event, rules_from_ingress, stringify_properties
@@ -365,6 +366,8 @@ class ConnectorProcess:
             if parsed is not None:  # "approve ID" / "deny ID note": a decision, not a new turn
                 by = f"connector:{self.plan.connector}"
                 result = await decide(self.runtime, decision.agent, decision.instance_key, parsed, by)
+            elif not event.get("attachments") and is_cancel_command(event["message"].get("text")):
+                result = await cancel_command(self.runtime, decision.agent, decision.instance_key)
             else:
                 result = await self.runtime.request(
                     request_input(event),
