@@ -85,6 +85,7 @@ class TurnCompletedEvent(_TurnFields):
     stepCount: int
     duration: int
     tokenUsage: NotRequired[TokenUsage]
+    cancelled: NotRequired[bool]  # the turn was cancelled (Runtime.cancel) and committed what it had
 
 
 class TurnFailedEvent(_TurnFields):

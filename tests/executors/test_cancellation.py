@@ -137,8 +137,11 @@ def test_cancel_during_a_slow_tool_kills_its_process_and_answers_every_call(
         files={"model.py": TOOL_MODEL, "calls.json": json.dumps(calls)},
     )
 
+    completed: list[dict[str, Any]] = []
+
     async def main() -> tuple[Any, float, Any, list[dict[str, Any]]]:
         async with goondan.Runtime(root, state_root=state_root, executor=executor) as rt:
+            rt.on_runtime_event(lambda r: completed.append(r) if r["type"] == "turn.completed" else None)
             task = asyncio.create_task(rt.request("go"))
             deadline = time.monotonic() + 20
             while not (pid_file.exists() and pid_file.read_text().strip()):
@@ -159,6 +162,7 @@ def test_cancel_during_a_slow_tool_kills_its_process_and_answers_every_call(
     codes = [r["output"]["value"]["code"] for r in kit.tool_results(history)]
     assert codes == ["E_TOOL_CANCELLED", "E_TOOL_CANCELLED"]
     assert after.finish_reason == "text_response" and after.text == "results: E_TOOL_CANCELLED,E_TOOL_CANCELLED"
+    assert [r.get("cancelled") for r in completed] == [True, None]  # shown in gdn logs
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):  # the tool's process group was killed
         for _ in range(50):

@@ -641,6 +641,8 @@ class AgentInstance:
             usage = run.usage
             if usage["totalTokens"]:
                 record["tokenUsage"] = dict(usage)
+            if result.finish_reason == "cancelled":
+                record["cancelled"] = True  # Runtime.cancel: the turn committed what it had
             pending = self._record_event(record)
             if pending is not None:
                 await pending
