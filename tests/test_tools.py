@@ -254,9 +254,11 @@ def test_a_synchronous_handler_runs_in_a_worker_thread_when_asked_and_its_output
     import threading
 
     seen: list[str] = []
+    daemon: list[bool] = []
 
     def handler(ctx, args):
         seen.append(threading.current_thread().name)
+        daemon.append(threading.current_thread().daemon)
         print("printed by the tool")
         return {"ok": True}
 
@@ -272,6 +274,7 @@ def test_a_synchronous_handler_runs_in_a_worker_thread_when_asked_and_its_output
         results = asyncio.run(both())
     assert [r.status for r in results] == ["ok", "ok"]
     assert seen[0] == threading.main_thread().name and seen[1] != threading.main_thread().name
+    assert daemon[1] is True  # a tool stuck in a blocking call cannot keep the host from exiting
     assert "printed by the tool" not in capsys.readouterr().out
     assert caplog.text.count("printed by the tool") == 2
 

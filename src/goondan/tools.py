@@ -9,9 +9,12 @@ a bad call while an aborted turn recovers nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import inspect
 import logging
 import re
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import CoroutineType
@@ -344,6 +347,41 @@ def error_from_exception(
     )
 
 
+async def _in_thread(handler: Callable[..., Any], ctx: ToolContext, args: Any) -> Any:
+    """``handler(ctx, args)`` in a new daemon thread, in a copy of the current context (the output
+    capture of :func:`~goondan._usercode.captured` follows it).
+
+    Not ``asyncio.to_thread``: the loop's default executor is shared with the runtime's own blocking
+    work (the local model, process waits), which a few slow tools would starve, and its threads are
+    joined at exit, so a tool stuck in a blocking call would keep the host from exiting. A daemon
+    thread costs about as much as a hop through a pool and leaves both alone. A cancelled call stops
+    waiting at once; the thread finishes on its own (Python threads cannot be stopped)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(error: BaseException | None, value: Any) -> None:
+        if future.cancelled():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def work() -> None:
+        error: BaseException | None = None
+        value: Any = None
+        try:
+            value = context.run(handler, ctx, args)
+        except BaseException as exc:  # handed to the awaiting call, which shapes it like any failure
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
+            loop.call_soon_threadsafe(settle, error, value)
+
+    threading.Thread(target=work, name=f"goondan-tool-{ctx.tool_call_id}", daemon=True).start()
+    return await future
+
+
 def _is_async_callable(handler: Any) -> bool:
     """An ``async def`` function (or partial of one, or an object whose ``__call__`` is one)."""
     return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(type(handler).__call__)
@@ -366,8 +404,9 @@ async def execute_tool(
     """The core of the ``toolCall`` chain: the checks of docs/architecture.md#tools, in order, then the handler.
 
     With ``in_thread`` (set while other calls of the step run at the same time) a synchronous handler
-    runs in a worker thread so it cannot stall the event loop and the calls beside it. The thread
-    runs in a copy of the current context, so the output capture set up here follows it. A lone
+    runs in a thread of its own (:func:`_in_thread`) so it cannot stall the event loop and the calls
+    beside it. The thread runs in a copy of the current context, so the output capture set up here
+    follows it. A lone
     call runs a synchronous handler in place: a thread hop would cost every one-call step."""
     item = None
     for candidate in catalog:
@@ -411,7 +450,7 @@ async def execute_tool(
     try:
         with captured(f"tool {tool_name}", ctx.logger):
             if in_thread and not entry.is_async:
-                output = await asyncio.to_thread(entry.handler, ctx, args)
+                output = await _in_thread(entry.handler, ctx, args)
             else:
                 output = entry.handler(ctx, args)
             if type(output) is CoroutineType or (type(output) not in _PLAIN_RESULTS and inspect.isawaitable(output)):
