@@ -315,3 +315,39 @@ def test_parallel_false_is_kept_for_config_and_extension_tools() -> None:
         "ext__c": False,
         "ext__d": True,
     }
+
+
+def test_tool_worker_threads_are_reused_never_queue_behind_a_busy_one_and_leave_when_idle() -> None:
+    import threading
+    import time
+
+    from goondan.tools import _ToolThreads
+
+    pool = _ToolThreads()
+    pool.IDLE_SECONDS = 0.2
+    names: list[str] = []
+    release = threading.Event()
+    done = [threading.Event() for _ in range(3)]
+
+    def job(i: int, wait: bool):
+        def work() -> None:
+            names.append(threading.current_thread().name + str(threading.get_ident()))
+            if wait:
+                release.wait(5)
+            done[i].set()
+
+        return work
+
+    pool.submit(job(0, True))  # busy until released
+    pool.submit(job(1, False))  # must not wait for job 0
+    assert done[1].wait(2) and not done[0].is_set()
+    time.sleep(0.05)
+    pool.submit(job(2, False))  # the idle worker of job 1 takes it
+    assert done[2].wait(2)
+    assert names[2] == names[1] and names[0] != names[1]
+    release.set()
+    assert done[0].wait(2)
+    deadline = time.monotonic() + 3
+    while pool._idle and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pool._idle == 0  # idle workers left

@@ -13,6 +13,8 @@ import contextlib
 import contextvars
 import inspect
 import logging
+import os
+import queue
 import re
 import threading
 from collections.abc import Callable, Mapping
@@ -347,15 +349,59 @@ def error_from_exception(
     )
 
 
-async def _in_thread(handler: Callable[..., Any], ctx: ToolContext, args: Any) -> Any:
-    """``handler(ctx, args)`` in a new daemon thread, in a copy of the current context (the output
-    capture of :func:`~goondan._usercode.captured` follows it).
+class _ToolThreads:
+    """Daemon worker threads for synchronous tool handlers.
 
-    Not ``asyncio.to_thread``: the loop's default executor is shared with the runtime's own blocking
-    work (the local model, process waits), which a few slow tools would starve, and its threads are
-    joined at exit, so a tool stuck in a blocking call would keep the host from exiting. A daemon
-    thread costs about as much as a hop through a pool and leaves both alone. A cancelled call stops
-    waiting at once; the thread finishes on its own (Python threads cannot be stopped)."""
+    Not the loop's default executor (``asyncio.to_thread``): it is shared with the runtime's own
+    blocking work (the local model, process waits), which a few slow tools would starve, and its
+    threads are joined at exit, so a tool stuck in a blocking call would keep the host from exiting.
+    Not a thread per call either: starting one costs more than handing work to a waiting one. A
+    worker is started when none is idle (so calls never queue behind a slow one; the step's
+    concurrency bound limits how many run) and leaves after :data:`IDLE_SECONDS` without work."""
+
+    IDLE_SECONDS = 30.0
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every worker: a forked child has none of its parent's threads."""
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+
+    def submit(self, work: Callable[[], None]) -> None:
+        with self._lock:  # the job is queued under the lock, so an idle worker counted here takes it
+            if self._idle:
+                self._idle -= 1
+                self._jobs.put(work)
+                return
+        threading.Thread(target=self._worker, args=(work,), name="goondan-tool", daemon=True).start()
+
+    def _worker(self, work: Callable[[], None]) -> None:
+        while True:
+            work()
+            with self._lock:
+                self._idle += 1
+            while True:
+                try:
+                    work = self._jobs.get(timeout=self.IDLE_SECONDS)
+                    break
+                except queue.Empty:
+                    with self._lock:
+                        if self._jobs.empty():
+                            self._idle -= 1
+                            return
+
+
+_THREADS = _ToolThreads()
+os.register_at_fork(after_in_child=_THREADS.reset)
+
+
+async def _in_thread(handler: Callable[..., Any], ctx: ToolContext, args: Any) -> Any:
+    """``handler(ctx, args)`` on a tool worker thread (:class:`_ToolThreads`), in a copy of the
+    current context (the output capture of :func:`~goondan._usercode.captured` follows it). A
+    cancelled call stops waiting at once; the handler finishes on its own (threads cannot be stopped)."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
     context = contextvars.copy_context()
@@ -378,7 +424,7 @@ async def _in_thread(handler: Callable[..., Any], ctx: ToolContext, args: Any) -
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
             loop.call_soon_threadsafe(settle, error, value)
 
-    threading.Thread(target=work, name=f"goondan-tool-{ctx.tool_call_id}", daemon=True).start()
+    _THREADS.submit(work)
     return await future
 
 
