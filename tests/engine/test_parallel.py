@@ -8,6 +8,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from goondan.engine._parallel import CONCURRENT, DEFERRED, Job, ready, run_jobs
 
@@ -94,3 +96,35 @@ def test_cancelling_the_step_cancels_every_running_job() -> None:
 
     asyncio.run(asyncio.wait_for(main(), 2))
     assert probe.running == 0 and sorted(probe.log) == sorted([f"{e} {i}" for e in ("start", "end") for i in range(3)])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.booleans(), st.integers(0, 3)), min_size=1, max_size=12),
+    st.integers(1, 4),
+)
+def test_any_mix_of_jobs_keeps_order_bound_and_exclusivity(spec: list[tuple[bool, int]], limit: int) -> None:
+    probe = Probe()
+    spans: dict[int, tuple[int, int]] = {}
+    clock = iter(range(10_000))
+
+    def job(i: int, ms: int) -> Callable[[], Awaitable[str]]:
+        inner = probe.job(str(i), ms / 1000)
+
+        async def start() -> str:
+            begin = next(clock)
+            value = await inner()
+            spans[i] = (begin, next(clock))
+            return value
+
+        return start
+
+    got = run([(exclusive, job(i, ms)) for i, (exclusive, ms) in enumerate(spec)], limit)
+    assert got == [(i, str(i)) for i in range(len(spec))]
+    assert probe.most <= limit
+    for i, (exclusive, _) in enumerate(spec):
+        if exclusive:  # nothing else ran while it did: everything before ended first, everything after began later
+            begin, end = spans[i]
+            assert all(spans[j][1] < begin for j in range(i)) and all(
+                spans[j][0] > end for j in range(i + 1, len(spec))
+            )
