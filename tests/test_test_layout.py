@@ -34,7 +34,7 @@ SHARED = {
 # test directories that mirror something outside src/goondan
 NOT_SOURCE = {"kit": "the shared helpers", "bench": "bench/ at the top of the repository"}
 # test directories still waiting for their move (the executor work is reshaping them)
-PENDING = {"orchestrator": "goondan/executors/process: to become tests/executors/process"}
+PENDING: dict[str, str] = {}
 # test directories that group the tests of several modules of one package
 GROUPS = {"models/providers": "goondan/models/_openai.py, _anthropic.py, _google.py, _local.py ..."}
 
