@@ -275,6 +275,7 @@ class AgentInstance:
         # cancellation and steering (docs/architecture.md#cancellation-and-steering)
         self._turn_task: asyncio.Task[Any] | None = None  # the task running the current turn's chain
         self._cancel_requested = False
+        self._turn_starting = False  # a turn runs but has not reached its chain: a cancel is kept for it
         self._turn_done: asyncio.Future[TurnResult] | None = None  # what steered requests wait for
         self._steering = getattr(getattr(plan.agent, "spec", None), "steering", None) == "inject"
         self._steer_open = False  # the running turn takes steered messages (before its next step)
@@ -508,18 +509,26 @@ class AgentInstance:
 
     # --- the turn ---------------------------------------------------------------------------
 
-    async def run_turn(self, event: dict[str, Any], *, on_accepted: Callable[[], None] | None = None) -> TurnResult:
+    async def run_turn(
+        self,
+        event: dict[str, Any],
+        *,
+        on_accepted: Callable[[], None] | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> TurnResult:
         """Run one turn. ``on_accepted`` is called once the turn's user message is durable (an agent
         process tells its host then: before that, a death leaves nothing and the event is given to
         the next process; the message carries the event id, so a redelivered event is not stored
-        twice)."""
+        twice). ``cancelled``: asked when the turn starts; true means it was cancelled while it was
+        on its way (an agent process got ``cancel_turn`` for it before running it), so it records
+        the user's message and commits as cancelled without running a step."""
         if self._steer_open and event.get("type") != approvals.APPROVAL_EVENT_TYPE:
             return await self._steer(event, on_accepted)
         async with self.lock:
             if event.get("type") == approvals.APPROVAL_EVENT_TYPE:
                 result = await self._decide(event, on_accepted)
             else:
-                result = await self._run_turn(event, on_accepted)
+                result = await self._run_turn(event, on_accepted, cancelled=cancelled)
         if self.inbox and not self.lock.locked():
             await self._persist_inbox()
         return result
@@ -546,9 +555,13 @@ class AgentInstance:
         event: dict[str, Any],
         on_accepted: Callable[[], None] | None = None,
         resume: dict[str, Any] | None = None,
+        cancelled: Callable[[], bool] | None = None,
     ) -> TurnResult:
         """``resume``: the paused-turn record of a turn whose approvals are all decided; the same
         turn (ids, inbound event) continues from its paused step instead of a new one starting."""
+        # from here until the chain runs, cancel_turn() marks this turn instead of finding nothing
+        self._cancel_requested = cancelled is not None and cancelled()
+        self._turn_starting = True
         conversation = self.conversation
         assert conversation is not None
         started = time.perf_counter()
@@ -603,6 +616,7 @@ class AgentInstance:
             result = await self._cancellable(turn_chain, turn_state)
         except (asyncio.CancelledError, KeyboardInterrupt):
             # an interrupted turn (Ctrl+C, a cancelled task) must not leave "processing" on disk
+            self._turn_starting = False
             self.status = "idle"
             with contextlib.suppress(Exception):
                 self.store.write_metadata(agent_name=self.agent_name, instance_key=self.instance_key, status="idle")
@@ -622,6 +636,7 @@ class AgentInstance:
             self.logger.error("turn %s failed: %s", turn_id, exc if isinstance(exc, GoondanError) else err["message"])
             if failure_trace:
                 self.logger.info("traceback of turn %s:\n%s", turn_id, failure_trace)
+        self._turn_starting = False
         turn.status = "failed" if failure else "completed"
         if self._paused is None:
             self._flush_inbox(None)
@@ -1218,7 +1233,11 @@ class AgentInstance:
         so the next model request is valid."""
         task = self._turn_task
         if task is None or task.done():
-            return False
+            if not self._turn_starting:
+                return False
+            # the turn has not reached its chain yet: it records its message and ends cancelled
+            self._cancel_requested = True
+            return True
         self._cancel_requested = True
         task.cancel()
         return True
@@ -1227,11 +1246,13 @@ class AgentInstance:
         """Run the turn chain where :meth:`cancel_turn` can stop it. A cancellation that came from
         elsewhere (the runtime closing, Ctrl+C with ``--force``) still propagates."""
         task = asyncio.current_task()
-        self._turn_task, self._cancel_requested = task, False
+        self._turn_task, self._turn_starting = task, False
         self._turn_done = asyncio.get_running_loop().create_future()
         self._steer_open = self._steering
         done = self._turn_done
         try:
+            if self._cancel_requested:  # cancelled before it started: no step runs
+                raise asyncio.CancelledError
             result: TurnResult = await turn_chain.run(turn_state)
         except asyncio.CancelledError:
             if not self._cancel_requested or task is None or task.uncancel() > 0:

@@ -242,17 +242,24 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
         return 3
     send(AgentReady(os.getpid(), instance.steering))
     queue: asyncio.Queue[Turn] = asyncio.Queue()
+    # tickets of turns received but not finished, and those of them cancelled before they started
+    held: set[str] = set()
+    precancelled: set[str] = set()
 
     async def run_one(turn: Turn) -> None:
         # accepted once the user's message is durable: from then on a crash belongs to this turn
         # (recovered as interrupted); before it the orchestrator hands the event to the next
         # process, which does not store the message again if it was stored (same event id)
         accepted = functools.partial(send, TurnAccepted(turn.ticket))
+        cancelled = functools.partial(precancelled.__contains__, turn.ticket)
         try:
-            result = (await instance.run_turn(turn.event, on_accepted=accepted)).to_dict()
+            result = (await instance.run_turn(turn.event, on_accepted=accepted, cancelled=cancelled)).to_dict()
         except Exception as exc:
             err = error_dict(exc)
             result = {"turnId": "", "finishReason": "error", "text": None, "responseMessage": None, "error": err}
+        finally:
+            held.discard(turn.ticket)
+            precancelled.discard(turn.ticket)
         send(TurnDone(turn.ticket, result))
         reason = instance.restart_requested
         if reason is not None:
@@ -273,6 +280,7 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
     background: set[asyncio.Task[Any]] = set()
 
     def on_turn(rec: Turn) -> None:
+        held.add(rec.ticket)
         if not instance.takes_steered:
             queue.put_nowait(rec)
             return
@@ -282,7 +290,12 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
         task.add_done_callback(background.discard)
 
     def on_cancel(rec: CancelTurn) -> None:
-        if not instance.cancel_turn():
+        # the running (or starting) turn; else the dispatched one, if it is still on its way here
+        if instance.cancel_turn():
+            return
+        if rec.ticket in held:
+            precancelled.add(rec.ticket)
+        else:
             log.info("%s@%s: cancel (%s) found no running turn", agent, key, rec.reason)
 
     def on_sync(rec: Sync) -> None:

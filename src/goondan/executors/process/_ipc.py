@@ -37,8 +37,10 @@ Agent channel (orchestrator ↔ agent process):
   → ``error_response`` {source, metadata{inReplyTo, errorCode, errorMessage}}: the request failed.
   → ``rpc_result`` {rpcId, ok, value?, error?}: the answer to an ``rpc``.
   → ``sync`` {id}: answer ``sync_ack`` once no turn or background work is left.
-  → ``cancel_turn`` {reason}: cancel the running turn (``Runtime.cancel``); it commits with
-    ``finish_reason`` "cancelled" and is answered by its ``turn_done`` as usual.
+  → ``cancel_turn`` {reason, ticket?}: cancel the running turn (``Runtime.cancel``); it commits with
+    ``finish_reason`` "cancelled" and is answered by its ``turn_done`` as usual. ``ticket`` names
+    the turn the orchestrator dispatched: one the process holds but has not started yet starts
+    cancelled (its user message is recorded, no step runs). Turns still queued are not touched.
   → ``shutdown`` (type ``shutdown``) {reason, gracePeriodMs, instanceKey?, interrupt?}: finish the
     current turn (cancel it when ``interrupt``), save state, answer ``shutdown_ack``, exit 0.
   ← ``agent_ready`` {pid, steering?}: the instance started; ``steering``: its agent takes messages
@@ -290,6 +292,7 @@ class Sync(Record):
 class CancelTurn(Record):
     KIND: ClassVar[str] = "cancel_turn"
     reason: str = "api"
+    ticket: str = ""
 
 
 @_record

@@ -331,12 +331,16 @@ class Orchestrator:
 
     def cancel(self, agent: str, key: str) -> bool:
         """Tell the instance's process to cancel its running turn; False when none runs. The turn's
-        own ``turn_done`` (finish reason "cancelled") resolves the request that waits for it."""
+        own ``turn_done`` (finish reason "cancelled") resolves the request that waits for it.
+
+        The record names the dispatched turn's ticket: a turn the process got but has not started
+        yet (a short window) starts cancelled instead of the cancel finding nothing. Only the
+        dispatched turn is cancelled: events still queued here run afterwards as usual."""
         h = self.handles.get((agent, key))
         if h is None or h.current is None or h.conn is None:
             return False
         try:
-            return bool(h.conn.send_record(CancelTurn("api"), ORCHESTRATOR, h.agent))
+            return bool(h.conn.send_record(CancelTurn("api", h.current.ticket), ORCHESTRATOR, h.agent))
         except IpcError:
             return False
 

@@ -1,0 +1,85 @@
+"""Cancellation and steering at the edges of a turn, in every executor (``executor`` fixture).
+
+A cancel that lands while a turn is on its way to running (dispatched, its ``turn.started``
+subscribers still running) must stick: ``Runtime.cancel`` says True, so the turn must end cancelled,
+with the user's message recorded and no model call. The agent may run in another process: the
+extension and the model report through files next to the bundle."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import goondan
+import kit
+
+# turn.started subscriber: says it runs, then holds the turn until the test says go
+HOLD_EXT = """\
+import asyncio
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def register(api):
+    async def hold(event):
+        (HERE / "starting").write_text("1")
+        for _ in range(1000):
+            if (HERE / "go").exists():
+                return
+            await asyncio.sleep(0.01)
+
+    api.events.on("turn.started", hold)
+"""
+
+COUNTING_MODEL = """\
+from pathlib import Path
+
+
+def generate(request):
+    with open(Path(__file__).with_name("model-calls"), "a") as fh:
+        fh.write("1\\n")
+    return {"text": "answered"}
+"""
+
+
+async def _until(path: Path, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        await asyncio.sleep(0.01)
+
+
+def test_a_cancel_before_the_turn_reaches_its_steps_sticks_and_records_the_message(
+    tmp_path: Path, state_root: Path, executor: str
+) -> None:
+    root = kit.write_bundle(
+        tmp_path / "b",
+        kit.package_doc(),
+        kit.python_model_doc(),
+        kit.extension_doc("hold", "./hold.py"),
+        kit.agent_doc("a", extensions=["hold"]),
+        kit.swarm_doc(["a"]),
+        files={"model.py": COUNTING_MODEL, "hold.py": HOLD_EXT},
+    )
+
+    async def main() -> tuple[bool, Any, list[dict[str, Any]], Any]:
+        async with goondan.Runtime(root, state_root=state_root, executor=executor) as rt:
+            task = asyncio.create_task(rt.request("hello"))
+            await _until(root / "starting")
+            cancelled = await rt.cancel()
+            (root / "go").write_text("1")
+            result = await asyncio.wait_for(task, 10)
+            history = kit.history(rt)
+            (root / "starting").unlink()
+            after = await asyncio.wait_for(rt.request("again"), 10)  # the next turn runs as usual
+            return cancelled, result, history, after
+
+    cancelled, result, history, after = asyncio.run(main())
+    assert cancelled is True
+    assert result.finish_reason == "cancelled", result
+    assert [(m["role"], m["content"]) for m in history] == [("user", "hello")]
+    assert after.finish_reason == "text_response" and after.text == "answered"
+    assert (root / "model-calls").read_text().count("1") == 1  # only the second turn called the model
