@@ -305,3 +305,58 @@ def test_an_inter_agent_response_arriving_while_calls_wait_joins_the_resumed_tur
     # nothing may come between a call and its result: the response waits for the decision
     assert while_waiting == ["user", "assistant"]
     assert kit.roles(history) == ["user", "assistant", "tool", "user", "assistant"]
+
+
+@pytest.mark.parametrize("max_parallel", [None, 1])
+def test_results_keep_the_call_order_when_an_earlier_call_waits_for_approval(
+    tmp_path: Path, state_root: Path, executor: str, max_parallel: int | None
+) -> None:
+    log = tmp_path / "ran.log"
+    root = bundle(tmp_path / "b", log, max_parallel=max_parallel)
+
+    async def main() -> tuple[list[str], Any, list[dict[str, Any]]]:
+        first = await request(root, state_root, executor, "pair")  # the runtime closes while c1 waits
+        async with goondan.Runtime(root, state_root=state_root, executor=executor) as rt:
+            ran_before = ran(log)
+            result = await rt.approve(first.pending_approvals[0].approval_id)
+            return ran_before, result, kit.history(rt, "a", "k")
+
+    ran_before, result, history = asyncio.run(main())
+    assert ran_before == ["echo free"]  # the call that needs no approval ran before the decision
+    assert result.finish_reason == "text_response", result.error
+    assert ran(log) == ["echo free", "a"]  # and not a second time after it
+    assert results_of(history) == [
+        {"id": "c1", "output": {"type": "text", "value": "ran a"}},
+        {"id": "c2", "output": {"type": "text", "value": "echo free"}},
+    ]
+    assert kit.roles(history) == ["user", "assistant", "tool", "tool", "assistant"]
+    assert '"echo free"' in (result.text or "") and '"ran a"' in (result.text or "")
+
+
+def test_a_crash_while_resuming_answers_the_approved_call_as_interrupted_and_keeps_the_held_results(
+    tmp_path: Path, state_root: Path, executor: str
+) -> None:
+    log = tmp_path / "ran.log"
+    root = bundle(tmp_path / "b", log)
+
+    async def main() -> list[dict[str, Any]]:
+        first = await request(root, state_root, executor, "pair")
+        async with goondan.Runtime(root, state_root=state_root, executor=executor) as rt:
+            assert rt.workspace is not None
+            path = rt.workspace.instance_path("a", "k") / "paused-turn.json"
+        # the state a process leaves when it dies while the approved call runs: every call decided
+        record = json.loads(path.read_text())
+        assert [a["approvalId"] for a in record["approvals"]] == [first.pending_approvals[0].approval_id]
+        record["approvals"][0]["decision"] = {"approved": True, "note": None, "decidedBy": "api"}
+        path.write_text(json.dumps(record))
+        async with goondan.Runtime(root, state_root=state_root, executor=executor) as rt:
+            assert await rt.pending_approvals() == []
+            await rt.request("after", instance_key="k")  # the instance starts (and repairs) first
+            return kit.history(rt, "a", "k")
+
+    history = asyncio.run(main())
+    assert ran(log) == ["echo free"]  # neither call ran a second time
+    first_two = results_of(history)[:2]
+    assert [r["id"] for r in first_two] == ["c1", "c2"]
+    assert first_two[0]["output"]["value"]["code"] == "E_TOOL_INTERRUPTED"
+    assert first_two[1]["output"] == {"type": "text", "value": "echo free"}

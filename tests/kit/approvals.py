@@ -43,6 +43,11 @@ def generate(request):
             {"id": "c2", "name": "shell__echo", "args": {"cmd": "free"}},
             {"id": "c3", "name": "shell__run", "args": {"cmd": "b"}},
         ]}
+    if said == "pair":
+        return {"toolCalls": [
+            {"id": "c1", "name": "shell__run", "args": {"cmd": "a"}},
+            {"id": "c2", "name": "shell__echo", "args": {"cmd": "free"}},
+        ]}
     if said == "mw":
         return {"toolCalls": [{"id": "c1", "name": "shell__echo", "args": {"cmd": "big"}}]}
     if said == "bash":
@@ -88,6 +93,7 @@ def approval_bundle(
     timeout: float | None = None,
     policy: list[str] | None = None,
     extra: str | None = None,
+    max_parallel: int | None = None,
 ) -> Path:
     run_export = {**export("run", {"cmd": {"type": "string"}}), "approval": "required"}
     tool = tool_doc("shell", "./shell.py", [run_export, export("echo", {"cmd": {"type": "string"}})])
@@ -106,7 +112,7 @@ def approval_bundle(
         tool,
         extension_doc("guard", "./guard.py"),
         agent,
-        swarm_doc(["a"]),
+        swarm_doc(["a"], policy={"maxParallelToolCalls": max_parallel} if max_parallel else None),
     ]
     if extra is not None:
         docs.append(extra)  # a YAML document more, e.g. a Connection

@@ -15,6 +15,8 @@ import datetime as _dt
 from typing import Any
 
 from .._ids import iso, new_id, now_iso, parse_iso, utc_now
+from ..errors import GoondanError
+from ..messages import Message
 from ..results import PendingApproval, ToolCall, ToolCallResult
 
 # the inbound event type that carries a decision (``Runtime.approve``) to the instance
@@ -128,6 +130,33 @@ def decision(approved: bool, note: str | None, args: dict[str, Any] | None, by: 
     return out
 
 
+def answers(record: dict[str, Any], assistant: Message | None = None) -> list[dict[str, Any]]:
+    """The paused step's calls that wait for an answer, in the order the model made them (the
+    order of ``assistant``'s tool-call parts): its pending approvals and its held results (calls
+    made after the first paused one ran, and their result messages wait in the record so the
+    history keeps that order)."""
+    items = [a for a in record.get("approvals") or () if isinstance(a, dict)]
+    items += [h for h in record.get("held") or () if isinstance(h, dict) and isinstance(h.get("message"), dict)]
+    content = assistant.data.get("content") if assistant is not None else None
+    if isinstance(content, list):
+        order = {p.get("toolCallId"): i for i, p in enumerate(content) if isinstance(p, dict)}
+        items.sort(key=lambda a: order.get(a.get("toolCallId"), len(order)))
+    return items
+
+
+def held_messages(record: dict[str, Any]) -> dict[str, Message]:
+    """The held result messages of a paused-turn record, by tool call id (unreadable ones are
+    skipped: their calls are answered as interrupted)."""
+    out: dict[str, Message] = {}
+    for held in record.get("held") or ():
+        if isinstance(held, dict):
+            try:
+                out[str(held.get("toolCallId"))] = Message.from_record(held.get("message"))
+            except GoondanError:
+                continue
+    return out
+
+
 def denied_result(approval: dict[str, Any]) -> ToolCallResult:
     """The error result a denied call gives the model: ``E_TOOL_DENIED`` with the person's note."""
     dec = approval.get("decision") or {}
@@ -189,11 +218,13 @@ __all__ = [
     "RECORD_VERSION",
     "SUPERSEDED_NOTE",
     "ApprovalPolicy",
+    "answers",
     "decision",
     "decision_record",
     "denied_result",
     "earliest_expiry",
     "find",
+    "held_messages",
     "is_expired",
     "new_request",
     "pending_list",

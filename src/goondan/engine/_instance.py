@@ -179,6 +179,7 @@ class _TurnRun:
     """Private per-turn bookkeeping (kept out of ``ctx.turn.metadata``, which belongs to users)."""
 
     __slots__ = (
+        "held",
         "last_assistant",
         "last_text",
         "last_text_message",
@@ -203,6 +204,8 @@ class _TurnRun:
         self.output: Any = None  # the validated structured output (Agent.spec.output)
         self.output_attempts = 0
         self.pending: list[dict[str, Any]] = []  # calls of this step paused for approval
+        # results of calls after the first paused one, kept out of the history until it is answered
+        self.held: list[dict[str, Any]] = []
         self.resume: dict[str, Any] | None = None  # the paused-turn record this run continues
 
 
@@ -272,6 +275,9 @@ class AgentInstance:
         self._approval = approvals.ApprovalPolicy.of_plan(plan)
         # the turn paused for approvals (mirrors the store's paused-turn record), or None
         self._paused: dict[str, Any] | None = None
+        # held results of a paused turn that was resuming when the process died: they ran, so the
+        # start-up repair answers their calls with them instead of E_TOOL_INTERRUPTED
+        self._recovered: dict[str, Message] = {}
         # cancellation and steering (docs/architecture.md#cancellation-and-steering)
         self._turn_task: asyncio.Task[Any] | None = None  # the task running the current turn's chain
         self._cancel_requested = False
@@ -326,7 +332,8 @@ class AgentInstance:
             j = index + 1
             while j < len(messages) and messages[j].role == "tool":
                 j += 1
-            insert_after[j - 1] = [_interrupted_result(p) for p in missing]
+            recovered = self._recovered
+            insert_after[j - 1] = [recovered.get(str(p.get("toolCallId"))) or _interrupted_result(p) for p in missing]
         if len(found) == 1 and max(insert_after) == len(messages) - 1:
             for message in insert_after[len(messages) - 1]:
                 self._emit({"type": "append", "message": message}, trusted=True)
@@ -993,10 +1000,11 @@ class AgentInstance:
             step_span = metadata["runtime.spanId"]
             limit = self._max_tool_calls
             for index, tool_call in enumerate(tool_calls):
+                hold = bool(run.pending)  # an earlier call waits for approval: its result goes first
                 if index >= limit:
-                    results.append(self._answer_unrun(conversation, tool_call, _call_limit_error(tool_call, limit)))
+                    results.append(self._answer(turn_state, tool_call, _call_limit_error(tool_call, limit), True, hold))
                 elif tool_call.id in deep_ids:
-                    results.append(self._answer_unrun(conversation, tool_call, _too_deep_error(tool_call)))
+                    results.append(self._answer(turn_state, tool_call, _too_deep_error(tool_call), True, hold))
                 else:
                     result = await self._run_tool_call(step_state, tool_chain, tool_call, assistant, step_span, step_id)
                     if result is not None:  # None: paused for approval, answered once decided
@@ -1018,7 +1026,6 @@ class AgentInstance:
         per call would cost every one-call step."""
         _, _, tool_chain = self._get_chains()
         turn_state = step_state.turn_state
-        conversation = turn_state.conversation_state
         step_span = step_state.metadata["runtime.spanId"]
         limit = self._max_tool_calls
         jobs: list[Job[ToolCallResult | None]] = []
@@ -1034,15 +1041,16 @@ class AgentInstance:
                 )
                 jobs.append((entry is not None and not entry.parallel, start))
         results: list[ToolCallResult] = []
+        paused_before = False  # deliver runs in call order: a call after a paused one is held
 
         def deliver(index: int, result: ToolCallResult | None) -> None:
+            nonlocal paused_before
             call = tool_calls[index]
             if result is None:
+                paused_before = True
                 return
-            if index >= limit or call.id in deep_ids:
-                results.append(self._answer_unrun(conversation, call, result))
-            else:
-                results.append(self._append_tool_result(turn_state, call, result))
+            unrun = index >= limit or call.id in deep_ids
+            results.append(self._answer(turn_state, call, result, unrun, paused_before))
 
         await run_jobs(jobs, self._max_parallel_tools, deliver, step_state)
         return results
@@ -1159,17 +1167,42 @@ class AgentInstance:
                 await pending
         if DEFERRED.get() is step_state:  # one of several calls running at once: the caller appends it in order
             return result
-        return self._append_tool_result(turn_state, call, result)
+        run: _TurnRun = turn_state.internal
+        return self._answer(turn_state, call, result, False, bool(run.pending))
+
+    def _answer(
+        self, turn_state: TurnState, call: ToolCall, result: ToolCallResult, unrun: bool, hold: bool
+    ) -> ToolCallResult:
+        """Answer a call in the history, or, when an earlier call of its step waits for approval
+        (``hold``), keep its result message for the paused-turn record: results must follow the
+        order the model made the calls, and the waiting call has none yet. A held call is never
+        run again; its result is appended once the calls before it are answered."""
+        if not hold:
+            if unrun:
+                return self._answer_unrun(turn_state.conversation_state, call, result)
+            return self._append_tool_result(turn_state, call, result)
+        if unrun:
+            message = tool_result_message(call, result_output_part(result))
+        else:
+            result, message = self._result_message(call, result)
+        run: _TurnRun = turn_state.internal
+        run.held.append({"toolCallId": call.id, "toolName": call.name, "message": message.to_record()})
+        return result
 
     def _append_tool_result(self, turn_state: TurnState, call: ToolCall, result: ToolCallResult) -> ToolCallResult:
         """Answer a finished call: its result, made storable and bounded, appended to the history."""
+        result, message = self._result_message(call, result)
+        turn_state.conversation_state.append_trusted(message)
+        return result
+
+    def _result_message(self, call: ToolCall, result: ToolCallResult) -> tuple[ToolCallResult, Message]:
+        """A finished call's result made storable and bounded, and its ``role: tool`` message."""
         result, output = stored_output_part(result, self._max_result_bytes)
-        turn_state.conversation_state.append_trusted(tool_result_message(call, output))
         if result.status == "ok":
             reason = restart_signal(result.output)
             if reason is not None:
                 self.restart_requested = reason
-        return result
+        return result, tool_result_message(call, output)
 
     def _tool_error_record(self, call: ToolCall, result: ToolCallResult) -> dict[str, Any]:
         """The ``error`` of a ``tool.completed`` record with status error: code, message and, when a
@@ -1273,11 +1306,14 @@ class AgentInstance:
         run: _TurnRun = turn_state.internal
         conversation = turn_state.conversation_state
         waiting = self._paused_call_ids()
+        # a resumed turn cancelled before its held results were appended: those calls ran
+        held = approvals.held_messages(run.resume) if run.resume is not None else {}
         answered = 0
         for _, missing in conversation.unanswered_tool_calls():
             for part in missing:
                 if part.get("toolCallId") not in waiting:
-                    self._emit({"type": "append", "message": _cancelled_result(part)}, trusted=True)
+                    answer = held.get(str(part.get("toolCallId"))) or _cancelled_result(part)
+                    self._emit({"type": "append", "message": answer}, trusted=True)
                     answered += 1
         self.logger.info("turn %s cancelled (%d tool call(s) answered E_TOOL_CANCELLED)", turn_state.turn_id, answered)
         return TurnResult(turn_state.turn_id, run.last_text_message, "cancelled", None, run.last_text)
@@ -1308,6 +1344,7 @@ class AgentInstance:
         if record is None:
             return None
         if not approvals.undecided(record):
+            self._recovered = approvals.held_messages(record)
             self.store.write_paused_turn(None)
             self.logger.warning(
                 "dropped the paused turn %s: it was resuming when the runtime stopped", record.get("turnId")
@@ -1319,7 +1356,8 @@ class AgentInstance:
         paused = self._paused
         if paused is None:
             return set()
-        return {str(a.get("toolCallId")) for a in paused.get("approvals") or () if isinstance(a, dict)}
+        # the held calls ran, but their results wait for the paused ones before them
+        return {str(a.get("toolCallId")) for a in approvals.answers(paused) if isinstance(a, dict)}
 
     def _request_approval(self, step_state: StepState, call: ToolCall, reason: str | None) -> None:
         """Keep ``call`` for a decision instead of running it (the turn pauses after this step)."""
@@ -1356,6 +1394,7 @@ class AgentInstance:
             "stepIndex": run.pending[0]["stepIndex"],
             "pausedAt": now_iso(),
             "approvals": run.pending,
+            "held": run.held,
         }
         self.store.write_paused_turn(record)
         self._paused = record
@@ -1412,9 +1451,9 @@ class AgentInstance:
         if approvals.undecided(paused):
             pending = approvals.pending_list(paused, self.agent_name, self.instance_key)
             return TurnResult(str(paused["turnId"]), None, "awaiting_approval", None, None, pending_approvals=pending)
-        # cleared before the approved calls run: a crash while one runs answers it as interrupted
-        # on the next start instead of running it twice
-        self.store.write_paused_turn(None)
+        # the record, every call decided, stays until the paused step is answered: a crash while an
+        # approved call runs drops it on the next start, answering that call as interrupted (never
+        # running it twice) and the held calls with the results they had
         self._paused = None
         inbound: dict[str, Any] = paused["inputEvent"] if isinstance(paused.get("inputEvent"), dict) else {}
         return await self._run_turn(inbound, None, resume=paused)
@@ -1435,7 +1474,10 @@ class AgentInstance:
         assistant = _assistant_of(conversation, str(items[0].get("toolCallId"))) if items else None
         run.last_assistant = assistant
         _, _, tool_chain = self._get_chains()
-        for approval in items:
+        for approval in approvals.answers(record, assistant):
+            if "message" in approval:  # a held result: the call ran before the pause
+                conversation.append_trusted(Message.from_record(approval["message"]))
+                continue
             dec = approval.get("decision") or {}
             args = dec.get("args") if isinstance(dec.get("args"), dict) else approval.get("args")
             call = ToolCall(str(approval.get("toolCallId")), str(approval.get("toolName")), dict(args or {}))
@@ -1443,6 +1485,7 @@ class AgentInstance:
                 await self._run_tool_call(step_state, tool_chain, call, assistant, step_span, step_id, approved=True)
             else:
                 self._answer_unrun(conversation, call, approvals.denied_result(approval))
+        self.store.write_paused_turn(None)  # every call of the step has its result in the history
         return step_index
 
     async def _supersede_paused(self, trace_id: str, span_id: str) -> None:
@@ -1452,8 +1495,10 @@ class AgentInstance:
         assert paused is not None
         conversation = self.conversation
         assert conversation is not None
-        for approval in paused.get("approvals") or ():
-            if not isinstance(approval, dict):
+        assistant = _assistant_of(conversation, str(approvals.answers(paused)[0].get("toolCallId")))
+        for approval in approvals.answers(paused, assistant):
+            if "message" in approval:  # a held result: the call ran before the pause
+                conversation.append_trusted(Message.from_record(approval["message"]))
                 continue
             if approval.get("decision") is None or approval["decision"].get("approved") is True:
                 approval["decision"] = approvals.decision(False, approvals.SUPERSEDED_NOTE, None, "superseded")
