@@ -360,3 +360,32 @@ def test_a_crash_while_resuming_answers_the_approved_call_as_interrupted_and_kee
     assert [r["id"] for r in first_two] == ["c1", "c2"]
     assert first_two[0]["output"]["value"]["code"] == "E_TOOL_INTERRUPTED"
     assert first_two[1]["output"] == {"type": "text", "value": "echo free"}
+
+
+def test_an_inter_agent_response_arriving_while_calls_wait_survives_a_restart_and_joins_the_resumed_turn(
+    tmp_path: Path, state_root: Path, executor: str
+) -> None:
+    log = tmp_path / "ran.log"
+    root = bundle(tmp_path / "b", log, peer=True)
+
+    async def main() -> tuple[Any, Any, list[dict[str, Any]]]:
+        async with goondan.Runtime(root, state_root=state_root, executor=executor) as rt:
+            first = await rt.request("ask", instance_key="k")  # b answers 0.3 s after a paused
+            assert rt.workspace is not None
+            paused = rt.workspace.instance_path("a", "k") / "paused-turn.json"
+            for _ in range(50):  # bounded: until the response is durable
+                await asyncio.sleep(0.1)
+                if "said slow hello" in paused.read_text():
+                    break
+        async with goondan.Runtime(root, state_root=state_root, executor=executor) as rt:
+            result = await rt.approve(first.pending_approvals[0].approval_id)
+            return first, result, kit.history(rt, "a", "k")
+
+    first, result, history = asyncio.run(main())
+    assert first.finish_reason == "awaiting_approval"
+    assert result.finish_reason == "text_response", result.error
+    assert ran(log) == ["x"]
+    # the resumed turn's model saw the response (its answer echoes the last message it got)
+    assert "said slow hello" in (result.text or "")
+    assert kit.roles(history) == ["user", "assistant", "tool", "tool", "user", "assistant"]
+    assert "inter_agent_response" in json.dumps(history[4])

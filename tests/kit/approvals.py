@@ -14,6 +14,7 @@ from kit.docs import agent_doc, base_ref, export, extension_doc, package_doc, py
 # otherwise the user's text picks the calls ("one": a guarded call, "two": two guarded calls,
 # "mw": a call a middleware guards, "bash": the built-in bash tool).
 MODEL = """\
+import asyncio
 import json
 
 
@@ -24,7 +25,7 @@ def _text(message):
     return "".join(p.get("text", "") for p in content if p.get("type") == "text")
 
 
-def generate(request):
+async def generate(request):
     last = request.messages[-1]
     if last["role"] == "tool":
         results = []
@@ -43,6 +44,13 @@ def generate(request):
             {"id": "c2", "name": "shell__echo", "args": {"cmd": "free"}},
             {"id": "c3", "name": "shell__run", "args": {"cmd": "b"}},
         ]}
+    if said == "ask":  # an async request to agent b, then a guarded call
+        return {"toolCalls": [
+            {"id": "c1", "name": "agents__request", "args": {"target": "b", "input": "slow hello", "async": True}},
+            {"id": "c2", "name": "shell__run", "args": {"cmd": "x"}},
+        ]}
+    if said == "slow hello":  # agent b answers after the asking turn paused
+        await asyncio.sleep(0.3)
     if said == "pair":
         return {"toolCalls": [
             {"id": "c1", "name": "shell__run", "args": {"cmd": "a"}},
@@ -94,11 +102,15 @@ def approval_bundle(
     policy: list[str] | None = None,
     extra: str | None = None,
     max_parallel: int | None = None,
+    peer: bool = False,
 ) -> Path:
     run_export = {**export("run", {"cmd": {"type": "string"}}), "approval": "required"}
     tool = tool_doc("shell", "./shell.py", [run_export, export("echo", {"cmd": {"type": "string"}})])
     tool["spec"]["config"] = {"log": str(log)}
-    agent = agent_doc("a", tools=["shell", base_ref("Tool", "bash")], extensions=["guard"])
+    tools: list[Any] = ["shell", base_ref("Tool", "bash")]
+    if peer:  # agent a may ask agent b (agents__request)
+        tools.append(base_ref("Tool", "agents"))
+    agent = agent_doc("a", tools=tools, extensions=["guard"])
     approval: dict[str, Any] = {}
     if timeout is not None:
         approval["timeoutSeconds"] = timeout
@@ -112,8 +124,12 @@ def approval_bundle(
         tool,
         extension_doc("guard", "./guard.py"),
         agent,
-        swarm_doc(["a"], policy={"maxParallelToolCalls": max_parallel} if max_parallel else None),
+        swarm_doc(
+            ["a", "b"] if peer else ["a"], policy={"maxParallelToolCalls": max_parallel} if max_parallel else None
+        ),
     ]
+    if peer:
+        docs.insert(-1, agent_doc("b"))
     if extra is not None:
         docs.append(extra)  # a YAML document more, e.g. a Connection
     return write_bundle(root, *docs, files={"model.py": MODEL, "shell.py": TOOL, "guard.py": GUARD})

@@ -157,6 +157,18 @@ def held_messages(record: dict[str, Any]) -> dict[str, Message]:
     return out
 
 
+def inbox_messages(record: dict[str, Any]) -> list[Message]:
+    """The inter-agent responses that arrived while the record's calls waited (unreadable ones,
+    which only a damaged file could hold, are skipped)."""
+    out: list[Message] = []
+    for item in record.get("inbox") or ():
+        try:
+            out.append(Message.from_record(item))
+        except GoondanError:
+            continue
+    return out
+
+
 def denied_result(approval: dict[str, Any]) -> ToolCallResult:
     """The error result a denied call gives the model: ``E_TOOL_DENIED`` with the person's note."""
     dec = approval.get("decision") or {}
@@ -225,6 +237,7 @@ __all__ = [
     "earliest_expiry",
     "find",
     "held_messages",
+    "inbox_messages",
     "is_expired",
     "new_request",
     "pending_list",

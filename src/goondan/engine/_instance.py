@@ -299,6 +299,9 @@ class AgentInstance:
             self.logger.info("replayed %d residual message event(s) of an interrupted turn", len(loaded.events))
         self._paused = self._load_paused_turn()
         repaired = self._repair_interrupted_tool_calls()
+        if self.inbox and self._paused is None:  # kept by a paused turn that was resuming
+            self._flush_inbox(None)
+            repaired += 1
         self._load_model()
         self._load_tools()
         await self._load_extensions()
@@ -552,8 +555,12 @@ class AgentInstance:
 
     async def _persist_inbox(self) -> None:
         async with self.lock:
-            # while calls wait for approval nothing may follow them: the inbox joins the resumed turn
-            if self.inbox and self._paused is None:
+            # while calls wait for approval nothing may follow them: the inbox joins the resumed
+            # turn, kept in the paused-turn record meanwhile (the instance may be evicted, the
+            # host restarted before anyone decides)
+            if self.inbox and self._paused is not None:
+                self._keep_inbox(self._paused)
+            elif self.inbox:
                 self._flush_inbox(None)
                 await self._commit()
 
@@ -1343,6 +1350,7 @@ class AgentInstance:
         record = self.store.read_paused_turn()
         if record is None:
             return None
+        self.inbox[:0] = approvals.inbox_messages(record)
         if not approvals.undecided(record):
             self._recovered = approvals.held_messages(record)
             self.store.write_paused_turn(None)
@@ -1395,6 +1403,8 @@ class AgentInstance:
             "pausedAt": now_iso(),
             "approvals": run.pending,
             "held": run.held,
+            # inter-agent responses that came during the turn's last step wait with the calls
+            "inbox": [message.to_record() for message in self.inbox],
         }
         self.store.write_paused_turn(record)
         self._paused = record
@@ -1485,6 +1495,8 @@ class AgentInstance:
                 await self._run_tool_call(step_state, tool_chain, call, assistant, step_span, step_id, approved=True)
             else:
                 self._answer_unrun(conversation, call, approvals.denied_result(approval))
+        if self.inbox:  # what arrived while the calls waited follows their results, before the record goes
+            self._flush_inbox(turn_state)
         self.store.write_paused_turn(None)  # every call of the step has its result in the history
         return step_index
 
@@ -1507,8 +1519,15 @@ class AgentInstance:
             await self._runtime_event(
                 approvals.decision_record(approval, self._approval_base("approval.decided", paused))
             )
+        if self.inbox:  # what arrived while the calls waited: durable before the record goes
+            self._flush_inbox(None)
         self.store.write_paused_turn(None)
         self._paused = None
+
+    def _keep_inbox(self, paused: dict[str, Any]) -> None:
+        """Write what waits in the inbox into the paused-turn record, durable until the turn resumes."""
+        paused["inbox"] = [message.to_record() for message in self.inbox]
+        self.store.write_paused_turn(paused)
 
     # --- shutdown ----------------------------------------------------------------------------
 

@@ -431,6 +431,28 @@ class StoreConformance:
         assert store.read_paused_turn() is None
         store.close()
 
+    def test_a_paused_turn_record_keeps_held_results_and_inbox_messages_exactly(
+        self, store_factory: StoreFactory
+    ) -> None:
+        """A paused turn keeps messages in its record (results held back for call order, inter-agent
+        responses that came while calls wait): they must come back unchanged after a reopen."""
+        message = {
+            "id": "msg-1",
+            "data": {"role": "user", "content": [{"type": "text", "text": 'réponse \u2603 \n"q"'}]},
+            "metadata": {"__goondanInterAgentResponse": {"async": True, "status": "ok", "n": 2**53}},
+            "createdAt": "2026-01-01T00:00:00.000Z",
+            "source": {"type": "system"},
+        }
+        record = {"turnId": "turn-1", "approvals": [], "held": [{"toolCallId": "c2", "message": message}]}
+        record["inbox"] = [message, {**message, "id": "msg-2"}]
+        store = self._open(store_factory)
+        store.load()
+        store.write_paused_turn(record)
+        store.close()
+        store = self._open(store_factory)
+        assert store.read_paused_turn() == record
+        store.close()
+
     def test_writing_a_paused_turn_needs_the_lease(self, store_factory: StoreFactory) -> None:
         holder = self._open(store_factory)
         holder.load()
