@@ -83,3 +83,61 @@ def test_a_cancel_before_the_turn_reaches_its_steps_sticks_and_records_the_messa
     assert [(m["role"], m["content"]) for m in history] == [("user", "hello")]
     assert after.finish_reason == "text_response" and after.text == "answered"
     assert (root / "model-calls").read_text().count("1") == 1  # only the second turn called the model
+
+
+# the first step calls a tool that sleeps; the model then answers with every user message it saw
+STEER_MODEL = """\
+def generate(request):
+    last = request.messages[-1]
+    users = [m["content"] for m in request.messages if m["role"] == "user" and isinstance(m["content"], str)]
+    if last["role"] == "user" and last["content"] == "first":
+        return {"toolCalls": [{"id": "c-wait", "name": "t__wait", "args": {}}]}
+    return {"text": "saw: " + "|".join(users)}
+"""
+
+STEER_TOOL = """\
+import asyncio
+from pathlib import Path
+
+
+async def wait(ctx, args):
+    Path(__file__).with_name("started").write_text("1")
+    await asyncio.sleep(float(Path(__file__).with_name("seconds").read_text()))
+    return "waited"
+
+
+handlers = {"wait": wait}
+"""
+
+
+def steering_bundle(root: Path, seconds: float, max_steps: int | None = None) -> Path:
+    agent = kit.agent_doc("a", tools=["t"])
+    agent["spec"]["steering"] = "inject"
+    return kit.write_bundle(
+        root,
+        kit.package_doc(),
+        kit.python_model_doc(),
+        kit.tool_doc("t", "./t.py", [kit.export("wait")]),
+        agent,
+        kit.swarm_doc(["a"], max_steps=max_steps),
+        files={"model.py": STEER_MODEL, "t.py": STEER_TOOL, "seconds": str(seconds)},
+    )
+
+
+def test_a_message_steered_into_the_last_step_is_answered_by_a_turn_of_its_own(
+    tmp_path: Path, state_root: Path, executor: str
+) -> None:
+    root = steering_bundle(tmp_path / "b", 0.6, max_steps=1)
+
+    async def main() -> tuple[Any, Any, list[dict[str, Any]]]:
+        async with goondan.Runtime(root, state_root=state_root, executor=executor) as rt:
+            first = asyncio.create_task(rt.request("first"))
+            await _until(root / "started")
+            second = await asyncio.wait_for(rt.request("second"), 20)
+            return await first, second, kit.history(rt)
+
+    first, second, history = asyncio.run(main())
+    assert first.finish_reason == "max_steps"  # its only step was the tool call
+    assert second.finish_reason == "text_response" and second.turn_id != first.turn_id
+    assert second.text == "saw: first|second"
+    assert history[-1] == {"role": "assistant", "content": "saw: first|second"}

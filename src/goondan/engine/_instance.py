@@ -286,6 +286,9 @@ class AgentInstance:
         self._steering = getattr(getattr(plan.agent, "spec", None), "steering", None) == "inject"
         self._steer_open = False  # the running turn takes steered messages (before its next step)
         self._steered = False  # a steered message waits in the inbox for the next step
+        # steered messages not yet in the history, by message id: the acknowledgement each gets once
+        # it is (a message is accepted only when durable; one the turn ends without runs on its own)
+        self._steer_acks: dict[str, Callable[[], None] | None] = {}
 
     # --- start-up -------------------------------------------------------------------------
 
@@ -770,11 +773,11 @@ class AgentInstance:
         while True:
             if self._cancel_requested:  # code that swallowed the cancellation: stop at the step boundary
                 raise asyncio.CancelledError
-            if self.inbox:
-                self._flush_inbox(turn_state)
-            if step_index >= self._max_steps:
+            if step_index >= self._max_steps:  # before the inbox: no step would answer what it holds
                 finish = "max_steps"
                 break
+            if self.inbox:
+                self._flush_inbox(turn_state)
             catalog = self.tools.catalog()
             step_state = StepState(turn_state, step_index, catalog)
             step_span = new_span_id()
@@ -875,10 +878,23 @@ class AgentInstance:
         return False
 
     def _flush_inbox(self, turn_state: TurnState | None) -> None:
+        """Append what waits in the inbox. Before a step (``turn_state``) steered messages join the
+        turn, each acknowledged once its append is durable; after a turn they stay: the turn ended
+        without answering them, so each runs as a turn of its own (:meth:`_steer`)."""
         self._steered = False
+        acks = self._steer_acks
+        kept: list[Message] = []
         while self.inbox:
             message = self.inbox.pop(0)
+            if turn_state is None and message.id in acks:
+                kept.append(message)
+                continue
             self._emit({"type": "append", "message": message})
+            if acks:
+                ack = acks.pop(message.id, None)
+                if ack is not None:
+                    ack()
+        self.inbox.extend(kept)
 
     # --- streaming --------------------------------------------------------------------------
 
@@ -1336,10 +1352,17 @@ class AgentInstance:
         message = self._inbound_message(event, inbound, event_id if isinstance(event_id, str) and event_id else None)
         self.inbox.append(message)
         self._steered = True
-        if on_accepted is not None:
-            on_accepted()
+        # accepted (on_accepted) only once it is in the history before a step: until then an agent
+        # process that dies leaves the event to its host, which hands it to the next process
+        self._steer_acks[message.id] = on_accepted
         self.logger.info("steered a message into the running turn")
-        return await asyncio.shield(done)
+        result = await asyncio.shield(done)
+        if message.id not in self._steer_acks or self._paused is not None:
+            return result  # answered by the turn (or joins the turn resumed after approvals)
+        # the turn ended (its last step, max_steps, a cancel) before the message joined it
+        del self._steer_acks[message.id]
+        self.inbox.remove(message)
+        return await self.run_turn(event, on_accepted=on_accepted)
 
     # --- approvals (docs/architecture.md#approvals) ------------------------------------------
 

@@ -457,6 +457,8 @@ class Orchestrator:
     def _on_turn_accepted(self, h: InstanceHandle, rec: TurnAccepted) -> None:
         if h.current is not None and h.current.ticket == rec.ticket:
             h.current.accepted = True
+        elif rec.ticket in h.steered:  # a steered message is in the running turn's history now
+            h.steered[rec.ticket].accepted = True
 
     def _on_turn_done(self, h: InstanceHandle, rec: TurnDone) -> None:
         steered = h.steered.pop(rec.ticket, None)
@@ -564,6 +566,14 @@ class Orchestrator:
         if h.conn is not None:
             h.conn.close()
             h.conn = None
+        # steered messages the process held but had not made durable go to the next process, after
+        # the turn they were sent to (if that one is redelivered too) and before the queue
+        for steered in reversed(h.steered.values()):
+            if steered.accepted:
+                self._fail(steered, GoondanError("E_AGENT_PROCESS_EXITED", f"the process of {h.name} exited mid-turn"))
+            else:
+                h.queue.appendleft(steered)
+        h.steered.clear()
         if h.current is not None:
             work, h.current = h.current, None
             if work.accepted and h.interrupted:
@@ -573,9 +583,6 @@ class Orchestrator:
             else:
                 # never started there: the next process takes it, in its place at the head of the queue
                 h.queue.appendleft(work)
-        for steered in h.steered.values():
-            self._fail(steered, GoondanError("E_AGENT_PROCESS_EXITED", f"the process of {h.name} exited mid-turn"))
-        h.steered.clear()
         for fut in h.syncs.values():
             if not fut.done():
                 fut.set_result(None)
