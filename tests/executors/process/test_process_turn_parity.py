@@ -13,7 +13,7 @@ import pytest
 
 import goondan
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "quickstart"
 
 
 def _ask_all(root: Path, state_root: Path, executor: str, *inputs: str) -> list[Any]:
