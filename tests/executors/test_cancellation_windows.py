@@ -141,3 +141,30 @@ def test_a_message_steered_into_the_last_step_is_answered_by_a_turn_of_its_own(
     assert second.finish_reason == "text_response" and second.turn_id != first.turn_id
     assert second.text == "saw: first|second"
     assert history[-1] == {"role": "assistant", "content": "saw: first|second"}
+
+
+FAILING_MODEL = """\
+def generate(request):
+    last = request.messages[-1]
+    if last["role"] == "user" and last["content"] == "first":
+        return {"toolCalls": [{"id": "c-wait", "name": "t__wait", "args": {}}]}
+    raise RuntimeError("the model broke")
+"""
+
+
+def test_a_message_steered_into_a_turn_that_fails_gets_an_error_instead_of_no_answer(
+    tmp_path: Path, state_root: Path, executor: str
+) -> None:
+    root = steering_bundle(tmp_path / "b", 0.6)
+    (root / "model.py").write_text(FAILING_MODEL)
+
+    async def main() -> tuple[Any, Any]:
+        async with goondan.Runtime(root, state_root=state_root, executor=executor) as rt:
+            first = asyncio.create_task(rt.request("first"))
+            await _until(root / "started")
+            second = await asyncio.wait_for(rt.request("second"), 20)
+            return await first, second
+
+    first, second = asyncio.run(main())
+    assert first.finish_reason == "error"
+    assert second.finish_reason == "error" and second.error["code"] == "E_TURN_FAILED"

@@ -1356,9 +1356,19 @@ class AgentInstance:
         # process that dies leaves the event to its host, which hands it to the next process
         self._steer_acks[message.id] = on_accepted
         self.logger.info("steered a message into the running turn")
-        result = await asyncio.shield(done)
-        if message.id not in self._steer_acks or self._paused is not None:
-            return result  # answered by the turn (or joins the turn resumed after approvals)
+        try:
+            result = await asyncio.shield(done)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not done.cancelled() or (task is not None and task.cancelling()):
+                raise  # this request itself was cancelled
+            # the turn failed (or was interrupted): its own error is the caller's answer
+            if message.id not in self._steer_acks:
+                err = {"code": "E_TURN_FAILED", "message": "the running turn this message joined failed"}
+                return TurnResult("", None, "error", err, None)
+        else:
+            if message.id not in self._steer_acks or self._paused is not None:
+                return result  # answered by the turn (or joins the turn resumed after approvals)
         # the turn ended (its last step, max_steps, a cancel) before the message joined it
         del self._steer_acks[message.id]
         self.inbox.remove(message)
