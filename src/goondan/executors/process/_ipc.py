@@ -47,6 +47,8 @@ Agent channel (orchestrator ↔ agent process):
     into a running turn (``Agent.spec.steering: inject``), so a turn for it is sent while one runs.
   ← ``start_error`` {error}: it could not start (a GoondanError dict plus ``class``).
   ← ``turn_accepted`` {ticket}: the turn's user message is durable; a crash now belongs to the turn.
+    For a message steered into a running turn: it is in that turn's history (before a step); until
+    then a crash leaves it to the orchestrator, which gives it to the next process.
   ← ``turn_done`` {ticket, result}: the TurnResult dict.
   ← ``request`` {event, target, instanceKey} / ``send`` {event, target, instanceKey}: inter-agent.
   ← ``rpc`` {rpcId, op, args}: op "spawn" with args {owner, target, instanceKey, cwd}, or op
