@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import kit
+from kit.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures: a real PostgreSQL)
 
 
 @pytest.fixture(autouse=True)
