@@ -205,7 +205,10 @@ def error_dict(exc: BaseException) -> dict[str, Any]:
 
 
 async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
-    reader, writer = await asyncio.open_unix_connection(sock=sock)
+    if sock.family == socket.AF_UNIX:
+        reader, writer = await asyncio.open_unix_connection(sock=sock)
+    else:  # the Ray executor's actors reach the orchestrator over TCP (same records, same framing)
+        reader, writer = await asyncio.open_connection(sock=sock)
     conn = Connection(reader, writer)
     agent: str = spec["agent"]
     key: str = spec["instanceKey"]

@@ -29,7 +29,6 @@ from ._orchestrator import InstanceHandle, Orchestrator
 
 if TYPE_CHECKING:
     from ...storage import InstanceInfo
-    from ._spawner import ForkServer
 
 log = logging.getLogger("goondan.runtime")
 
@@ -80,28 +79,12 @@ class ProcessExecutor:
     # --- lifecycle ------------------------------------------------------------------------------
 
     async def start(self, host: ExecutorHost) -> None:
-        from ._spawner import ForkServer
-
         self._host = host
         ctx = host.context
         opts = self.options
-
-        def factory(on_exit: Callable[[int, int], None]) -> ForkServer:
-            now = self._context  # a replaced fork server starts from the reloaded bundle
-            init = {
-                "bundle": str(now.bundle.root),
-                "env": dict(now.bundle.env),
-                "stateRoot": str(now.state_root),
-                "swarm": now.swarm_name,
-                "persist": now.persist,
-                "store": now.store_backend.url,
-                "sysPath": list(sys.path),
-            }
-            return ForkServer(init, on_exit)
-
         ttl = ctx.ttl_seconds
         self._orch = Orchestrator(
-            spawner_factory=factory,
+            spawner_factory=self._make_spawner,
             swarm_name=ctx.swarm_name,
             agent_names=ctx.agent_names,
             clock=opts.clock,
@@ -119,6 +102,27 @@ class ProcessExecutor:
             output_path=self._output_path,
         )
         await self._orch.start()
+
+    def _spawner_init(self) -> dict[str, Any]:
+        """What a new agent process needs to build its swarm, read from the host's current context
+        (a spawner made after a reload starts from the reloaded bundle)."""
+        now = self._context
+        return {
+            "bundle": str(now.bundle.root),
+            "env": dict(now.bundle.env),
+            "stateRoot": str(now.state_root),
+            "swarm": now.swarm_name,
+            "persist": now.persist,
+            "store": now.store_backend.url,
+            "sysPath": list(sys.path),
+        }
+
+    def _make_spawner(self, on_exit: Callable[[int, int], None]) -> Any:
+        """The orchestrator's spawner (``start``, ``spawn``, ``kill``, ``children``, ``close``):
+        here the fork server; the Ray executor overrides it with named actors."""
+        from ._spawner import ForkServer
+
+        return ForkServer(self._spawner_init(), on_exit)
 
     async def close(self, *, interrupt: bool = False) -> None:
         orch = self._orch
