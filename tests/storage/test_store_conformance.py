@@ -13,7 +13,7 @@ from typing import ClassVar
 import pytest
 from storage_testkit import child_env
 
-from goondan.storage import FileStoreBackend, MemoryStoreBackend, WorkspaceStore, open_store
+from goondan.storage import FileStoreBackend, MemoryStoreBackend, StoreBackend, WorkspaceStore, open_store
 from goondan.testing.store_conformance import StoreConformance, StoreFactory, TurnSpec
 
 KILLED_CHILD = """
@@ -38,9 +38,14 @@ class TestFileStore(StoreConformance):
     }
 
     @pytest.fixture
-    def store_factory(self, tmp_path: Path) -> StoreFactory:
+    def store_backend(self, tmp_path: Path) -> StoreBackend:
         backend = open_store(tmp_path.as_uri(), state_root=tmp_path / "unused")
         assert isinstance(backend, FileStoreBackend) and backend.root == tmp_path
+        return backend
+
+    @pytest.fixture
+    def store_factory(self, tmp_path: Path, store_backend: StoreBackend) -> StoreFactory:
+        backend = store_backend
 
         def factory(workspace_id: str = "conformance") -> WorkspaceStore:
             return backend.workspace(workspace_id)
@@ -63,9 +68,14 @@ class TestFileStore(StoreConformance):
 
 class TestMemoryStore(StoreConformance):
     @pytest.fixture
-    def store_factory(self, tmp_path: Path) -> StoreFactory:
+    def store_backend(self, tmp_path: Path) -> StoreBackend:
         backend = open_store("memory:", state_root=tmp_path)
         assert isinstance(backend, MemoryStoreBackend) and not backend.durable
+        return backend
+
+    @pytest.fixture
+    def store_factory(self, store_backend: StoreBackend) -> StoreFactory:
+        backend = store_backend
 
         def factory(workspace_id: str = "conformance") -> WorkspaceStore:
             return backend.workspace(workspace_id)

@@ -95,9 +95,10 @@ from ._backends import (
 from ._identity import WorkspaceIdentity, bundle_workspace_identity, read_workspace_record, workspace_identity
 from ._instance import FileInstanceStore, LoadedConversation
 from ._lease import InstanceLease
-from ._memory import MemoryInstanceStore, MemorySpace, MemoryWorkspaceStore
+from ._memory import MemoryInstanceReader, MemoryInstanceStore, MemorySpace, MemoryWorkspaceStore
 from ._paths import instance_dir_name, parse_instance_dir_name, resolve_state_root, workspace_id
-from ._protocol import InstanceStore, StoreBackend, WorkspaceStore
+from ._protocol import InstanceReader, InstanceStore, StoreBackend, WorkspaceStore
+from ._reader import FileInstanceReader
 from ._workspace import FileWorkspaceStore, InstanceInfo
 
 #: Kept for code written before the protocol existed: any instance store.
@@ -111,18 +112,23 @@ if TYPE_CHECKING:
     _memory_workspace: type[WorkspaceStore] = MemoryWorkspaceStore
     _file_backend: type[StoreBackend] = FileStoreBackend
     _memory_backend: type[StoreBackend] = MemoryStoreBackend
+    _file_reader: type[InstanceReader] = FileInstanceReader
+    _memory_reader: type[InstanceReader] = MemoryInstanceReader
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "ENV_STORE",
     "AnyInstanceStore",
+    "FileInstanceReader",
     "FileInstanceStore",
     "FileStoreBackend",
     "FileWorkspaceStore",
     "InstanceInfo",
     "InstanceLease",
+    "InstanceReader",
     "InstanceStore",
     "LoadedConversation",
+    "MemoryInstanceReader",
     "MemoryInstanceStore",
     "MemorySpace",
     "MemoryStoreBackend",

@@ -59,6 +59,14 @@ class FileStoreBackend:
     def workspace(self, workspace_id: str, *, identity: WorkspaceIdentity | None = None) -> FileWorkspaceStore:
         return FileWorkspaceStore(self.root, workspace_id, identity=identity)
 
+    def list_workspaces(self) -> list[str]:
+        """The directories under ``<root>/workspaces`` (hidden ones and files skipped)."""
+        try:
+            entries = list(os.scandir(self.root / "workspaces"))
+        except OSError:
+            return []
+        return sorted(e.name for e in entries if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+
     def __repr__(self) -> str:
         return f"FileStoreBackend({str(self.root)!r})"
 
@@ -74,6 +82,9 @@ class MemoryStoreBackend:
 
     def workspace(self, workspace_id: str, *, identity: WorkspaceIdentity | None = None) -> MemoryWorkspaceStore:
         return MemoryWorkspaceStore(self.space, workspace_id, identity=identity)
+
+    def list_workspaces(self) -> list[str]:
+        return self.space.workspace_ids()
 
     def __repr__(self) -> str:
         return f"MemoryStoreBackend({self.url!r})"

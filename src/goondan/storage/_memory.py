@@ -24,7 +24,7 @@ import os
 import threading
 import weakref
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,11 +34,12 @@ import orjson
 from .._ids import now_iso, parse_iso
 from .._json import copy_json
 from ..errors import StorageError
-from ..messages import Message
+from ..messages import Message, event_to_record
 from ._attachments import attachment_id, check_id, not_found
 from ._identity import WorkspaceIdentity
 from ._instance import CODE_NOT_LOADED, LoadedConversation, _encode_json
 from ._lease import _host, locked_error, lost_error
+from ._reader import fold_events
 from ._workspace import InstanceInfo
 
 MAX_RUNTIME_EVENTS = 10_000
@@ -55,6 +56,8 @@ class _Instance:
     attachments: dict[str, bytes] = field(default_factory=dict)
     metadata: dict[str, Any] | None = None
     paused_turn: bytes | None = None
+    # runtime events ever appended (readers' cursor; the deque keeps the most recent ones)
+    runtime_appended: int = 0
     # the lease: the holding store (weakly: a dropped store frees it) and its holder record
     holder: weakref.ReferenceType[MemoryInstanceStore] | None = None
     holder_info: dict[str, Any] | None = None
@@ -81,6 +84,13 @@ class MemorySpace:
         self.tokens: dict[tuple[str, str, str], int] = {}
         self.lock = threading.Lock()
         self.workspace_records: dict[str, dict[str, Any]] = {}
+
+    def workspace_ids(self) -> list[str]:
+        """Workspaces with a record or an instance that stored something, sorted."""
+        with self.lock:
+            ids = set(self.workspace_records)
+            ids.update(key[0] for key, rec in self.instances.items() if not rec.is_empty())
+        return sorted(ids)
 
     def record_of(self, key: tuple[str, str, str]) -> _Instance:
         rec = self.instances.get(key)
@@ -263,14 +273,17 @@ class MemoryInstanceStore:
         """Keep one runtime event. ``owned=True`` means the caller hands the record over (a fresh
         dict of JSON values nobody else references), so it is kept as it is; any other record is
         encoded at once, a snapshot its holders cannot change afterwards. A turn records eight."""
+        rec = self._rec
         if owned and type(record) is dict:
-            self._rec.runtime_events.append(record)
+            rec.runtime_events.append(record)
+            rec.runtime_appended += 1
             return
         try:
             data = orjson.dumps(record)
         except TypeError:
             data = _encode_json(record, "runtime event")  # raises the storage error with its hint
-        self._rec.runtime_events.append(data)
+        rec.runtime_events.append(data)
+        rec.runtime_appended += 1
 
     def read_runtime_events(self) -> list[dict[str, Any]]:
         return [copy_json(item) if isinstance(item, dict) else orjson.loads(item) for item in self._rec.runtime_events]
@@ -354,6 +367,97 @@ class MemoryInstanceStore:
         self._closed = True
 
 
+def _event_record(event: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored event as its ``events.jsonl`` line would read (a copy the caller may change)."""
+    out: dict[str, Any] = copy_json(event_to_record(event))
+    return out
+
+
+class MemoryInstanceReader:
+    """A read-only view of one in-memory instance (:class:`~goondan.storage.InstanceReader`):
+    it looks the instance up at every call and never creates, locks or changes it."""
+
+    def __init__(self, space: MemorySpace, key: tuple[str, str, str]) -> None:
+        self._space = space
+        self._key = key
+        self.agent_name = key[1]
+        self.instance_key = key[2]
+
+    def _rec(self) -> _Instance | None:
+        return self._space.instances.get(self._key)
+
+    def metadata(self) -> dict[str, Any] | None:
+        rec = self._rec()
+        return None if rec is None or rec.metadata is None else dict(rec.metadata)
+
+    def version(self) -> Hashable:
+        rec = self._rec()
+        if rec is None:
+            return None
+        meta = rec.metadata or {}
+        return (
+            id(rec),
+            id(rec.base),
+            len(rec.base),
+            len(rec.events),
+            rec.runtime_appended,
+            meta.get("status"),
+            meta.get("updatedAt"),
+        )
+
+    def _folded(self) -> list[Message]:
+        rec = self._rec()
+        if rec is None:
+            return []
+        base, events = rec.base, list(rec.events)
+        if all(e["type"] == "append" for e in events):
+            return [*base, *(e["message"] for e in events)]
+        return fold_events(list(base), events)
+
+    def message_count(self) -> int:
+        rec = self._rec()
+        if rec is None:
+            return 0
+        if all(e["type"] == "append" for e in rec.events):
+            return len(rec.base) + len(rec.events)
+        return len(self._folded())
+
+    def messages(self, offset: int = 0, limit: int | None = None) -> list[Message]:
+        offset = max(0, offset)
+        rec = self._rec()
+        if rec is None:
+            return []
+        if not rec.events:  # the common case: slice the base without copying it
+            page = rec.base[offset:] if limit is None else rec.base[offset : offset + max(0, limit)]
+        else:
+            folded = self._folded()
+            page = folded[offset:] if limit is None else folded[offset : offset + max(0, limit)]
+        return [m.copy() for m in page]
+
+    def message_events(self) -> list[dict[str, Any]]:
+        rec = self._rec()
+        return [] if rec is None else [_event_record(e) for e in rec.events]
+
+    def runtime_events(self, after: int = 0, limit: int | None = None) -> tuple[list[dict[str, Any]], int]:
+        rec = self._rec()
+        if rec is None:
+            return [], 0
+        total = rec.runtime_appended
+        kept = list(rec.runtime_events)
+        first = total - len(kept)  # the number of the oldest kept event
+        if after > total:
+            after = 0  # another record (deleted and recreated): start over
+        start = max(after, first)
+        items = kept[start - first :]
+        if limit is not None:
+            items = items[: max(0, limit)]
+        out = [copy_json(i) if isinstance(i, dict) else orjson.loads(i) for i in items]
+        return out, start + len(items)
+
+    def close(self) -> None:
+        return None
+
+
 class MemoryWorkspaceStore:
     """The instances of one workspace in a :class:`MemorySpace`."""
 
@@ -389,6 +493,9 @@ class MemoryWorkspaceStore:
 
     def instance_path(self, agent_name: str, instance_key: str) -> Path | None:
         return None
+
+    def reader(self, agent_name: str, instance_key: str) -> MemoryInstanceReader:
+        return MemoryInstanceReader(self.space, (self.workspace_id, agent_name, instance_key))
 
     def list_instances(self) -> list[InstanceInfo]:
         """Every instance of this workspace that wrote its metadata, sorted by (agent, key)."""
@@ -439,4 +546,4 @@ class MemoryWorkspaceStore:
         self._stores.clear()
 
 
-__all__ = ["MemoryInstanceStore", "MemorySpace", "MemoryWorkspaceStore", "named_space"]
+__all__ = ["MemoryInstanceReader", "MemoryInstanceStore", "MemorySpace", "MemoryWorkspaceStore", "named_space"]

@@ -21,11 +21,16 @@ backend proves itself by passing that suite. In short:
   the lease's fencing token: a writer whose lease was taken over fails with ``E_INSTANCE_LEASE_LOST``
   and writes nothing. ``appended`` is a hint (the turn only appended these) that allows a cheaper
   commit; a backend must fall back to a full rewrite whenever it cannot prove the hint right.
+
+Read-only viewers (``gdn studio``, ``gdn logs``) must not take the lease: a live run holds it. They use
+:meth:`StoreBackend.list_workspaces` and :meth:`WorkspaceStore.reader`, which hands out an
+:class:`InstanceReader` - a view that never locks, writes or creates anything, and may race a live
+writer, so it shows each commit either before or after, never a message twice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -112,6 +117,59 @@ class InstanceStore(Protocol):
 
 
 @runtime_checkable
+class InstanceReader(Protocol):
+    """A read-only view of one stored instance, safe beside its live writer (in another process).
+
+    It never takes the lease, never writes and never creates the instance; an instance that does not
+    exist reads as empty (``metadata()`` is ``None``). It is cheap to keep open and meant to be
+    polled: :meth:`version` is a few ``stat`` calls (or one query), and the readers page and tail
+    instead of loading the whole history, so a viewer stays fast on a 10,000-message conversation.
+    Readers are not thread-safe (a reader may cache indexes of what it has read).
+    """
+
+    @property
+    def agent_name(self) -> str: ...
+
+    @property
+    def instance_key(self) -> str: ...
+
+    def metadata(self) -> dict[str, Any] | None:
+        """The instance's metadata record (``{agentName, instanceKey, status, createdAt,
+        updatedAt}``), or ``None`` when it never wrote one."""
+        ...
+
+    def version(self) -> Hashable:
+        """A cheap token that changes whenever the conversation, the pending events, the runtime
+        events or the metadata change (compare it with ``!=``; its form is the backend's own)."""
+        ...
+
+    def message_count(self) -> int:
+        """How many messages :meth:`messages` holds right now."""
+        ...
+
+    def messages(self, offset: int = 0, limit: int | None = None) -> list[Message]:
+        """The conversation (committed base folded with the pending events of a turn in progress),
+        in order, from ``offset`` (0-based), at most ``limit`` messages (all when ``None``)."""
+        ...
+
+    def message_events(self) -> list[dict[str, Any]]:
+        """The pending message events of a turn in progress as stored (JSON records, the lines of
+        ``events.jsonl``: ``{"type": "append", "message": {...}}``, ...); empty between turns."""
+        ...
+
+    def runtime_events(self, after: int = 0, limit: int | None = None) -> tuple[list[dict[str, Any]], int]:
+        """Runtime events appended after the cursor ``after`` (``0``: from the first), at most
+        ``limit``, and the cursor to pass next time. Cursors are opaque non-negative integers of
+        this reader's backend; a fresh start of the instance (its events cleared) makes the next
+        call start again from the first event. Undecodable records (a torn last line) are skipped."""
+        ...
+
+    def close(self) -> None:
+        """Forget cached indexes and release what the reader holds (files, connections)."""
+        ...
+
+
+@runtime_checkable
 class WorkspaceStore(Protocol):
     """The instances of one workspace. Opening an instance that is already open in this workspace
     returns the same store (one process never holds two writers on one instance through it)."""
@@ -124,6 +182,11 @@ class WorkspaceStore(Protocol):
     def instance_path(self, agent_name: str, instance_key: str) -> Path | None: ...
 
     def list_instances(self) -> list[InstanceInfo]: ...
+
+    def reader(self, agent_name: str, instance_key: str) -> InstanceReader:
+        """A read-only view of one instance (:class:`InstanceReader`): no lease, no writes, and
+        nothing is created for an instance that does not exist."""
+        ...
 
     def delete_instance(self, agent_name: str, instance_key: str, *, force: bool = False) -> bool: ...
 
@@ -149,5 +212,10 @@ class StoreBackend(Protocol):
 
     def workspace(self, workspace_id: str, *, identity: WorkspaceIdentity | None = None) -> WorkspaceStore: ...
 
+    def list_workspaces(self) -> list[str]:
+        """The ids of the workspaces that hold at least one instance or a workspace record, sorted;
+        read-only (a viewer lists them without opening anything)."""
+        ...
 
-__all__ = ["InstanceStore", "StoreBackend", "WorkspaceStore"]
+
+__all__ = ["InstanceReader", "InstanceStore", "StoreBackend", "WorkspaceStore"]

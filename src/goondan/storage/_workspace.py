@@ -20,6 +20,7 @@ from ._identity import WORKSPACE_FILE, WorkspaceIdentity, read_workspace_record
 from ._instance import METADATA_FILE, FileInstanceStore
 from ._lease import CODE_LOCKED, InstanceLease
 from ._paths import instance_dir_name
+from ._reader import FileInstanceReader
 
 _DELETING_PREFIX = ".deleting-"
 
@@ -125,6 +126,12 @@ class FileWorkspaceStore:
             )
             self._stores[key] = store
         return store
+
+    def reader(self, agent_name: str, instance_key: str) -> FileInstanceReader:
+        """A read-only view of the instance (no lease, nothing created): see :mod:`._reader`."""
+        return FileInstanceReader(
+            self.instance_path(agent_name, instance_key), agent_name=agent_name, instance_key=instance_key
+        )
 
     def list_instances(self) -> list[InstanceInfo]:
         """Every instance with a valid ``metadata.json``, sorted by (agent, key). Directories with

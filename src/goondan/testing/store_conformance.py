@@ -11,9 +11,14 @@ Use it from a test module of your own::
 
     class TestMyStore(StoreConformance):
         @pytest.fixture
-        def store_factory(self, tmp_path):
-            backend = MyStoreBackend(dsn=..., schema=f"t_{tmp_path.name}")
-            return lambda workspace_id="conformance": backend.workspace(workspace_id)
+        def store_backend(self, tmp_path):
+            return MyStoreBackend(dsn=..., schema=f"t_{tmp_path.name}")
+
+        @pytest.fixture
+        def store_factory(self, store_backend):
+            return lambda workspace_id="conformance": store_backend.workspace(workspace_id)
+
+``store_backend`` is the backend those handles come from (its ``list_workspaces`` is checked).
 
 ``store_factory(workspace_id)`` must return a *new* :class:`~goondan.storage.WorkspaceStore` handle on
 the same stored data at every call (as a second runtime would open it), empty at the start of each
@@ -49,7 +54,7 @@ from ..messages import (
     truncate_event,
     user_message,
 )
-from ..storage import InstanceStore, WorkspaceStore
+from ..storage import InstanceStore, StoreBackend, WorkspaceStore
 
 _FIXED_TIME = datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 
@@ -174,6 +179,11 @@ class StoreConformance:
     @pytest.fixture
     def store_factory(self) -> StoreFactory:
         raise NotImplementedError("a StoreConformance subclass provides the store_factory fixture")
+
+    @pytest.fixture
+    def store_backend(self) -> StoreBackend:
+        """The backend ``store_factory`` opens its workspaces from (for ``list_workspaces``)."""
+        raise NotImplementedError("a StoreConformance subclass provides the store_backend fixture")
 
     def run_turns_killed_at(
         self, factory: StoreFactory, agent: str, key: str, turns: list[TurnSpec], point: str
@@ -608,6 +618,136 @@ class StoreConformance:
         store = self._open(store_factory)
         store.load()
         store.close()
+
+    # ------------------------------------------------------------------ read-only readers
+
+    def test_a_reader_of_a_missing_instance_reads_empty_and_creates_nothing(
+        self, store_factory: StoreFactory, store_backend: StoreBackend
+    ) -> None:
+        reader = store_factory().reader(self.AGENT, self.KEY)
+        assert (reader.agent_name, reader.instance_key) == (self.AGENT, self.KEY)
+        assert reader.metadata() is None and reader.message_count() == 0
+        assert reader.messages() == [] and reader.message_events() == []
+        assert reader.runtime_events() == ([], 0)
+        reader.close()
+        assert store_factory().list_instances() == []
+        assert store_backend.list_workspaces() == []
+
+    def test_a_reader_never_takes_the_lease_of_a_live_writer(self, store_factory: StoreFactory) -> None:
+        self._commit_turns(store_factory, SETUP)
+        reader = store_factory().reader(self.AGENT, self.KEY)
+        assert [m.id for m in reader.messages()] == ["a1", "a2"]  # before the writer opens
+        writer = self._open(store_factory)
+        writer.load()  # not refused: the reader holds nothing
+        run_turn(writer, [msg("a1"), msg("a2")], build_events(APPEND_TURN))
+        assert [m.id for m in reader.messages()] == ["a1", "a2", "b1", "b2", "b3"]  # while it holds
+        writer.close()
+        reader.close()
+
+    def test_a_reader_pages_the_conversation_in_order(self, store_factory: StoreFactory) -> None:
+        turns = [[["append", f"p{t}-{i}"] for i in range(5)] for t in range(5)]
+        self._commit_turns(store_factory, *turns)
+        reader = store_factory().reader(self.AGENT, self.KEY)
+        assert reader.message_count() == 25
+        pages = [reader.messages(offset, 10) for offset in (0, 10, 20)]
+        assert [len(p) for p in pages] == [10, 10, 5]
+        assert records([m for page in pages for m in page]) == expected(*turns)
+        assert records(reader.messages(7, 3)) == expected(*turns)[7:10]
+        assert reader.messages(25, 10) == [] and reader.messages(99) == []
+        assert records(reader.messages()) == expected(*turns)
+
+    def test_a_reader_shows_the_pending_events_of_a_turn_in_progress(self, store_factory: StoreFactory) -> None:
+        self._commit_turns(store_factory, SETUP)
+        writer = self._open(store_factory)
+        writer.load()
+        reader = store_factory().reader(self.AGENT, self.KEY)
+        for e in build_events(APPEND_TURN)[:2]:
+            writer.append_event(e)
+        assert [m.id for m in reader.messages()] == ["a1", "a2", "b1", "b2"] and reader.message_count() == 4
+        assert [m.id for m in reader.messages(3, 5)] == ["b2"]
+        pending = reader.message_events()
+        assert [(e["type"], e["message"]["id"]) for e in pending] == [("append", "b1"), ("append", "b2")]
+        writer.commit([msg("a1"), msg("a2"), msg("b1"), msg("b2")], [msg("b1"), msg("b2")])
+        assert reader.message_events() == []
+        assert [m.id for m in reader.messages()] == ["a1", "a2", "b1", "b2"]
+        writer.close()
+
+    def test_a_reader_folds_a_pending_rewrite_turn_and_follows_its_commit(self, store_factory: StoreFactory) -> None:
+        self._commit_turns(store_factory, SETUP, APPEND_TURN)
+        reader = store_factory().reader(self.AGENT, self.KEY)
+        assert reader.message_count() == 5  # the reader is kept across the commits below
+        writer = self._open(store_factory)
+        writer.load()
+        for e in build_events(REWRITE_TURN):
+            writer.append_event(e)
+        assert records(reader.messages()) == expected(SETUP, APPEND_TURN, REWRITE_TURN)
+        assert [e["type"] for e in reader.message_events()] == ["append", "replace", "remove"]
+        writer.close()
+        self._commit_turns(store_factory, NEXT_TURN)  # replays the pending turn, then rewrites
+        want = expected(SETUP, APPEND_TURN, REWRITE_TURN, NEXT_TURN)
+        assert records(reader.messages()) == want and reader.message_count() == len(want)
+        self._commit_turns(store_factory, [["append", "z1"]])
+        assert [m.id for m in reader.messages(len(want))] == ["z1"]
+
+    def test_a_reader_tails_runtime_events_from_its_cursor(self, store_factory: StoreFactory) -> None:
+        writer = self._open(store_factory)
+        writer.load()
+        for i in range(3):
+            writer.append_runtime_event({"type": "turn.started", "n": i})
+        reader = store_factory().reader(self.AGENT, self.KEY)
+        events, cursor = reader.runtime_events()
+        assert [e["n"] for e in events] == [0, 1, 2]
+        assert reader.runtime_events(cursor) == ([], cursor)
+        writer.append_runtime_event({"type": "turn.completed", "n": 3})
+        writer.append_runtime_event({"type": "turn.started", "n": 4}, owned=True)
+        events, cursor2 = reader.runtime_events(cursor)
+        assert [e["n"] for e in events] == [3, 4]
+        one, c1 = reader.runtime_events(0, limit=1)
+        two, c2 = reader.runtime_events(c1, limit=2)
+        rest, c3 = reader.runtime_events(c2)
+        assert [e["n"] for e in one + two + rest] == [0, 1, 2, 3, 4] and c3 == cursor2
+        events[0]["n"] = 99  # the caller's copy
+        assert [e["n"] for e in reader.runtime_events()[0]] == [0, 1, 2, 3, 4]
+        writer.clear_history()  # a fresh start: the old cursor starts over
+        writer.append_runtime_event({"type": "turn.started", "n": 5})
+        assert [e["n"] for e in reader.runtime_events(cursor2)[0]] == [5]
+        writer.close()
+
+    def test_a_readers_version_changes_with_every_write_and_only_then(self, store_factory: StoreFactory) -> None:
+        writer = self._open(store_factory)
+        writer.load()
+        reader = store_factory().reader(self.AGENT, self.KEY)
+        seen = [reader.version()]
+
+        def changed() -> bool:
+            now = reader.version()
+            fresh = now != seen[-1]
+            seen.append(now)
+            return fresh
+
+        assert not changed()
+        writer.write_metadata(agent_name=self.AGENT, instance_key=self.KEY, status="processing")
+        assert changed() and reader.metadata() is not None
+        writer.append_event(append_event(msg("v1")))
+        assert changed()
+        writer.commit([msg("v1")], [msg("v1")])
+        assert changed()
+        writer.append_runtime_event({"type": "turn.completed"})
+        assert changed()
+        assert not changed()
+        writer.close()
+
+    def test_list_workspaces_names_every_workspace_that_stored_something(
+        self, store_factory: StoreFactory, store_backend: StoreBackend
+    ) -> None:
+        for ws_id in ("ws-b", "ws-a"):
+            ws = store_factory(ws_id)
+            ws.instance(self.AGENT, self.KEY).write_metadata(
+                agent_name=self.AGENT, instance_key=self.KEY, status="idle"
+            )
+            ws.close()
+        store_factory("ws-untouched").reader(self.AGENT, self.KEY).messages()
+        assert store_backend.list_workspaces() == ["ws-a", "ws-b"]
 
     # ------------------------------------------------------------------ crash points (optional)
 
