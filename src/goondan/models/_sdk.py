@@ -20,5 +20,5 @@ def import_sdk(module: str, *, provider: str, extra: str, package: str) -> Modul
             "E_MODEL_SDK_MISSING",
             f"the '{provider}' model provider needs the Python package '{package}', which is not installed "
             f"({type(exc).__name__}: {exc})",
-            suggestion=f"Install it with: pip install 'goondan[{extra}]'",
+            suggestion=f"Install it with: pip install 'goondan-runtime[{extra}]'",
         ) from exc

@@ -19,7 +19,7 @@ from .fake_http import FakeServer, Handler
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "local_model: runs the real local model (needs goondan[local])")
+    config.addinivalue_line("markers", "local_model: runs the real local model (needs goondan-runtime[local])")
 
 
 def _local_extra_installed() -> bool:

@@ -307,7 +307,7 @@ def test_missing_llama_cpp_explains_the_native_build(monkeypatch: pytest.MonkeyP
         create_model_adapter("local", model="smollm2", options={"modelPath": "./m.gguf"}, root=tmp_path)
     err: Any = info.value
     assert err.code == "E_MODEL_SDK_MISSING"
-    assert "pip install 'goondan[local]'" in err.suggestion and "minutes" in err.suggestion
+    assert "pip install 'goondan-runtime[local]'" in err.suggestion and "minutes" in err.suggestion
 
 
 def test_missing_model_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

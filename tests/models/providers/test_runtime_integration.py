@@ -193,7 +193,7 @@ def test_a_missing_sdk_names_the_pip_extra(
     with pytest.raises(ModelError) as info:
         goondan.models.create_model_adapter(provider, model="m", options={}, api_key="k")
     assert info.value.code == "E_MODEL_SDK_MISSING"
-    assert info.value.suggestion == f"Install it with: pip install 'goondan[{extra}]'"
+    assert info.value.suggestion == f"Install it with: pip install 'goondan-runtime[{extra}]'"
 
 
 def test_model_options_are_checked_without_importing_any_sdk() -> None:

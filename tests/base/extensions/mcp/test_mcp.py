@@ -320,7 +320,7 @@ def test_without_the_sdk_the_extension_says_how_to_install_it(tmp_path: Path, mo
     with pytest.raises(goondan.ExtensionError) as info:
         goondan.run(root, "go", state_root=tmp_path / "state", isolation="inline")
     assert info.value.code == "E_EXT_INIT"
-    assert info.value.suggestion is not None and "goondan[mcp]" in info.value.suggestion
+    assert info.value.suggestion is not None and "goondan-runtime[mcp]" in info.value.suggestion
 
 
 def test_a_config_without_a_usable_transport_is_a_config_error(tmp_path: Path) -> None:

@@ -375,7 +375,7 @@ def _require_sdk(name: str) -> None:
             "E_EXT_INIT",
             f"extension {name} needs the official MCP SDK: {exc}",
             extension_name=name,
-            suggestion="pip install 'goondan[mcp]'  (or: pip install 'mcp>=2.3,<3')",
+            suggestion="pip install 'goondan-runtime[mcp]'  (or: pip install 'mcp>=2.3,<3')",
         ) from None
 
 
