@@ -12,6 +12,18 @@ place for them, so a response's thinking blocks ride on its first tool call as p
 (``{"anthropic": {"thinkingBlocks": [...]}}``, stored by the runtime as the part's
 ``providerMetadata`` and persisted with the conversation) and are put back, verbatim and ahead of
 everything else, when that message is sent again. Thinking is never reported as assistant text.
+
+Prompt caching: the API bills a prefix it has cached (tools, then system, then messages, up to a
+block marked with ``cache_control``) at a tenth of the input price, and checks for a hit only at
+marked blocks (looking back about 20 blocks from each). A Goondan history only grows at its end
+between two requests of one instance (extensions remove or replace old messages, they never edit one
+in place), so by default every request marks the stable prefix in up to four places
+(``options.cacheBreakpoints``): the last tool (``tools``), the last system block (``system``), the
+last block of the newest message (``history``: the whole request, which the next step or turn
+repeats) and the last block before the newest assistant message (``previousStep``: where the
+previous request of this instance ended, so a step that added more than 20 blocks still finds it).
+Thinking blocks and empty text cannot carry a mark, so the nearest earlier block takes it.
+``cacheBreakpoints: []`` turns marking off; ``cacheTtl: 1h`` asks for the longer-lived cache.
 """
 
 from __future__ import annotations
@@ -43,7 +55,9 @@ from ._retry import Failure
 from ._sdk import import_sdk
 from ._stainless import classify
 
-PROVIDER_KEYS = frozenset({"defaultMaxTokens", "headers", "parallelToolCalls"})
+PROVIDER_KEYS = frozenset({"defaultMaxTokens", "headers", "parallelToolCalls", "cacheBreakpoints", "cacheTtl"})
+CACHE_PLACES = ("tools", "system", "history", "previousStep")  # the default, at most four marks (the API's limit)
+CACHE_TTLS = frozenset({"5m", "1h"})
 DEFAULT_MAX_TOKENS = 4096  # the API requires max_tokens; used when modelConfig.params.maxTokens is unset
 
 FINISH = {
@@ -69,6 +83,20 @@ def check_options(options: dict[str, Any]) -> NetworkOptions:
     if not isinstance(parsed.extra.get("parallelToolCalls", True), bool):
         raise ModelError("E_MODEL_CONFIG", "anthropic model: options.parallelToolCalls must be true or false")
     _check_headers(parsed)
+    places = parsed.extra.get("cacheBreakpoints", list(CACHE_PLACES))
+    if (
+        not isinstance(places, list)
+        or not all(isinstance(p, str) and p in CACHE_PLACES for p in places)
+        or len(set(places)) != len(places)
+    ):
+        raise ModelError(
+            "E_MODEL_CONFIG",
+            "anthropic model: options.cacheBreakpoints must be a list of distinct places out of "
+            + ", ".join(CACHE_PLACES),
+            suggestion="Use [] to send no cache_control marks, or leave it out for all four.",
+        )
+    if parsed.extra.get("cacheTtl", "5m") not in CACHE_TTLS:
+        raise ModelError("E_MODEL_CONFIG", "anthropic model: options.cacheTtl must be 5m or 1h")
     return parsed
 
 
@@ -88,6 +116,9 @@ class AnthropicModel(NetworkAdapter):
         parsed = check_options(options)
         super().__init__(model, parsed, api_key, endpoint)
         self._default_max_tokens: int = parsed.extra.get("defaultMaxTokens", DEFAULT_MAX_TOKENS)
+        self._cache_places: frozenset[str] = frozenset(parsed.extra.get("cacheBreakpoints", CACHE_PLACES))
+        ttl = parsed.extra.get("cacheTtl")
+        self._cache_mark: dict[str, str] = {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}
         self._sdk = import_sdk("anthropic", provider="anthropic", extra="anthropic", package="anthropic")
 
     def _make_client(self) -> Any:
@@ -148,6 +179,8 @@ class AnthropicModel(NetworkAdapter):
         if request.output_schema is not None:
             # native structured outputs; the runtime still validates the answer against the schema
             body["output_config"] = {"format": {"type": "json_schema", "schema": request.output_schema}}
+        if self._cache_places:
+            mark_cache_breakpoints(body, self._cache_places, self._cache_mark)
         return body
 
     async def _call(self, client: Any, request: ModelRequest, emit: TextDeltaCallback | None) -> ModelResponse:
@@ -163,6 +196,38 @@ class AnthropicModel(NetworkAdapter):
         finally:
             await stream.close()
         return acc.result()
+
+
+def mark_cache_breakpoints(body: dict[str, Any], places: frozenset[str], mark: dict[str, str]) -> None:
+    """Puts ``cache_control`` on the blocks that end the stable prefixes named in ``places`` (see the
+    module docstring), each block at most once, in the API's prefix order (tools, system, messages)."""
+    targets: list[dict[str, Any]] = []
+    if "tools" in places and body.get("tools"):
+        targets.append(body["tools"][-1])
+    if "system" in places and body.get("system"):
+        targets.append(body["system"][-1])
+    messages: list[dict[str, Any]] = body["messages"]
+    if "previousStep" in places:
+        newest_assistant = next((i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "assistant"), 0)
+        block = _last_cacheable(messages, newest_assistant)
+        if block is not None:
+            targets.append(block)
+    if "history" in places:
+        block = _last_cacheable(messages, len(messages))
+        if block is not None and all(block is not t for t in targets):
+            targets.append(block)
+    for block in targets:
+        block["cache_control"] = dict(mark)
+
+
+def _last_cacheable(messages: list[dict[str, Any]], end: int) -> dict[str, Any] | None:
+    """The last block of ``messages[:end]`` that may carry ``cache_control`` (not thinking, not empty text)."""
+    for message in reversed(messages[:end]):
+        block: dict[str, Any]
+        for block in reversed(message["content"]):
+            if block.get("type") not in THINKING_TYPES and not (block.get("type") == "text" and not block.get("text")):
+                return block
+    return None
 
 
 def _dump(obj: Any) -> dict[str, Any]:

@@ -3,11 +3,20 @@
 With ``Model.spec.endpoint`` the same adapter serves any OpenAI-compatible server (vLLM, llama.cpp
 server, Ollama, LM Studio). System messages stay where they are (the Chat API accepts them anywhere);
 each tool result becomes one ``role: tool`` message.
+
+Prompt caching is automatic on OpenAI's side for a repeated prefix, but requests are spread over
+machines by a hash of their first tokens, so two instances whose prompts start alike compete for the
+same cache and a busy one overflows to machines that never saw its history. Every request therefore
+carries ``prompt_cache_key``: by default a digest of the agent name and instance key (stable for the
+life of the instance, revealing neither), ``options.promptCacheKey: <string>`` for a fixed key shared
+on purpose, ``false`` to send none (for a compatible server that rejects unknown fields; the ones we
+know of ignore it).
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 from typing import Any
@@ -33,7 +42,9 @@ from ._retry import Failure
 from ._sdk import import_sdk
 from ._stainless import classify
 
-PROVIDER_KEYS = frozenset({"maxTokensParam", "organization", "project", "headers", "streamUsage", "parallelToolCalls"})
+PROVIDER_KEYS = frozenset(
+    {"maxTokensParam", "organization", "project", "headers", "streamUsage", "parallelToolCalls", "promptCacheKey"}
+)
 
 FINISH = {
     "stop": "stop",
@@ -120,6 +131,11 @@ class OpenAIModel(NetworkAdapter):
                 "type": "json_schema",
                 "json_schema": {"name": "output", "schema": request.output_schema},
             }
+        cache_key = self.options.extra.get("promptCacheKey", True)
+        if cache_key is True:
+            body["prompt_cache_key"] = prompt_cache_key(request.agent_name, request.instance_key)
+        elif isinstance(cache_key, str):
+            body["prompt_cache_key"] = cache_key
         extra = params.get("extra")
         if isinstance(extra, dict) and extra:
             body["extra_body"] = dict(extra)
@@ -156,7 +172,20 @@ def check_options(raw: dict[str, Any]) -> NetworkOptions:
         raise ModelError("E_MODEL_CONFIG", "openai model: options.streamUsage must be true or false")
     if not isinstance(options.extra.get("parallelToolCalls", True), bool):
         raise ModelError("E_MODEL_CONFIG", "openai model: options.parallelToolCalls must be true or false")
+    cache_key = options.extra.get("promptCacheKey", True)
+    if not isinstance(cache_key, bool) and not (isinstance(cache_key, str) and 0 < len(cache_key) <= 64):
+        raise ModelError(
+            "E_MODEL_CONFIG",
+            "openai model: options.promptCacheKey must be true, false or a string of 1 to 64 characters",
+        )
     return options
+
+
+def prompt_cache_key(agent_name: str, instance_key: str) -> str:
+    """The default ``prompt_cache_key`` of one agent instance: stable, short, and not the key itself
+    (instance keys may be user ids or chat ids)."""
+    digest = hashlib.sha256(f"{agent_name}\0{instance_key}".encode()).hexdigest()
+    return f"goondan-{digest[:32]}"
 
 
 def _dump(obj: Any) -> dict[str, Any]:

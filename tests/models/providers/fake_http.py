@@ -16,7 +16,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -333,3 +333,154 @@ def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     return list(content or [])
+
+
+# --- the Anthropic Messages API with prompt caching ---------------------------------------------
+
+CACHE_LOOKBACK = 20  # blocks before a breakpoint at which the API still looks for a cached prefix
+MAX_BREAKPOINTS = 4
+
+
+def estimated_tokens(block: dict[str, Any]) -> int:
+    """A block's size in tokens, estimated as the API-independent rule of thumb: 4 characters each."""
+    return max(1, len(json.dumps(block, sort_keys=True, ensure_ascii=False)) // 4)
+
+
+@dataclasses.dataclass
+class CacheUse:
+    """One answered request's token accounting, as ``usage`` reports it."""
+
+    input_tokens: int  # after the last breakpoint and not read from the cache
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+    @property
+    def read_share(self) -> float:
+        return self.cache_read_input_tokens / self.total if self.total else 0.0
+
+
+class CachingMessagesAPI:
+    """A Messages API handler that validates ``cache_control`` marks the way the API does and keeps
+    a prompt cache with the API's semantics, so a test or benchmark can see what a real account
+    would be billed.
+
+    Rejected with the API's 400 ``invalid_request_error`` (documented limits and the messages the
+    API gives for them): more than 4 marked blocks; a mark on a thinking / redacted_thinking block
+    or on an empty text block; a mark on a whole message or inside a tool_result's content (marks go
+    on top-level blocks only); a mark that is not ``{type: ephemeral[, ttl: 5m|1h]}``; a ``1h`` mark
+    after a ``5m`` one in prefix order (tools, system, messages).
+
+    The cache: the request is a sequence of blocks (tools, system, then each message's blocks); a
+    prefix ending at a marked block is written when it holds at least ``min_tokens`` tokens; a
+    request reads the longest cached prefix that ends at a marked block or at one of the
+    ``CACHE_LOOKBACK - 1`` blocks before one. Prefixes are keyed by their exact content (marks
+    excluded) and the model, as the API keys them. ``replies(body)`` returns the content blocks of
+    the answer. ``uses`` holds one :class:`CacheUse` per answered request."""
+
+    def __init__(self, replies: Callable[[dict[str, Any]], list[dict[str, Any]]], *, min_tokens: int = 1024) -> None:
+        self.replies = replies
+        self.min_tokens = min_tokens
+        self.cache: set[str] = set()
+        self.uses: list[CacheUse] = []
+        self.rejections: list[str] = []
+
+    def __call__(self, req: Req) -> Reply:
+        body = req.json
+        problem = cache_control_problem(body)
+        if problem is not None:
+            self.rejections.append(problem)
+            error = {"type": "error", "error": {"type": "invalid_request_error", "message": problem}}
+            return Reply(400, error, {"request-id": f"req_fake_{len(self.rejections)}"})
+        use = self.account(body)
+        self.uses.append(use)
+        message = anthropic_message(self.replies(body), msg_id=f"msg_{len(self.uses)}")
+        message["usage"] = {**dataclasses.asdict(use), "output_tokens": 9}
+        return Reply(sse=anthropic_stream(message)) if body.get("stream") else Reply(body=message)
+
+    def account(self, body: dict[str, Any]) -> CacheUse:
+        blocks = list(_prefix_blocks(body))
+        digest = hashlib.sha256(str(body.get("model")).encode())
+        keys: list[str] = []
+        ends: list[int] = []  # tokens up to and including block i
+        marked: list[int] = []
+        total = 0
+        for i, (role, block) in enumerate(blocks):
+            plain = {k: v for k, v in block.items() if k != "cache_control"}
+            digest.update(json.dumps([role, plain], sort_keys=True).encode())
+            keys.append(digest.hexdigest())
+            total += estimated_tokens(plain)
+            ends.append(total)
+            if "cache_control" in block:
+                marked.append(i)
+        read = 0
+        for at in marked:
+            for i in range(at, max(-1, at - CACHE_LOOKBACK), -1):
+                if keys[i] in self.cache:
+                    read = max(read, ends[i])
+                    break
+        written = 0
+        for at in marked:
+            if ends[at] >= self.min_tokens:
+                self.cache.add(keys[at])
+                written = max(written, ends[at])
+        creation = max(0, written - read)
+        return CacheUse(total - read - creation, creation, read)
+
+
+def _prefix_blocks(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The request's blocks in the API's prefix order, each with what it belongs to (a new message's
+    role starts a new message, so two messages never hash like one)."""
+    for tool in body.get("tools") or []:
+        yield "tool", tool
+    system = body.get("system")
+    for block in [{"type": "text", "text": system}] if isinstance(system, str) else system or []:
+        yield "system", block
+    for message in body.get("messages") or []:
+        for j, block in enumerate(_blocks(message)):
+            yield (f"{message['role']}:start" if j == 0 else message["role"]), block
+
+
+def cache_control_problem(body: dict[str, Any]) -> str | None:
+    """What the API would answer 400 for in ``body``'s cache_control marks, or ``None``."""
+    marks: list[tuple[str, dict[str, Any], Any]] = []
+    places: list[tuple[str, dict[str, Any]]] = [(f"tools.{i}", t) for i, t in enumerate(body.get("tools") or [])]
+    system = body.get("system")
+    if isinstance(system, list):
+        places += [(f"system.{i}", b) for i, b in enumerate(system)]
+    for i, message in enumerate(body.get("messages") or []):
+        if "cache_control" in message:
+            return f"messages.{i}.cache_control: Extra inputs are not permitted"
+        content = message.get("content")
+        for j, block in enumerate(content if isinstance(content, list) else []):
+            places.append((f"messages.{i}.content.{j}", block))
+            nested = block.get("content") if block.get("type") == "tool_result" else None
+            for k, inner in enumerate(nested if isinstance(nested, list) else []):
+                if "cache_control" in inner:
+                    return f"messages.{i}.content.{j}.content.{k}.cache_control: Extra inputs are not permitted"
+    for path, block in places:
+        if "cache_control" in block:
+            marks.append((path, block, block["cache_control"]))
+    if len(marks) > MAX_BREAKPOINTS:
+        return f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {len(marks)}."
+    longest_first = True
+    for path, block, mark in marks:
+        kind = block.get("type")
+        if kind in THINKING_TYPES:
+            return f"{path}.{kind}.cache_control: Extra inputs are not permitted"
+        if kind == "text" and not block.get("text"):
+            return "cache_control cannot be set for empty text blocks"
+        if not isinstance(mark, dict) or mark.get("type") != "ephemeral":
+            return f"{path}.cache_control.type: Input should be 'ephemeral'"
+        if set(mark) - {"type", "ttl"} or mark.get("ttl", "5m") not in ("5m", "1h"):
+            return f"{path}.cache_control: only type 'ephemeral' and ttl '5m' or '1h' are permitted"
+        if mark.get("ttl") == "1h" and not longest_first:
+            return (
+                "a ttl='1h' cache_control block must not come after a ttl='5m' cache_control block "
+                "(in the order tools, system, messages)"
+            )
+        longest_first = longest_first and mark.get("ttl") == "1h"
+    return None

@@ -15,14 +15,16 @@ import goondan
 from goondan.errors import ModelError
 from goondan.messages import assistant_message, tool_message
 from goondan.models import ModelResponse, ProviderError, create_model_adapter
-from goondan.models._anthropic import _StreamAccumulator, parse_message
+from goondan.models._anthropic import _StreamAccumulator, mark_cache_breakpoints, parse_message
 
 from .conftest import ADD_TOOL, CONVERSATION, request, run
 from .fake_http import (
+    CachingMessagesAPI,
     Reply,
     Req,
     ThinkingMessagesAPI,
     anthropic_message,
+    cache_control_problem,
     redacted_thinking_block,
     sse_event,
     thinking_block,
@@ -115,7 +117,7 @@ def test_request_puts_every_system_message_in_the_system_slot_and_groups_tool_re
         lambda r: Reply(body={**TOOL_MESSAGE, "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"})
     )
     params = {"temperature": 0.2, "topP": 0.8, "maxTokens": 300, "extra": {"top_k": 5}}
-    run(generate(server.url, request(CONVERSATION, tools=[ADD_TOOL], params=params)))
+    run(generate(server.url, request(CONVERSATION, tools=[ADD_TOOL], params=params), cacheBreakpoints=[]))
     [sent] = server.requests
     assert (sent.method, sent.path) == ("POST", "/v1/messages")
     # the key travels only in the auth header (x-api-key, or a bearer token in recent SDK releases)
@@ -567,3 +569,195 @@ def test_parallel_tool_calls_option_must_be_a_boolean() -> None:
     with pytest.raises(ModelError) as info:
         create_model_adapter("anthropic", model="m", options={"parallelToolCalls": 0}, api_key=KEY)
     assert info.value.code == "E_MODEL_CONFIG" and "parallelToolCalls" in info.value.message
+
+
+# --- prompt caching ------------------------------------------------------------------------------
+
+
+def marked(body: dict[str, Any]) -> list[str]:
+    """Where ``body`` carries cache_control marks, as API paths, in prefix order."""
+    places = [(f"tools.{i}", b) for i, b in enumerate(body.get("tools") or [])]
+    places += [(f"system.{i}", b) for i, b in enumerate(body.get("system") or [])]
+    for i, message in enumerate(body["messages"]):
+        places += [(f"messages.{i}.content.{j}", b) for j, b in enumerate(message["content"])]
+    return [path for path, block in places if "cache_control" in block]
+
+
+def ok_reply(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [text("ok")]
+
+
+def test_requests_mark_tools_system_the_newest_message_and_where_the_previous_step_ended(serve: Any) -> None:
+    api = CachingMessagesAPI(ok_reply)
+    server = serve(api)
+    run(generate(server.url, request(CONVERSATION, tools=[ADD_TOOL])))
+    body = server.requests[0].json
+    # messages: 0 = user "add ...", 1 = assistant with the calls, 2 = the results + "so?"
+    assert marked(body) == ["tools.0", "system.1", "messages.0.content.0", "messages.2.content.2"]
+    assert body["messages"][2]["content"][2]["cache_control"] == {"type": "ephemeral"}
+    assert api.rejections == [] and len(api.uses) == 1  # the API would accept these marks
+
+
+def tool_step(n: int, first: int) -> list[dict[str, Any]]:
+    """One assistant message with ``n`` parallel calls and its ``n`` results, as the runtime stores them."""
+    ids = [f"call_{first + i}" for i in range(n)]
+    calls = [{"type": "tool-call", "toolCallId": c, "toolName": "calc__add", "input": {"a": 1, "b": 2}} for c in ids]
+    results = [
+        {"role": "tool", "content": [{"type": "tool-result", "toolCallId": c, "toolName": "calc__add", "output": 3}]}
+        for c in ids
+    ]
+    return [{"role": "assistant", "content": calls}, *results]
+
+
+def conversation_requests() -> list[list[dict[str, Any]]]:
+    """The histories of five successive requests of one instance: a tool step, a new turn, and a
+    step with twelve parallel calls (25 new blocks, more than the API looks back from a mark)."""
+    h1 = [{"role": "system", "content": "You add numbers. " * 40}, {"role": "user", "content": "add 1 and 2"}]
+    h2 = h1 + tool_step(1, 0)
+    h3 = [*h2, {"role": "assistant", "content": "3"}, {"role": "user", "content": "now twelve of them"}]
+    h4 = h3 + tool_step(12, 1)
+    h5 = [*h4, {"role": "assistant", "content": "all 3"}, {"role": "user", "content": "thanks"}]
+    return [h1, h2, h3, h4, h5]
+
+
+@pytest.mark.parametrize(
+    ("places", "hits"),
+    [
+        (None, [False, True, True, True, True]),
+        # without the previousStep mark the 25 new blocks hide the previous request from the lookback
+        (["tools", "system", "history"], [False, True, True, False, True]),
+    ],
+)
+def test_each_request_reads_the_whole_previous_request_from_the_cache(
+    serve: Any, places: list[str] | None, hits: list[bool]
+) -> None:
+    api = CachingMessagesAPI(ok_reply, min_tokens=1)
+    server = serve(api)
+    options = {} if places is None else {"cacheBreakpoints": places}
+    for history in conversation_requests():
+        run(generate(server.url, request(history, tools=[ADD_TOOL]), **options))
+    assert api.rejections == []
+    totals = [u.total for u in api.uses]
+    reads = [u.cache_read_input_tokens for u in api.uses]
+    assert [reads[i] == totals[i - 1] for i in range(len(reads))] == [False, *hits[1:]]
+    assert reads[0] == 0
+    # a miss still reads the stable tools + system prefix, never less
+    assert all(r > 0 for r in reads[1:])
+
+
+def test_usage_counts_cached_tokens_in_prompt_tokens(serve: Any) -> None:
+    api = CachingMessagesAPI(ok_reply, min_tokens=1)
+    server = serve(api)
+    histories = conversation_requests()
+    outs = [run(generate(server.url, request(h, tools=[ADD_TOOL]))) for h in histories[:2]]
+    assert [o.usage["promptTokens"] for o in outs] == [u.total for u in api.uses]
+    assert api.uses[1].cache_read_input_tokens > 0
+
+
+def test_cache_breakpoints_and_ttl_are_configurable(serve: Any) -> None:
+    server = serve(CachingMessagesAPI(ok_reply))
+    run(generate(server.url, request(CONVERSATION, tools=[ADD_TOOL]), cacheBreakpoints=[]))
+    run(generate(server.url, request(CONVERSATION, tools=[ADD_TOOL]), cacheBreakpoints=["history"], cacheTtl="1h"))
+    off, one = (r.json for r in server.requests)
+    assert marked(off) == []
+    assert marked(one) == ["messages.2.content.2"]
+    assert one["messages"][2]["content"][2]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"cacheBreakpoints": ["tools", "tools"]}, {"cacheBreakpoints": ["everything"]}, {"cacheBreakpoints": "system"}],
+)
+def test_invalid_cache_options_are_config_errors(options: dict[str, Any]) -> None:
+    with pytest.raises(ModelError) as info:
+        create_model_adapter("anthropic", model="m", options=options, api_key=KEY, endpoint="http://127.0.0.1:9")
+    assert info.value.code == "E_MODEL_CONFIG" and "cacheBreakpoints" in info.value.message
+    with pytest.raises(ModelError) as info:
+        create_model_adapter(
+            "anthropic", model="m", options={"cacheTtl": "1d"}, api_key=KEY, endpoint="http://127.0.0.1:9"
+        )
+    assert "cacheTtl" in info.value.message
+
+
+def test_a_mark_never_lands_on_a_thinking_block() -> None:
+    body: dict[str, Any] = {
+        "system": [{"type": "text", "text": "s"}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "assistant", "content": [thinking_block("hm"), redacted_thinking_block("xx")]},
+        ],
+    }
+    mark_cache_breakpoints(body, frozenset({"system", "history", "previousStep"}), {"type": "ephemeral"})
+    assert marked(body) == ["system.0", "messages.0.content.0"]
+    assert cache_control_problem(body) is None
+
+
+def _mark(block: dict[str, Any], ttl: str | None = None) -> dict[str, Any]:
+    return {**block, "cache_control": {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}}
+
+
+INVALID_MARKS = {
+    "five marks": (
+        {"messages": [{"role": "user", "content": [_mark(text(str(i))) for i in range(5)]}]},
+        "A maximum of 4 blocks with cache_control may be provided. Found 5.",
+    ),
+    "on thinking": (
+        {
+            "messages": [
+                {"role": "user", "content": [text("q")]},
+                {"role": "assistant", "content": [_mark(thinking_block("t")), text("a")]},
+            ]
+        },
+        "messages.1.content.0.thinking.cache_control: Extra inputs are not permitted",
+    ),
+    "on empty text": (
+        {"messages": [{"role": "user", "content": [text("q"), _mark({"type": "text", "text": ""})]}]},
+        "cache_control cannot be set for empty text blocks",
+    ),
+    "on a whole message": (
+        {"messages": [{"role": "user", "content": [text("q")], "cache_control": {"type": "ephemeral"}}]},
+        "messages.0.cache_control: Extra inputs are not permitted",
+    ),
+    "inside a tool result": (
+        {
+            "messages": [
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [_mark(text("r"))]}],
+                },
+            ]
+        },
+        "messages.1.content.0.content.0.cache_control: Extra inputs are not permitted",
+    ),
+    "not ephemeral": (
+        {"messages": [{"role": "user", "content": [{**text("q"), "cache_control": {"type": "persistent"}}]}]},
+        "messages.0.content.0.cache_control.type: Input should be 'ephemeral'",
+    ),
+    "1h after 5m": (
+        {"system": [_mark(text("s"))], "messages": [{"role": "user", "content": [_mark(text("q"), "1h")]}]},
+        "a ttl='1h' cache_control block must not come after a ttl='5m' cache_control block",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(INVALID_MARKS))
+def test_the_fake_api_rejects_invalid_cache_marks_as_the_api_does(serve: Any, case: str) -> None:
+    """Sent raw through the SDK, so the fake's verdict is what a client of the real API would see."""
+    import anthropic
+
+    body, message = INVALID_MARKS[case]
+    api = CachingMessagesAPI(ok_reply)
+    server = serve(api)
+
+    async def send() -> None:
+        client = anthropic.AsyncAnthropic(api_key=KEY, base_url=server.url, max_retries=0)
+        try:
+            await client.messages.create(model="test-model", max_tokens=10, **body)
+        finally:
+            await client.close()
+
+    with pytest.raises(anthropic.BadRequestError) as info:
+        run(send())
+    assert message in str(info.value)
+    assert api.uses == []

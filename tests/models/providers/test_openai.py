@@ -379,3 +379,34 @@ def test_parallel_tool_calls_option_must_be_a_boolean() -> None:
     with pytest.raises(ModelError) as info:
         create_model_adapter("openai", model="m", options={"parallelToolCalls": "no"}, api_key=KEY)
     assert info.value.code == "E_MODEL_CONFIG" and "parallelToolCalls" in info.value.message
+
+
+def _instance_request(agent: str, key: str) -> Any:
+    req = request([{"role": "user", "content": "hi"}])
+    req.agent_name, req.instance_key = agent, key
+    return req
+
+
+def test_every_request_of_an_instance_carries_the_same_prompt_cache_key_and_instances_differ(serve: Any) -> None:
+    server = serve(lambda r: Reply(body=completion({"content": "ok"})))
+    for agent, key in [("helper", "chat-1"), ("helper", "chat-1"), ("helper", "chat-2"), ("other", "chat-1")]:
+        run(generate(server.url, _instance_request(agent, key)))
+    keys = [r.json["prompt_cache_key"] for r in server.requests]
+    assert keys[0] == keys[1]  # stable: the cache routing follows the instance
+    assert len(set(keys)) == 3  # another instance key or another agent is another cache bucket
+    assert all("chat-" not in k and len(k) <= 64 for k in keys)  # the instance key itself does not leave
+
+
+def test_prompt_cache_key_can_be_fixed_or_switched_off(serve: Any) -> None:
+    server = serve(lambda r: Reply(body=completion({"content": "ok"})))
+    run(generate(server.url, _instance_request("a", "1"), promptCacheKey="shared-docs-bot"))
+    run(generate(server.url, _instance_request("a", "1"), promptCacheKey=False))
+    assert server.requests[0].json["prompt_cache_key"] == "shared-docs-bot"
+    assert "prompt_cache_key" not in server.requests[1].json
+
+
+@pytest.mark.parametrize("value", [1, "", "x" * 65, None])
+def test_prompt_cache_key_option_must_be_a_flag_or_a_short_string(value: Any) -> None:
+    with pytest.raises(ModelError) as info:
+        adapter("http://127.0.0.1:9", promptCacheKey=value)
+    assert info.value.code == "E_MODEL_CONFIG" and "promptCacheKey" in info.value.message
