@@ -22,7 +22,8 @@ from pathlib import Path
 from goondan.errors import ConfigError, ConfigIssue
 
 from ._bundle import ALL_PACKAGES, BASE_PACKAGE, Bundle
-from ._loader import API_VERSION, Loader, base_package_root
+from ._loader import API_VERSION, Loader
+from ._packages import base_package_root
 from ._plan import DEFAULT_MAX_STEPS_PER_TURN, AgentPlan, ExtensionBinding
 from ._refs import ObjectRef, parse_ref
 from ._resource import Resource

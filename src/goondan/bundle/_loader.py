@@ -24,6 +24,7 @@ from goondan.models._providers import KNOWN_PROVIDERS
 from ._bundle import BASE_PACKAGE, Bundle, ScopeKey, ref_scope
 from ._code import REQUIRED_ATTRIBUTE, EntryModule, inspect_entry
 from ._issues import did_you_mean, join_path, parent_path, pydantic_problems
+from ._packages import InstalledPackage, base_package_root, find_package, specifier_problem
 from ._paths import PathProblem, resolve_inside
 from ._plan import required_tool_message, tool_names
 from ._refs import ObjectRef
@@ -65,13 +66,7 @@ _TOP_KEYS = ("apiVersion", "kind", "metadata", "spec")
 _META_KEYS = ("name", "labels", "annotations")
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 _PACKAGE_NAME = re.compile(r"^(?:@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*$")
-_VERSION = re.compile(r"^[0-9A-Za-z^~<>=*+|. -]+$")
 _NAME_HINT = "use lowercase letters, digits and '-', starting with a letter, at most 63 characters"
-
-
-def base_package_root() -> Path:
-    """Directory of the built-in ``@goondan/base`` package shipped inside ``goondan``."""
-    return Path(__file__).resolve().parent.parent / "base"
 
 
 def _builtin_schema(path: Path, builtin: Path) -> dict[str, Any] | None:
@@ -564,34 +559,39 @@ class Loader:
                     continue
                 seen.add(dep.name)
                 field_path = f"spec.dependencies[{i}]"
-                if not _PACKAGE_NAME.match(dep.name) or not _VERSION.match(dep.version) or ".." in dep.version:
+                problem = None if _PACKAGE_NAME.match(dep.name) else f"invalid package name {dep.name!r}"
+                problem = problem or (specifier_problem(dep.version) if dep.version else None)
+                if problem is not None:
                     if holder is not None:
                         self.errors.append(
                             holder.issue(
                                 "E_CONFIG_SCHEMA_INVALID",
-                                f"invalid dependency {dep.name}@{dep.version}",
+                                f"dependency {dep.name}: {problem}",
                                 field_path,
-                                "dependencies look like {name: '@scope/name', version: 1.2.3}",
+                                "dependencies look like {name: '@scope/name', version: '>=1.2,<2'}",
                             )
                         )
                     continue
-                state_root = self.state_root or default_state_root(self.env)
-                pkg_root = state_root / "packages" / f"{dep.name}@{dep.version}"
-                manifest = pkg_root / MANIFEST
-                if not manifest.is_file():
+                found = find_package(dep.name, dep.version, dep.distribution)
+                if not isinstance(found, InstalledPackage):
                     if holder is not None:
-                        self.errors.append(
-                            holder.issue(
-                                "E_CONFIG_PACKAGE_NOT_INSTALLED",
-                                f"package {dep.name}@{dep.version} is not installed (expected {manifest})",
-                                field_path,
-                                f"install it (gdn package install) so that {manifest} exists",
-                            )
-                        )
+                        self.errors.append(holder.issue(found.code, found.message, field_path, found.suggestion))
                     continue
+                pkg_root = found.root
+                manifest = pkg_root / MANIFEST
                 dep_spec = self._load_scope(pkg_root.resolve(), manifest.resolve(), dep.name)
                 if dep_spec is not None:
                     dep_owner = next((r for r in self.resources if r.kind == "Package" and r.package == dep.name), None)
+                    if dep_owner is not None and dep_owner.name != dep.name and holder is not None:
+                        self.errors.append(
+                            holder.issue(
+                                "E_PACKAGE_INVALID",
+                                f"distribution {found.distribution} declares package {dep.name}, but its "
+                                f"{MANIFEST} names itself {dep_owner.name}",
+                                field_path,
+                                f"ask its author to make the entry point name and metadata.name agree ({dep.name})",
+                            )
+                        )
                     queue.append((dep_spec, dep_owner))
 
     # ------------------------------------------------------------------ semantic checks

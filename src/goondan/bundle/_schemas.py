@@ -552,12 +552,14 @@ class ConnectionSpec(Spec):
 
 
 class PackageDependency(Spec):
-    """A package this bundle depends on, installed under <state root>/packages."""
+    """A package this bundle depends on: an installed Python distribution (README.md#packages)."""
 
     name: NonEmptyStr
-    """Package name, e.g. @scope/name."""
-    version: NonEmptyStr
-    """Exact version to use."""
+    """Package name as its goondan.yaml declares it, e.g. @scope/name (its goondan.packages entry point name)."""
+    version: str | None = None
+    """PEP 440 version range of the distribution, e.g. '>=1.2,<2' (a bare '1.2.3' means exactly it; default: any)."""
+    distribution: str | None = None
+    """Python distribution that ships it (default: the name without '@', '/' as '-', e.g. scope-name)."""
 
 
 class PackageRegistry(Spec):
