@@ -107,17 +107,32 @@ class StepStartedEvent(_StepFields):
     llmInputMessages: NotRequired[list[dict[str, Any]]]
 
 
+class ModelCallInfo(TypedDict):
+    """The model call of a step (``model`` of ``step.completed`` / ``step.failed``): ``start`` is
+    milliseconds after the step began, ``duration`` milliseconds (fractions kept)."""
+
+    name: str
+    provider: str
+    start: float
+    duration: float
+    finishReason: NotRequired[str]
+    failed: NotRequired[bool]  # the step failed during the call (a model error)
+
+
 class StepCompletedEvent(_StepFields):
     type: Literal["step.completed"]
     toolCallCount: int
     duration: int
     tokenUsage: NotRequired[TokenUsage]
+    model: NotRequired[ModelCallInfo]  # absent when a step middleware answered without the model
 
 
 class StepFailedEvent(_StepFields):
     type: Literal["step.failed"]
     duration: int
     errorMessage: str
+    error: NotRequired[EventError]
+    model: NotRequired[ModelCallInfo]  # the model was called (it may be what failed)
 
 
 class _ToolFields(_SpanFields):

@@ -364,6 +364,41 @@ class SwarmPolicy(Spec):
     """Graceful shutdown."""
 
 
+class OtlpExport(Spec):
+    """Where the swarm's traces go over OTLP/HTTP (needs the ``otel`` extra). Any ``OTEL_*``
+    environment variable that is set wins over the value here."""
+
+    endpoint: NonEmptyStr
+    """Base URL of an OTLP/HTTP receiver (``/v1/traces`` is appended unless the URL ends with it),
+    e.g. http://localhost:4318 (Jaeger, an OpenTelemetry Collector)."""
+    headers: dict[str, ValueSource] = Field(default_factory=dict)
+    """Headers sent with every export, each a ValueSource, e.g. {Authorization: {valueFrom: {env: OTLP_AUTH}}}."""
+    service_name: NonEmptyStr | None = None
+    """service.name of the exported spans (default: goondan)."""
+
+    @field_validator("endpoint")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not re.match(r"^https?://[^\s/]+", value):
+            raise PydanticCustomError("url", "endpoint must be an http(s) URL (OTLP over HTTP, e.g. port 4318)")
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _header_names(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for name in value:
+            if not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
+                raise PydanticCustomError("header", "{name!r} is not a valid HTTP header name", {"name": name})
+        return value
+
+
+class Telemetry(Spec):
+    """Export of the swarm's turns, steps, model and tool calls as OpenTelemetry spans."""
+
+    otlp: OtlpExport
+    """The OTLP/HTTP receiver to send spans to."""
+
+
 class SwarmSpec(Spec):
     """Swarm: the agents that run together, and the one that receives requests first."""
 
@@ -375,6 +410,8 @@ class SwarmSpec(Spec):
     """Conversation key used when a request names none."""
     policy: SwarmPolicy | None = None
     """Limits and lifecycle rules."""
+    telemetry: Telemetry | None = None
+    """OpenTelemetry export of traces (see README, Traces)."""
 
     @field_validator("instance_key")
     @classmethod

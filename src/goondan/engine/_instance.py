@@ -250,6 +250,7 @@ class AgentInstance:
         self._chains: tuple[int, Chain[Any, Any], Chain[Any, Any], Chain[Any, Any]] | None = None
         self._params: dict[str, Any] = {}
         self._model_name = ""
+        self._provider_name = ""
         self._max_steps = plan.max_steps_per_turn
         output_cfg = getattr(getattr(plan.agent, "spec", None), "output", None)
         self._output_schema: dict[str, Any] | None = output_cfg.json_schema if output_cfg is not None else None
@@ -367,6 +368,7 @@ class AgentInstance:
             endpoint=spec.endpoint,
         )
         self._model_name = spec.model
+        self._provider_name = spec.provider
         agent_spec: Any = self.plan.agent.spec
         params = agent_spec.model_cfg.params
         if params is not None:
@@ -807,15 +809,18 @@ class AgentInstance:
             try:
                 result = await step_chain.run(step_state)
             except Exception as exc:
-                await self._runtime_event(
-                    {
-                        "type": "step.failed",
-                        "timestamp": now_iso(),
-                        **span_fields,
-                        "duration": int((time.perf_counter() - t0) * 1000),
-                        "errorMessage": str(exc),
-                    }
-                )
+                failed = {
+                    "type": "step.failed",
+                    "timestamp": now_iso(),
+                    **span_fields,
+                    "duration": int((time.perf_counter() - t0) * 1000),
+                    "errorMessage": str(exc),
+                    "error": {"code": getattr(exc, "code", None) or "E_STEP_FAILED"},
+                }
+                model_call = self._model_call_record(step_state.metadata, t0)
+                if model_call is not None:
+                    failed["model"] = model_call
+                await self._runtime_event(failed)
                 raise
             turn.steps.append(result)
             usage = result.metadata.get("runtime.tokenUsage")
@@ -826,6 +831,9 @@ class AgentInstance:
                 "toolCallCount": len(result.tool_calls),
                 "duration": int((time.perf_counter() - t0) * 1000),
             }
+            model_call = self._model_call_record(step_state.metadata, t0)
+            if model_call is not None:
+                record["model"] = model_call
             if isinstance(usage, dict):
                 record["tokenUsage"] = dict(usage)
                 total = run.usage
@@ -857,6 +865,27 @@ class AgentInstance:
                 self._emit({"type": "append", "message": response}, trusted=True)
             text = final
         return TurnResult(turn_state.turn_id, response, finish, None, text, output=run.output)  # type: ignore[arg-type]
+
+    def _model_call_record(self, metadata: dict[str, Any], t0: float) -> dict[str, Any] | None:
+        """The ``model`` field of a step's end record: which model the step called, when (ms after
+        the step began) and for how long, and why it stopped. Trace views and the OpenTelemetry
+        export (goondan/_spans.py) show the model call as a span of its own, inside its step."""
+        started = metadata.get("runtime.modelStart")
+        if not isinstance(started, float):
+            return None  # a step middleware answered without calling the model
+        ended = metadata.get("runtime.modelEnd")
+        out: dict[str, Any] = {
+            "name": self._model_name,
+            "provider": self._provider_name,
+            "start": round((started - t0) * 1000, 3),
+            "duration": round(((ended if isinstance(ended, float) else time.perf_counter()) - started) * 1000, 3),
+        }
+        if not isinstance(ended, float):
+            out["failed"] = True  # the step failed while the model was being called
+        reason = metadata.get("runtime.modelFinishReason")
+        if isinstance(reason, str) and reason:
+            out["finishReason"] = reason
+        return out
 
     def _accept_output(self, run: _TurnRun) -> bool:
         """Structured output: whether the turn may end with its last answer. A valid answer becomes
@@ -950,8 +979,10 @@ class AgentInstance:
             on_text_delta=self._delta_sink(turn_state, step_state.step_index),
             output_schema=self._output_schema,
         )
-        response: ModelResponse = await model.generate(request)
         metadata = step_state.metadata
+        metadata["runtime.modelStart"] = time.perf_counter()
+        response: ModelResponse = await model.generate(request)
+        metadata["runtime.modelEnd"] = time.perf_counter()
         metadata["runtime.modelFinishReason"] = response.finish_reason
         metadata["runtime.modelRawFinishReason"] = response.raw_finish_reason
         if response.usage:

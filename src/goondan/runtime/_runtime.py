@@ -27,6 +27,7 @@ from . import _approvals
 
 if TYPE_CHECKING:
     from ..storage import InstanceInfo, StoreBackend, WorkspaceStore
+    from ..telemetry import Telemetry
 
 
 class _Host:
@@ -116,6 +117,7 @@ class Runtime:
         self.state_root: Path | None = None
         # timers that deny approvals when they expire while this runtime runs
         self._approval_timers: set[asyncio.Task[None]] = set()
+        self._telemetry: Telemetry | None = None  # OpenTelemetry export, when configured
 
     @property
     def isolation(self) -> str:
@@ -181,6 +183,7 @@ class Runtime:
         self.store = runtime_store(self._store_arg, persist=self.persist, state_root=self.state_root, env=self._env)
         self.persist = self.store.durable
         self._adopt(self._load())
+        self._start_telemetry()
         await self.executor.start(self._host)
         self._started = True
         if self.watch:
@@ -188,6 +191,24 @@ class Runtime:
 
             self._fingerprints = agent_fingerprints(self.bundle, self._swarm_arg)
             self._watch_task = asyncio.get_running_loop().create_task(self._watch_loop())
+
+    def _start_telemetry(self) -> None:
+        """OpenTelemetry export (goondan.telemetry): spans built from the runtime events every
+        executor forwards to this process. Off unless the environment or the bundle names a
+        receiver; off, nothing is imported and no event is looked at."""
+        from ..telemetry import start_telemetry
+
+        setting = getattr(getattr(self.swarm, "spec", None), "telemetry", None)
+        env = getattr(self.bundle, "env", None)
+        telemetry = start_telemetry(
+            setting,
+            os.environ if env is None else env,
+            swarm=self.swarm_name,
+            where=f"Swarm/{self.swarm_name} spec.telemetry",
+        )
+        if telemetry is not None:
+            self._telemetry = telemetry
+            self.executor.on_runtime_event(telemetry.on_event)
 
     @property
     def agent_limits(self) -> AgentLimits:
@@ -219,6 +240,8 @@ class Runtime:
         for ctx in [*self._old_contexts, self._ctx]:
             if ctx is not None:
                 ctx.close()
+        if self._telemetry is not None:  # after the executor: the last turns' spans are in
+            await asyncio.to_thread(self._telemetry.shutdown)
 
     def kill_now(self) -> None:
         """End every agent process at once (SIGKILL) and leave no instance ``processing`` on disk:

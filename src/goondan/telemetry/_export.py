@@ -1,0 +1,179 @@
+"""The OpenTelemetry side: spans assembled from runtime events (goondan/_spans.py) become SDK
+``ReadableSpan`` objects with the records' own trace and span ids, handed to a
+``BatchSpanProcessor`` in front of the OTLP/HTTP exporter.
+
+Imported only when export is on (goondan.telemetry.start_telemetry): it imports the SDK, which
+costs about 80 ms. The tracer API is not used: a tracer makes its own ids, and ours must be the ones
+``runtime-events.jsonl`` holds so that a trace in the backend and ``gdn logs`` name the same spans.
+
+The listener runs on the host's event loop for every runtime event of every agent process (the
+executors forward them there), so it only assembles spans and queues them; the batch processor's
+thread does the HTTP. That thread's failures are logged once by us instead of once per batch by
+the exporter (its own log records are filtered while it exports for us), and never reach a turn.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from typing import Any
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace.status import Status, StatusCode
+
+from .._spans import Span, SpanAssembler
+from ._config import TelemetryConfig
+
+log = logging.getLogger("goondan.telemetry")
+
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_KINDS = {"internal": SpanKind.INTERNAL, "client": SpanKind.CLIENT}
+# loggers of the OTLP/HTTP exporter whose per-batch complaints we replace with one warning
+_EXPORTER_LOGGERS = ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "opentelemetry.exporter.otlp.common.http")
+_exporting = threading.local()
+
+
+class _OwnExportFilter(logging.Filter):
+    """Drops the exporter's log records while it exports for us (other exporters in the same
+    process keep theirs): a receiver that is down would otherwise log on every batch."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(_exporting, "active", False)
+
+
+_FILTER = _OwnExportFilter()
+
+
+class _OnceLoggingExporter(SpanExporter):
+    def __init__(self, inner: OTLPSpanExporter, endpoint: str) -> None:
+        self._inner = inner
+        self._endpoint = endpoint
+        self._warned = False
+        self._shut = False
+
+    @property
+    def warned(self) -> bool:
+        return self._warned
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        _exporting.active = True
+        try:
+            result = self._inner.export(spans)
+        except Exception as exc:  # an exporter bug must not kill the processor's thread
+            result = SpanExportResult.FAILURE
+            self._warn(f"{type(exc).__name__}: {exc}")
+        else:
+            if result is not SpanExportResult.SUCCESS:
+                self._warn("the receiver did not accept them or could not be reached")
+        finally:
+            _exporting.active = False
+        return result
+
+    def _warn(self, why: str) -> None:
+        if not self._warned:
+            self._warned = True
+            log.warning(
+                "could not export spans to %s (%s); turns go on, spans of failed exports are dropped "
+                "and this is not logged again",
+                self._endpoint,
+                why,
+            )
+
+    def shutdown(self) -> None:
+        if not self._shut:  # called early to cut a retry short, then again by the processor
+            self._shut = True
+            self._inner.shutdown()  # type: ignore[no-untyped-call]
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def _version() -> str:
+    try:
+        return metadata.version("goondan-runtime")
+    except metadata.PackageNotFoundError:
+        return "0"
+
+
+class SpanExport:
+    """Turns runtime events into exported spans. :meth:`on_event` is the runtime-event listener;
+    :meth:`shutdown` flushes what is queued (bounded) and stops the processor's thread."""
+
+    def __init__(self, config: TelemetryConfig, *, swarm: str | None = None) -> None:
+        attributes: dict[str, Any] = dict(config.resource)
+        if swarm:
+            attributes.setdefault("goondan.swarm.name", swarm)
+        self.config = config
+        self._resource = Resource.create(attributes)
+        self._scope = InstrumentationScope("goondan", _version())
+        for name in _EXPORTER_LOGGERS:
+            logger = logging.getLogger(name)
+            if _FILTER not in logger.filters:
+                logger.addFilter(_FILTER)
+        inner = OTLPSpanExporter(endpoint=config.endpoint, headers=config.headers)
+        self._exporter = _OnceLoggingExporter(inner, config.endpoint)
+        self._processor = BatchSpanProcessor(self._exporter)
+        self._assembler = SpanAssembler(capture_content=config.capture_content)
+        self._closed = False
+        self._failed = False
+
+    def on_event(self, record: Mapping[str, Any]) -> None:
+        if self._closed:
+            return
+        try:
+            for span in self._assembler.feed(record):
+                self._processor.on_end(self._readable(span))
+        except Exception:
+            if not self._failed:  # a record we cannot read must not break the runtime
+                self._failed = True
+                log.exception("could not turn a runtime event into a span (not logged again)")
+
+    def _readable(self, span: Span) -> ReadableSpan:
+        context = SpanContext(int(span.trace_id, 16), int(span.span_id, 16), is_remote=False, trace_flags=_SAMPLED)
+        parent = (
+            SpanContext(int(span.trace_id, 16), int(span.parent_span_id, 16), is_remote=False, trace_flags=_SAMPLED)
+            if span.parent_span_id
+            else None
+        )
+        attributes: dict[str, Any] = dict(span.attributes)
+        status = Status(StatusCode.UNSET)
+        if span.error_type is not None:
+            attributes["error.type"] = span.error_type
+            status = Status(StatusCode.ERROR, span.error_message or span.error_type)
+        return ReadableSpan(
+            name=span.name,
+            context=context,
+            parent=parent,
+            resource=self._resource,
+            attributes=attributes,
+            kind=_KINDS[span.kind],
+            status=status,
+            start_time=span.start_ns,
+            end_time=span.end_ns,
+            instrumentation_scope=self._scope,
+        )
+
+    def shutdown(self, timeout_s: float = 3.0) -> None:
+        """Export what is queued, waiting at most ``timeout_s`` (a receiver that is down must not
+        hold the process: after a failed export, half a second), then stop; an export still
+        retrying is cut short. Spans still open (a turn that never ended) are not sent."""
+        if self._closed:
+            return
+        self._closed = True
+        worker = threading.Thread(target=self._processor.force_flush, name="goondan-otel-flush", daemon=True)
+        worker.start()
+        worker.join(min(timeout_s, 0.5) if self._exporter.warned else timeout_s)
+        # from here an export fails at once (an export still in its retry back-off wakes up), so
+        # the processor's own last flush cannot hold the process either
+        self._exporter.shutdown()
+        self._processor.shutdown()  # type: ignore[no-untyped-call]
+
+
+__all__ = ["SpanExport"]
