@@ -17,20 +17,24 @@ Prompt caching: the API bills a prefix it has cached (tools, then system, then m
 block marked with ``cache_control``) at a tenth of the input price, and checks for a hit only at
 marked blocks (looking back about 20 blocks from each). A Goondan history only grows at its end
 between two requests of one instance (extensions remove or replace old messages, they never edit one
-in place), so by default every request marks the stable prefix in up to four places
-(``options.cacheBreakpoints``): the last tool (``tools``), the last system block (``system``), the
-last block of the newest message (``history``: the whole request, which the next step or turn
-repeats) and the last block before the newest assistant message (``previousStep``: where the
-previous request of this instance ended, so a step that added more than 20 blocks still finds it).
-Thinking blocks and empty text cannot carry a mark, so the nearest earlier block takes it.
-``cacheBreakpoints: []`` turns marking off; ``cacheTtl: 1h`` asks for the longer-lived cache.
+in place), so by default every request marks the prefixes that the next request repeats
+(``options.cacheBreakpoints``, in the order they are kept when there are more than the API's four):
+the last block of the newest message (``history``: the whole request, which the next step or turn
+repeats); the last block before the newest assistant message (``previousStep``: where the previous
+request of this instance ended, so a step that added more than 20 blocks still finds it); the last
+system block (``system``: tools and every system message, e.g. a compaction summary); the first
+system block (``prompt``: tools and the first system message, usually the agent's prompt, which
+outlives a new summary); the last tool (``tools``). A mark that would land on the block another
+place already marked is not repeated. Thinking blocks and empty text cannot carry a mark, so the
+nearest earlier block takes it. ``cacheBreakpoints: []`` turns marking off; ``cacheTtl: 1h`` asks
+for the longer-lived cache.
 """
 
 from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._ids import new_id
@@ -56,7 +60,8 @@ from ._sdk import import_sdk
 from ._stainless import classify
 
 PROVIDER_KEYS = frozenset({"defaultMaxTokens", "headers", "parallelToolCalls", "cacheBreakpoints", "cacheTtl"})
-CACHE_PLACES = ("tools", "system", "history", "previousStep")  # the default, at most four marks (the API's limit)
+CACHE_PLACES = ("history", "previousStep", "system", "prompt", "tools")  # the default, by priority
+MAX_CACHE_MARKS = 4  # the API rejects a request with more
 CACHE_TTLS = frozenset({"5m", "1h"})
 DEFAULT_MAX_TOKENS = 4096  # the API requires max_tokens; used when modelConfig.params.maxTokens is unset
 
@@ -93,7 +98,7 @@ def check_options(options: dict[str, Any]) -> NetworkOptions:
             "E_MODEL_CONFIG",
             "anthropic model: options.cacheBreakpoints must be a list of distinct places out of "
             + ", ".join(CACHE_PLACES),
-            suggestion="Use [] to send no cache_control marks, or leave it out for all four.",
+            suggestion="Use [] to send no cache_control marks, or leave it out for the default (all of them).",
         )
     if parsed.extra.get("cacheTtl", "5m") not in CACHE_TTLS:
         raise ModelError("E_MODEL_CONFIG", "anthropic model: options.cacheTtl must be 5m or 1h")
@@ -116,7 +121,7 @@ class AnthropicModel(NetworkAdapter):
         parsed = check_options(options)
         super().__init__(model, parsed, api_key, endpoint)
         self._default_max_tokens: int = parsed.extra.get("defaultMaxTokens", DEFAULT_MAX_TOKENS)
-        self._cache_places: frozenset[str] = frozenset(parsed.extra.get("cacheBreakpoints", CACHE_PLACES))
+        self._cache_places: tuple[str, ...] = tuple(parsed.extra.get("cacheBreakpoints", CACHE_PLACES))
         ttl = parsed.extra.get("cacheTtl")
         self._cache_mark: dict[str, str] = {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}
         self._sdk = import_sdk("anthropic", provider="anthropic", extra="anthropic", package="anthropic")
@@ -198,25 +203,29 @@ class AnthropicModel(NetworkAdapter):
         return acc.result()
 
 
-def mark_cache_breakpoints(body: dict[str, Any], places: frozenset[str], mark: dict[str, str]) -> None:
+def mark_cache_breakpoints(body: dict[str, Any], places: Sequence[str], mark: dict[str, str]) -> None:
     """Puts ``cache_control`` on the blocks that end the stable prefixes named in ``places`` (see the
-    module docstring), each block at most once, in the API's prefix order (tools, system, messages)."""
-    targets: list[dict[str, Any]] = []
-    if "tools" in places and body.get("tools"):
-        targets.append(body["tools"][-1])
-    if "system" in places and body.get("system"):
-        targets.append(body["system"][-1])
+    module docstring): each block at most once, at most four, the first places first."""
     messages: list[dict[str, Any]] = body["messages"]
-    if "previousStep" in places:
-        newest_assistant = next((i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "assistant"), 0)
-        block = _last_cacheable(messages, newest_assistant)
-        if block is not None:
-            targets.append(block)
-    if "history" in places:
-        block = _last_cacheable(messages, len(messages))
+    tools = body.get("tools") or []
+    system = body.get("system") or []
+    targets: list[dict[str, Any]] = []
+    for place in places:
+        block: dict[str, Any] | None = None
+        if place == "history":
+            block = _last_cacheable(messages, len(messages))
+        elif place == "previousStep":
+            newest = next((i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "assistant"), 0)
+            block = _last_cacheable(messages, newest)
+        elif place == "system" and system:
+            block = system[-1]
+        elif place == "prompt" and system:
+            block = system[0]
+        elif place == "tools" and tools:
+            block = tools[-1]
         if block is not None and all(block is not t for t in targets):
             targets.append(block)
-    for block in targets:
+    for block in targets[:MAX_CACHE_MARKS]:
         block["cache_control"] = dict(mark)
 
 

@@ -587,13 +587,28 @@ def ok_reply(body: dict[str, Any]) -> list[dict[str, Any]]:
     return [text("ok")]
 
 
-def test_requests_mark_tools_system_the_newest_message_and_where_the_previous_step_ended(serve: Any) -> None:
+@pytest.mark.parametrize(
+    ("conversation", "expected"),
+    [
+        # messages: 0 = user "add ...", 1 = assistant with the calls, 2 = the results + "so?"; two system
+        # blocks (prompt + summary): the prompt's mark (which covers the tools) outranks the tools' own
+        (CONVERSATION, ["system.0", "system.1", "messages.0.content.0", "messages.2.content.2"]),
+        # one system block: prompt and system are the same block, so the tools get the fourth mark
+        (
+            [m for m in CONVERSATION if "Summary" not in str(m)],
+            ["tools.0", "system.0", "messages.0.content.0", "messages.2.content.2"],
+        ),
+    ],
+    ids=["prompt-and-summary", "one-system-block"],
+)
+def test_requests_mark_the_newest_message_the_previous_step_system_prompt_and_tools(
+    serve: Any, conversation: list[dict[str, Any]], expected: list[str]
+) -> None:
     api = CachingMessagesAPI(ok_reply)
     server = serve(api)
-    run(generate(server.url, request(CONVERSATION, tools=[ADD_TOOL])))
+    run(generate(server.url, request(conversation, tools=[ADD_TOOL])))
     body = server.requests[0].json
-    # messages: 0 = user "add ...", 1 = assistant with the calls, 2 = the results + "so?"
-    assert marked(body) == ["tools.0", "system.1", "messages.0.content.0", "messages.2.content.2"]
+    assert marked(body) == expected
     assert body["messages"][2]["content"][2]["cache_control"] == {"type": "ephemeral"}
     assert api.rejections == [] and len(api.uses) == 1  # the API would accept these marks
 
@@ -687,8 +702,8 @@ def test_a_mark_never_lands_on_a_thinking_block() -> None:
             {"role": "assistant", "content": [thinking_block("hm"), redacted_thinking_block("xx")]},
         ],
     }
-    mark_cache_breakpoints(body, frozenset({"system", "history", "previousStep"}), {"type": "ephemeral"})
-    assert marked(body) == ["system.0", "messages.0.content.0"]
+    mark_cache_breakpoints(body, ("system", "history", "previousStep"), {"type": "ephemeral"})
+    assert marked(body) == ["system.0", "messages.0.content.0"]  # history and previousStep: the same block
     assert cache_control_problem(body) is None
 
 
