@@ -98,13 +98,13 @@ def test_an_empty_store_url_is_refused(tmp_path: Path, url: str) -> None:
     assert info.value.code == "E_STORE_URL_INVALID"
 
 
-def test_a_postgresql_url_says_the_postgres_store_is_not_available_yet(tmp_path: Path) -> None:
-    for url in ("postgresql://user:secret@db/goondan", "postgres://db/x"):
-        with pytest.raises(GoondanError) as info:
-            open_store(url, state_root=tmp_path, env={})
-        assert info.value.code == "E_STORE_UNSUPPORTED"
-        assert "PostgreSQL" in str(info.value) and "postgres" in (info.value.suggestion or "")
-        assert "secret" not in str(info.value)
+def test_a_postgresql_url_opens_the_postgres_store_lazily_and_never_shows_the_password(tmp_path: Path) -> None:
+    from goondan.storage._postgres import PostgresStoreBackend
+
+    for url in ("postgresql://user:secret@db.invalid/goondan", "postgres://db.invalid/x?pool_size=2"):
+        backend = open_store(url, state_root=tmp_path, env={})  # nothing connects until a store is used
+        assert isinstance(backend, PostgresStoreBackend) and backend.durable and backend.url == url
+        assert "secret" not in repr(backend)
 
 
 def test_an_unknown_scheme_lists_the_known_ones_without_the_password(tmp_path: Path) -> None:

@@ -7,8 +7,9 @@
   shared by every runtime of this process under that name.
 * any other scheme - a factory registered with :func:`register_store` or published by an installed
   distribution under the entry point group ``goondan.stores`` (entry point name = scheme, object = a
-  :class:`StoreFactory`). ``postgresql://`` is reserved for the PostgreSQL store; until a package
-  provides it, it fails with ``E_STORE_UNSUPPORTED``.
+  :class:`StoreFactory`).
+* ``postgresql://`` / ``postgres://`` - the PostgreSQL store (:mod:`goondan.storage._postgres`, extra
+  ``postgres``); a factory registered for the scheme takes precedence.
 
 A scheme is at least two characters, so a Windows-style ``C:\\dir`` or a relative path with a colon
 further on (``./a:b``) stays a path.
@@ -194,15 +195,10 @@ def open_store(
     if factory is not None:
         return factory(url, state_root=Path(state_root))
     if scheme in _POSTGRES:
-        raise GoondanError(
-            CODE_UNSUPPORTED,
-            "the PostgreSQL store is not available in this version of goondan",
-            suggestion=(
-                "It comes with the 'postgres' extra of the next release (pip install 'goondan[postgres]'). "
-                "Until then use the filesystem store (no --store) or 'memory:'."
-            ),
-        )
-    known = sorted({"file", "memory", *_REGISTRY})
+        from ._postgres import open_postgres  # psycopg itself is imported on first use
+
+        return open_postgres(url, state_root=Path(state_root))
+    known = sorted({"file", "memory", "postgresql", *_REGISTRY})
     raise GoondanError(
         CODE_UNSUPPORTED,
         f"no store is registered for the URL scheme {scheme!r} ({_redact(url)})",
