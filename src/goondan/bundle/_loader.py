@@ -24,7 +24,7 @@ from goondan.models._providers import KNOWN_PROVIDERS
 from ._bundle import BASE_PACKAGE, Bundle, ScopeKey, ref_scope
 from ._code import REQUIRED_ATTRIBUTE, EntryModule, inspect_entry
 from ._issues import did_you_mean, join_path, parent_path, pydantic_problems
-from ._packages import InstalledPackage, base_package_root, find_package, specifier_problem
+from ._packages import InstalledPackage, base_package_root, default_distribution, find_package, specifier_problem
 from ._paths import PathProblem, resolve_inside
 from ._plan import required_tool_message, tool_names
 from ._refs import ObjectRef
@@ -768,7 +768,7 @@ class Loader:
                     "E_CONFIG_REF_NOT_FOUND",
                     f"{res.key}: {field_path} references package {scope!r}, which is not available",
                     field_path,
-                    f"add {scope} to the Package's spec.dependencies and install it",
+                    f"install it and record it: gdn package add {default_distribution(str(scope))}",
                 )
             )
             return None

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-ENTRY_POINT_GROUP = "goondan.packages"
-DIST_NAME = "goondan-runtime"
+from goondan._dist import DIST_NAME
+from goondan._dist import PACKAGES_ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
+
 MANIFEST = "goondan.yaml"
 _EXACT = re.compile(r"^\d+(?:\.\d+)*(?:[-.+]?[0-9A-Za-z.]+)?$")
 

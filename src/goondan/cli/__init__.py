@@ -41,10 +41,21 @@ def _configure_logging(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if not words:  # bare `gdn`: what can I do here? (stdout, exit 0: it is an answer, not an error)
+        parser.print_help(sys.stdout)
+        return EXIT_OK
+    args, extras = parser.parse_known_args(words)
+    if extras:  # reported against the subcommand they were given to, with its usage and a did-you-mean
+        from ._argparse import Parser, innermost
+
+        culprit = innermost(parser, args)
+        if isinstance(culprit, Parser):
+            culprit.unknown_options(extras)
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
     if not getattr(args, "command", None):
-        parser.print_help()
-        return EXIT_USAGE
+        parser.print_help(sys.stdout)
+        return EXIT_OK
     _configure_logging(args)
     json_mode = bool(getattr(args, "json", False))
     color = not getattr(args, "no_color", False)

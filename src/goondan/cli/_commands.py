@@ -81,3 +81,39 @@ def cmd_approvals_deny(args: argparse.Namespace) -> int:
     from ._approvals import cmd_approvals_deny as run
 
     return run(args)
+
+
+def cmd_help(args: argparse.Namespace) -> int:
+    from ._help import cmd_help as run
+
+    return run(args)
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    from ._completion import cmd_completion as run
+
+    return run(args)
+
+
+def cmd_package_add(args: argparse.Namespace) -> int:
+    from ._package import cmd_package_add as run
+
+    return run(args)
+
+
+def cmd_package_install(args: argparse.Namespace) -> int:
+    from ._package import cmd_package_install as run
+
+    return run(args)
+
+
+def cmd_package_lock(args: argparse.Namespace) -> int:
+    from ._package import cmd_package_lock as run
+
+    return run(args)
+
+
+def cmd_package_build(args: argparse.Namespace) -> int:
+    from ._package import cmd_package_build as run
+
+    return run(args)

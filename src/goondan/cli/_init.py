@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ._output import EXIT_OK, EXIT_USAGE, CliError
 
-TEMPLATES = ("default", "multi-agent", "minimal")
+TEMPLATES = ("default", "multi-agent", "minimal", "package")
 _DOTFILES = {"dot-env": ".env", "dot-gitignore": ".gitignore"}
 
 
@@ -45,16 +45,30 @@ def cmd_init(args: argparse.Namespace) -> int:
             suggestion=f"Use --name {name}.",
         )
     source = _templates_root() / args.template
+    package = args.template == "package"
+    # a package's import name: the distribution name as an identifier (acme-tools -> acme_tools)
+    module = re.sub(r"[^a-z0-9_]", "_", name)
+    module = module if module[:1].isalpha() else f"pkg_{module}"
+    if package and (target / module / "goondan.yaml").exists() and not args.force:
+        raise CliError(
+            "E_INIT_EXISTS",
+            f"{target / module / 'goondan.yaml'} already exists",
+            exit_code=EXIT_USAGE,
+            suggestion="Pick another directory, or pass --force to overwrite the template files.",
+        )
     written: list[Path] = []
     for file in sorted(source.rglob("*")):
         if file.is_dir() or "__pycache__" in file.parts:
             continue
-        dest = target / file.relative_to(source)
+        relative = Path(*(module if part == "__MODULE__" else part for part in file.relative_to(source).parts))
+        dest = target / relative
         dest.parent.mkdir(parents=True, exist_ok=True)
-        text = file.read_text(encoding="utf-8").replace("__NAME__", name)
+        text = file.read_text(encoding="utf-8").replace("__NAME__", name).replace("__MODULE__", module)
         dest.write_text(text, encoding="utf-8")
         written.append(dest)
     for src_name, dest_name in _DOTFILES.items():
+        if package and dest_name == ".env":
+            continue  # a package has no runs of its own: its users' bundles hold the .env
         dest = target / dest_name
         if not dest.exists():
             shutil.copyfile(_templates_root() / src_name, dest)
@@ -68,5 +82,9 @@ def cmd_init(args: argparse.Namespace) -> int:
             out.write(f"  {shlex.quote(str(path.relative_to(target)))}\n")
         # a command to paste: a directory like "My Project" must stay one argument
         where = "" if target == Path.cwd() else f" {shlex.quote(args.path)}"
-        out.write(f"Next: gdn validate{where} && gdn run{where}\n")
+        if package:
+            inside = shlex.quote(str(Path(args.path) / module))
+            out.write(f"Next: gdn validate {inside} && gdn package build --path {shlex.quote(args.path)}\n")
+        else:
+            out.write(f"Next: gdn validate{where} && gdn run{where}\n")
     return EXIT_OK

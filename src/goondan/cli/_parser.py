@@ -5,16 +5,23 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ._argparse import HelpFormatter, Parser, VersionAction, finish
 from ._commands import (
     cmd_approvals_approve,
     cmd_approvals_deny,
     cmd_approvals_list,
+    cmd_completion,
     cmd_doctor,
+    cmd_help,
     cmd_init,
     cmd_instance_delete,
     cmd_instance_list,
     cmd_instance_restart,
     cmd_logs,
+    cmd_package_add,
+    cmd_package_build,
+    cmd_package_install,
+    cmd_package_lock,
     cmd_restart,
     cmd_run,
     cmd_schema,
@@ -34,7 +41,7 @@ def _common(*, top: bool) -> argparse.ArgumentParser:
     def default(value: object) -> object:
         return value if top else argparse.SUPPRESS
 
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     g = common.add_argument_group("global options")
     g.add_argument(
         "--state-root",
@@ -62,20 +69,21 @@ def _sub(sub: Any, name: str, common: argparse.ArgumentParser, help_: str, descr
         parents=[common],
         help=help_,
         description=description,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
 
 
 def build_parser() -> argparse.ArgumentParser:
     common = _common(top=False)
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="gdn",
         description="Goondan: run declarative swarms of LLM agents.",
         parents=[_common(top=True)],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
         epilog="exit codes: 0 ok, 1 internal error, 2 usage, 3 config, 4 validation, 130 interrupted\n"
-        "Run 'gdn <command> --help' for a command's options. Docs: https://goondan.ai",
+        "Run 'gdn help <command>' for a command's options. Docs: https://goondan.ai",
     )
+    parser.add_argument("-V", "--version", action=VersionAction, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="<command>")
 
     i = _sub(
@@ -84,10 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
         common,
         "create a new bundle from a template",
         "Create a bundle that validates and runs offline at once (scripted model).\n"
-        "Templates: default (one assistant), multi-agent (coordinator + researcher), minimal (echo).",
+        "Templates: default (one assistant), multi-agent (coordinator + researcher), minimal (echo),\n"
+        "package (a Goondan package: a Python distribution to build and publish, README.md#packages).",
     )
     i.add_argument("path", nargs="?", default=".", help="directory to create it in (default: .)")
-    i.add_argument("-t", "--template", choices=("default", "multi-agent", "minimal"), default="default")
+    i.add_argument("-t", "--template", choices=("default", "multi-agent", "minimal", "package"), default="default")
     i.add_argument("-n", "--name", help="package name (default: the directory name)")
     i.add_argument("-f", "--force", action="store_true", help="overwrite an existing goondan.yaml")
     i.add_argument("--git", action=argparse.BooleanOptionalAction, default=False, help="run git init (default: no)")
@@ -103,6 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("path", nargs="?", default=".", help="bundle directory or goondan.yaml (default: .)")
     v.add_argument("--format", choices=("text", "json", "github"), default="text", help="output format")
     v.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    v.add_argument(
+        "--fix",
+        action="store_true",
+        help="apply mechanical fixes (missing apiVersion, goondan.yml, renamed fields): shows the diff, then asks",
+    )
+    v.add_argument("-y", "--yes", action="store_true", help="with --fix: apply without asking")
     v.add_argument("--env-file", metavar="FILE", help="extra environment file (after .env and .env.local)")
     v.set_defaults(func=cmd_validate)
 
@@ -183,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     il.add_argument("-w", "--workspace", metavar="ID", help="only this workspace")
     il.add_argument("-n", "--limit", type=int, default=20, help="at most N rows (default 20)")
     il.add_argument("--all", action="store_true", help="no row limit")
+    il.add_argument("--store", metavar="URL", help="store URL or directory (default: GOONDAN_STORE, state root)")
     il.set_defaults(func=cmd_instance_list)
     idel = _sub(
         isub,
@@ -199,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     idel.add_argument("-a", "--agent", metavar="NAME", help="only this agent's instance")
     idel.add_argument("-w", "--workspace", metavar="ID", help="only in this workspace")
     idel.add_argument("-f", "--force", action="store_true", help="delete even while a gdn run uses the workspace")
+    idel.add_argument("--store", metavar="URL", help="store URL or directory (default: GOONDAN_STORE, state root)")
     idel.set_defaults(func=cmd_instance_delete)
     ire = _sub(
         isub,
@@ -229,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     lg.add_argument("-w", "--workspace", metavar="ID", help="only this workspace")
     lg.add_argument("-l", "--lines", type=int, default=200, help="last N records (default 200, 0 = all)")
     lg.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
+    lg.add_argument("--store", metavar="URL", help="store URL or directory (default: GOONDAN_STORE, state root)")
     lg.set_defaults(func=cmd_logs)
 
     d = _sub(
@@ -253,7 +271,21 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--kind", choices=KINDS, help="only the spec schema of this kind")
     sc.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     sc.set_defaults(func=cmd_schema)
-    return parser
+
+    _package_parser(sub, common)
+    h = _sub(sub, "help", common, "show help for a command", "Show the help of a command: gdn help run.")
+    h.add_argument("words", nargs="*", metavar="COMMAND", help="command (and subcommand) to explain")
+    h.set_defaults(func=cmd_help)
+    comp = _sub(
+        sub,
+        "completion",
+        common,
+        "print a shell completion script",
+        "Print a completion script for bash, zsh or fish, generated from gdn's own parser.",
+    )
+    comp.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell to complete in")
+    comp.set_defaults(func=cmd_completion)
+    return finish(parser)
 
 
 def _approvals_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -290,3 +322,65 @@ def _approvals_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     target(ad)
     ad.add_argument("--note", metavar="TEXT", help="why: the model reads it with the E_TOOL_DENIED result")
     ad.set_defaults(func=cmd_approvals_deny)
+
+
+def _package_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    pk = _sub(
+        sub,
+        "package",
+        common,
+        "add, install, lock and build Goondan packages",
+        "Goondan packages are Python distributions (entry point group goondan.packages). They are\n"
+        "installed into the Python environment gdn runs in, with uv when it is available, else pip.",
+    )
+    psub = pk.add_subparsers(dest="package_command", metavar="<action>", required=True)
+
+    def where(p: Any, *, index: bool = True) -> None:
+        p.add_argument("--path", default=".", metavar="DIR", help="bundle directory (default: .)")
+        if index:
+            p.add_argument("--find-links", action="append", metavar="DIR|URL", help="also look for wheels here")
+            p.add_argument("--no-index", action="store_true", help="do not use the package index")
+
+    pa = _sub(
+        psub,
+        "add",
+        common,
+        "install a package and record it in goondan.yaml and goondan.lock",
+        "Install NAME (a pip requirement such as 'acme-tools>=1.2') into this Python environment,\n"
+        "add it to Package.spec.dependencies of goondan.yaml and lock exact versions and hashes.",
+    )
+    pa.add_argument("requirement", metavar="NAME[SPEC]", help="distribution and optional PEP 440 range")
+    where(pa)
+    pa.set_defaults(func=cmd_package_add)
+    pi = _sub(
+        psub,
+        "install",
+        common,
+        "install exactly what goondan.lock pins (hashes checked)",
+        "Install the versions goondan.lock pins, refusing any file whose hash differs.",
+    )
+    where(pi)
+    pi.set_defaults(func=cmd_package_install)
+    pl = _sub(
+        psub,
+        "lock",
+        common,
+        "write goondan.lock from goondan.yaml's dependencies",
+        "Resolve Package.spec.dependencies and write goondan.lock (exact versions and sha256 hashes).",
+    )
+    where(pl)
+    pl.set_defaults(func=cmd_package_lock)
+    pb = _sub(
+        psub,
+        "build",
+        common,
+        "build the wheel and sdist of a package",
+        "Build the package in --path (a directory with pyproject.toml) into a wheel and an sdist.\n"
+        "Uploading is twine's job: twine upload dist/*",
+    )
+    where(pb, index=False)
+    pb.add_argument("-o", "--outdir", default="dist", metavar="DIR", help="where the files go (default: dist)")
+    pb.add_argument(
+        "--no-isolation", action="store_true", help="build with this environment's build backend (offline builds)"
+    )
+    pb.set_defaults(func=cmd_package_build)

@@ -1,0 +1,363 @@
+"""``gdn package add|install|lock|build``: Goondan packages through the Python packaging tools.
+
+A Goondan package is a Python distribution (README.md#packages), so installing, locking and building
+are the jobs of uv or pip and of PEP 517 build backends; this module only drives them and keeps the
+bundle's two files in step:
+
+- ``goondan.yaml``: ``add`` records the dependency in the Package document by inserting (or replacing)
+  one line of YAML text at the position PyYAML's composer reports, so comments and formatting of the
+  rest of the file survive. Only a Package written in flow style (``spec: {...}``) is rewritten as a
+  whole document.
+- ``goondan.lock``: a requirements file with exact versions and sha256 hashes of every distribution
+  the packages need (uv's ``pip compile --generate-hashes``, or pip's install report when uv is not
+  there). ``install`` installs it with ``--require-hashes``, so a changed file on the index is refused.
+
+uv is used when it is on PATH or installed as the ``uv`` Python package; otherwise pip, run as
+``sys.executable -m pip`` so the packages land in the environment gdn itself runs in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ._output import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, CliError
+
+LOCK = "goondan.lock"
+MANIFEST = "goondan.yaml"
+
+
+def _uv() -> str | None:
+    if os.environ.get("GOONDAN_INSTALLER") == "pip":
+        return None
+    found = shutil.which("uv")
+    if found:
+        return found
+    try:
+        import uv  # type: ignore[import-not-found, unused-ignore]
+
+        return str(uv.find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        return None
+
+
+def _index_options(args: argparse.Namespace) -> list[str]:
+    out: list[str] = []
+    for link in getattr(args, "find_links", None) or []:
+        out += ["--find-links", link]
+    if getattr(args, "no_index", False):
+        out.append("--no-index")
+    return out
+
+
+def _install_argv(args: argparse.Namespace) -> list[str]:
+    uv = _uv()
+    if uv is not None:
+        return [uv, "pip", "install", "--python", sys.executable, *_index_options(args)]
+    return [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", *_index_options(args)]
+
+
+def _run(argv: list[str], code: str, what: str, *, capture: bool = False) -> str:
+    """Run an installer/build command; its own output goes to the terminal (stderr when captured)."""
+    if not capture:
+        sys.stderr.write("$ " + " ".join(argv) + "\n")
+    try:
+        done = subprocess.run(argv, stdout=subprocess.PIPE if capture else sys.stderr, text=True, check=False)
+    except OSError as exc:
+        raise CliError(code, f"{what}: cannot run {argv[0]}: {exc}", exit_code=EXIT_INTERNAL) from None
+    if done.returncode != 0:
+        raise CliError(
+            code,
+            f"{what} failed (exit {done.returncode}): {' '.join(argv)}",
+            exit_code=EXIT_INTERNAL,
+            suggestion="read the installer's output above; offline, pass --no-index --find-links DIR",
+        )
+    return done.stdout or ""
+
+
+def _manifest(args: argparse.Namespace) -> Path:
+    manifest = Path(args.path) / MANIFEST
+    if not manifest.is_file():
+        raise CliError(
+            "E_CONFIG_FILE_NOT_FOUND",
+            f"no {MANIFEST} in {args.path}",
+            exit_code=EXIT_USAGE,
+            suggestion="run inside a bundle directory or pass --path DIR",
+        )
+    return manifest
+
+
+# ---------------------------------------------------------------- goondan.yaml editing
+
+
+def _dependency_line(dep: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{k}: {json.dumps(v)}" for k, v in dep.items()) + "}"
+
+
+def add_dependency(text: str, dep: dict[str, str], default_name: str) -> str:
+    """``text`` (a goondan.yaml) with ``dep`` in the Package document's ``spec.dependencies``.
+
+    An entry with the same name is replaced. Everything else keeps its bytes: the edit is one inserted
+    or replaced line at a position the YAML composer reports.
+    """
+    import yaml
+
+    lines = text.splitlines(keepends=True)
+    item = _dependency_line(dep)
+    docs = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    first = docs[0] if docs else None
+    kind = _get(first, "kind")
+    if first is None or not isinstance(first, yaml.MappingNode) or getattr(kind, "value", None) != "Package":
+        header = (
+            "apiVersion: goondan.ai/v1\nkind: Package\nmetadata:\n"
+            f"  name: {json.dumps(default_name)}\nspec:\n  dependencies:\n    - {item}\n---\n"
+        )
+        return header + text
+    spec_key, spec = _entry(first, "spec")
+    if spec is None or spec_key is None:
+        return _rewrite_first(text, docs, first, dep)
+    if not isinstance(spec, yaml.MappingNode) or spec.flow_style:
+        return _rewrite_first(text, docs, first, dep)
+    deps_key, deps = _entry(spec, "dependencies")
+    if deps is None or deps_key is None:
+        indent = spec.value[0][0].start_mark.column if spec.value else spec_key.start_mark.column + 2
+        at = spec_key.start_mark.line + 1
+        new = f"{' ' * indent}dependencies:\n{' ' * (indent + 2)}- {item}\n"
+        return "".join([*lines[:at], new, *lines[at:]])
+    if not isinstance(deps, yaml.SequenceNode) or deps.flow_style or not deps.value:
+        return _rewrite_first(text, docs, first, dep)
+    for node in deps.value:
+        if getattr(_get(node, "name"), "value", None) == dep["name"]:
+            start, end = node.start_mark, node.end_mark
+            if start.line != end.line and not (end.column == 0 and end.line == start.line + 1):
+                return _rewrite_first(text, docs, first, dep)  # a multi-line item: rewrite cleanly
+            line = lines[start.line]
+            lines[start.line] = (
+                line[: start.column] + item + line[end.column if end.line == start.line else len(line) :]
+            )
+            if not lines[start.line].endswith("\n"):
+                lines[start.line] += "\n"
+            return "".join(lines)
+    last = deps.value[-1]
+    dash_column = deps.value[0].start_mark.column - 2
+    at = last.end_mark.line + (0 if last.end_mark.column == 0 else 1)
+    return "".join([*lines[:at], f"{' ' * max(dash_column, 0)}- {item}\n", *lines[at:]])
+
+
+def _get(node: Any, key: str) -> Any:
+    return _entry(node, key)[1]
+
+
+def _entry(node: Any, key: str) -> tuple[Any, Any]:
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if getattr(k, "value", None) == key:
+                return k, v
+    return None, None
+
+
+def _rewrite_first(text: str, docs: list[Any], first: Any, dep: dict[str, str]) -> str:
+    """Flow-style or empty Package spec: re-emit just that document (its comments are lost)."""
+    import yaml
+
+    data = yaml.safe_load(text.split("\n---", 1)[0]) if len(docs) > 1 else yaml.safe_load(text)
+    spec = data.setdefault("spec", None) or {}
+    data["spec"] = spec
+    deps = [d for d in spec.get("dependencies") or [] if isinstance(d, dict) and d.get("name") != dep["name"]]
+    spec["dependencies"] = [*deps, dep]
+    dumped = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    end = first.end_mark.index
+    rest = text[end:]
+    if not rest.lstrip().startswith("---") and rest.strip():
+        rest = "---\n" + rest.lstrip()
+    return dumped + rest
+
+
+def read_dependencies(manifest: Path) -> list[dict[str, Any]]:
+    import yaml
+
+    try:
+        first = next(iter(yaml.safe_load_all(manifest.read_text(encoding="utf-8"))), None)
+    except yaml.YAMLError as exc:
+        raise CliError("E_CONFIG_PARSE_ERROR", f"{manifest}: {exc}", exit_code=EXIT_USAGE) from None
+    if not isinstance(first, dict) or first.get("kind") != "Package":
+        return []
+    deps = (first.get("spec") or {}).get("dependencies") or []
+    return [d for d in deps if isinstance(d, dict) and isinstance(d.get("name"), str)]
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cmd_package_add(args: argparse.Namespace) -> int:
+    from importlib import metadata
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from .._dist import PACKAGES_ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
+    from ..bundle._packages import canonical, default_distribution
+
+    manifest = _manifest(args)
+    try:
+        req = Requirement(args.requirement)
+    except InvalidRequirement as exc:
+        raise CliError(
+            "E_INVALID_ARGUMENT",
+            f"{args.requirement!r} is not a requirement: {exc}",
+            exit_code=EXIT_USAGE,
+            suggestion="write NAME or NAME followed by a PEP 440 range, e.g. 'acme-tools>=1.2,<2'",
+        ) from None
+    _run([*_install_argv(args), str(req)], "E_PACKAGE_INSTALL_FAILED", f"installing {req}")
+    import importlib
+
+    importlib.invalidate_caches()
+    try:
+        dist = metadata.distribution(req.name)
+    except metadata.PackageNotFoundError:
+        raise CliError(
+            "E_PACKAGE_INSTALL_FAILED", f"{req.name} was installed but cannot be found", exit_code=EXIT_INTERNAL
+        ) from None
+    provided = [ep for ep in dist.entry_points if ep.group == ENTRY_POINT_GROUP]
+    if not provided:
+        raise CliError(
+            "E_PACKAGE_INVALID",
+            f"{dist.metadata['Name']} {dist.version} is installed but declares no Goondan package "
+            f"(no entry point in group {ENTRY_POINT_GROUP})",
+            exit_code=EXIT_USAGE,
+            suggestion="it is a plain Python library: add it to your project's own dependencies instead",
+        )
+    text = manifest.read_text(encoding="utf-8")
+    for ep in provided:
+        dep = {"name": ep.name, "version": str(req.specifier) or f">={dist.version}"}
+        if canonical(default_distribution(ep.name)) != canonical(str(dist.metadata["Name"])):
+            dep["distribution"] = str(dist.metadata["Name"])
+        text = add_dependency(text, dep, Path(args.path).resolve().name)
+        if not args.quiet:
+            sys.stdout.write(f"added {ep.name} ({dist.metadata['Name']} {dist.version}) to {manifest}\n")
+    _check_written(text, [ep.name for ep in provided])
+    manifest.write_text(text, encoding="utf-8")
+    _lock(args, manifest)
+    return EXIT_OK
+
+
+def _check_written(text: str, names: list[str]) -> None:
+    import yaml
+
+    first = next(iter(yaml.safe_load_all(text)), None)
+    deps = ((first or {}).get("spec") or {}).get("dependencies") or []
+    recorded = {d.get("name") for d in deps if isinstance(d, dict)}
+    if not set(names) <= recorded:  # pragma: no cover - a bug in add_dependency; never write a broken file
+        raise CliError("INTERNAL_ERROR", "could not record the dependency in goondan.yaml", exit_code=EXIT_INTERNAL)
+
+
+def cmd_package_lock(args: argparse.Namespace) -> int:
+    _lock(args, _manifest(args))
+    return EXIT_OK
+
+
+def _lock(args: argparse.Namespace, manifest: Path) -> None:
+    from ..bundle._packages import default_distribution, requirement
+
+    reqs = [
+        requirement(str(d.get("distribution") or default_distribution(d["name"])), d.get("version"))
+        for d in read_dependencies(manifest)
+    ]
+    lock = manifest.parent / LOCK
+    header = "# goondan.lock: written by `gdn package lock`; install with `gdn package install` (hashes checked)\n"
+    if not reqs:
+        lock.write_text(header, encoding="utf-8")
+        return
+    uv = _uv()
+    body = _compile_uv(uv, reqs, args) if uv is not None else _compile_pip(reqs, args)
+    lock.write_text(header + body, encoding="utf-8")
+    if not args.quiet:
+        sys.stdout.write(f"locked {len(reqs)} package(s) in {lock}\n")
+
+
+def _compile_uv(uv: str, reqs: list[str], args: argparse.Namespace) -> str:
+    argv = [uv, "pip", "compile", "-", "--generate-hashes", "--no-header", "--quiet", "--python", sys.executable]
+    argv += _index_options(args)
+    done = subprocess.run(argv, input="\n".join(reqs) + "\n", capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise CliError(
+            "E_PACKAGE_LOCK_FAILED",
+            f"could not resolve {', '.join(reqs)}: {done.stderr.strip()[-800:]}",
+            exit_code=EXIT_INTERNAL,
+            suggestion="check the names and ranges in goondan.yaml; offline, pass --no-index --find-links DIR",
+        )
+    return done.stdout
+
+
+def _compile_pip(reqs: list[str], args: argparse.Namespace) -> str:
+    """pip has no lock command for requirements files: its install report has the hashes."""
+    argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report", "-"]
+    argv += ["--disable-pip-version-check", *_index_options(args), *reqs]
+    report = json.loads(_run(argv, "E_PACKAGE_LOCK_FAILED", "locking", capture=True) or "{}")
+    out = []
+    for item in report.get("install", []):
+        meta = item.get("metadata", {})
+        hashes = (item.get("download_info", {}).get("archive_info", {}) or {}).get("hashes", {})
+        digest = hashes.get("sha256")
+        line = f"{meta.get('name')}=={meta.get('version')}"
+        out.append(line + (f" \\\n    --hash=sha256:{digest}" if digest else ""))
+    return "\n".join(sorted(out, key=str.lower)) + "\n"
+
+
+def cmd_package_install(args: argparse.Namespace) -> int:
+    lock = Path(args.path) / LOCK
+    if not lock.is_file():
+        raise CliError(
+            "E_PACKAGE_LOCK_MISSING",
+            f"no {LOCK} in {args.path}",
+            exit_code=EXIT_USAGE,
+            suggestion="write it with `gdn package lock` (or `gdn package add NAME`) and commit it",
+        )
+    if not any(line.strip() and not line.lstrip().startswith("#") for line in lock.read_text("utf-8").splitlines()):
+        if not args.quiet:
+            sys.stdout.write(f"{lock} pins nothing: nothing to install\n")
+        return EXIT_OK
+    _run([*_install_argv(args), "--require-hashes", "-r", str(lock)], "E_PACKAGE_INSTALL_FAILED", f"installing {lock}")
+    if not args.quiet:
+        sys.stdout.write(f"installed what {lock} pins\n")
+    return EXIT_OK
+
+
+def cmd_package_build(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    root = Path(args.path)
+    if not (root / "pyproject.toml").is_file():
+        raise CliError(
+            "E_PACKAGE_BUILD_FAILED",
+            f"{root} has no pyproject.toml: a package is a Python distribution",
+            exit_code=EXIT_USAGE,
+            suggestion="start one with `gdn init -t package DIR`",
+        )
+    outdir = str(Path(args.outdir) if Path(args.outdir).is_absolute() else root / args.outdir)
+    if importlib.util.find_spec("build") is not None:
+        argv = [sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", outdir, str(root)]
+        argv += ["--no-isolation"] if args.no_isolation else []
+    else:
+        uv = _uv()
+        if uv is None:
+            raise CliError(
+                "E_PACKAGE_BUILD_FAILED",
+                "neither the build package nor uv is installed",
+                exit_code=EXIT_INTERNAL,
+                suggestion="pip install build",
+            )
+        argv = [uv, "build", "--sdist", "--wheel", "--out-dir", outdir, str(root)]
+        argv += ["--no-build-isolation"] if args.no_isolation else []
+    _run(argv, "E_PACKAGE_BUILD_FAILED", "building")
+    if not args.quiet:
+        built = sorted(p.name for p in Path(outdir).iterdir() if p.suffix in (".whl", ".gz"))
+        sys.stdout.write(f"built {', '.join(built)} in {outdir}\nupload with: twine upload {outdir}/*\n")
+    return EXIT_OK

@@ -1,0 +1,202 @@
+"""Goondan packages the Python way, end to end: ``gdn init -t package`` -> ``gdn package build`` (a real
+wheel through PEP 517) -> ``gdn package add`` in a fresh virtual environment from a local wheel
+directory (no network) -> ``gdn validate`` / ``gdn run`` of a bundle using the package's tool ->
+``gdn package install`` from ``goondan.lock`` into another fresh environment, hashes checked.
+
+The fresh environments are real venvs created with ``python -m venv``. They see this checkout's
+environment (our runtime and its dependencies) through a ``.pth`` that adds it as a site directory,
+the way ``--system-site-packages`` would for a system Python; whatever ``gdn package`` installs goes
+into the fresh venv only.
+"""
+
+from __future__ import annotations
+
+import os
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cli_testkit import env_for, gdn
+
+from kit import write_files
+
+pytestmark = pytest.mark.slow
+
+BUNDLE = """\
+apiVersion: goondan.ai/v1
+kind: Package
+metadata:
+  name: greeter-app   # the app's own comment survives `gdn package add`
+spec:
+  version: 0.1.0
+---
+apiVersion: goondan.ai/v1
+kind: Model
+metadata:
+  name: m
+spec:
+  provider: scripted
+  model: m
+  options:
+    rules:
+      - when: {role: user}
+        reply: {toolCalls: [{name: greeting__greet, args: {name: Ada}}]}
+      - reply: {text: "tool said: {{last}}"}
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata:
+  name: a
+spec:
+  modelConfig: {modelRef: Model/m}
+  tools: [{kind: Tool, name: greeting, package: acme-tools}]
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata:
+  name: default
+spec:
+  entryAgent: Agent/a
+  agents: [Agent/a]
+"""
+
+
+def fresh_venv(path: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=60)
+    (lib,) = (path / "lib").glob("python3*/site-packages")
+    parents = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    (lib / "_parent_env.pth").write_text("".join(f"import site; site.addsitedir({p!r})\n" for p in parents))
+    return path / "bin" / "python"
+
+
+def gdn_in(python: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = env_for(tmp_path, GOONDAN_STATE_ROOT=str(tmp_path / "state"))
+    env.pop("VIRTUAL_ENV", None)
+    return subprocess.run(
+        [str(python), "-m", "goondan", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_package_built_added_and_locked_runs_in_a_fresh_venv(tmp_path: Path) -> None:
+    created = gdn(tmp_path, "init", "-t", "package", "acme", "--name", "acme-tools")
+    assert created.returncode == 0, created.stderr
+    assert (tmp_path / "acme" / "acme_tools" / "goondan.yaml").is_file()
+    wheels = tmp_path / "wheels"
+    built = gdn(tmp_path, "package", "build", "--path", "acme", "--no-isolation", "-o", str(wheels))
+    assert built.returncode == 0, built.stderr
+    assert sorted(p.suffix for p in wheels.iterdir()) == [".gz", ".whl"]
+
+    python = fresh_venv(tmp_path / "venv")
+    app = write_files(tmp_path / "app", {"goondan.yaml": BUNDLE})
+    unknown = gdn_in(python, tmp_path, "validate", "app")
+    assert unknown.returncode == 4
+    assert "E_CONFIG_REF_NOT_FOUND" in unknown.stdout and "gdn package add acme-tools" in unknown.stdout
+    declared = write_files(
+        tmp_path / "declared",
+        {
+            "goondan.yaml": BUNDLE.replace(
+                "version: 0.1.0\n", "version: 0.1.0\n  dependencies: [{name: acme-tools, version: '>=0.1'}]\n", 1
+            )
+        },
+    )
+    missing = gdn_in(python, tmp_path, "validate", str(declared))
+    assert missing.returncode == 4
+    assert "E_PACKAGE_MISSING" in missing.stdout and "gdn package add 'acme-tools>=0.1'" in missing.stdout
+
+    added = gdn_in(
+        python,
+        tmp_path,
+        "package",
+        "add",
+        "acme-tools>=0.1",
+        "--path",
+        "app",
+        "--no-index",
+        "--find-links",
+        str(wheels),
+    )
+    assert added.returncode == 0, added.stderr
+    manifest = (app / "goondan.yaml").read_text()
+    assert '- {name: "acme-tools", version: ">=0.1"}' in manifest
+    assert "# the app's own comment survives" in manifest
+    lock = (app / "goondan.lock").read_text()
+    assert "acme-tools==0.1.0" in lock and "--hash=sha256:" in lock
+    # installed into the fresh venv, not into the environment running the tests
+    assert list((tmp_path / "venv" / "lib").glob("python3*/site-packages/acme_tools/goondan.yaml"))
+    assert subprocess.run([sys.executable, "-c", "import acme_tools"], capture_output=True).returncode != 0
+
+    valid = gdn_in(python, tmp_path, "validate", "app")
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    ran = gdn_in(python, tmp_path, "run", "app", "--input", "hi")
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "tool said: Hello, Ada!"
+
+    # another machine: a fresh venv gets exactly what goondan.lock pins
+    other = fresh_venv(tmp_path / "venv2")
+    assert gdn_in(other, tmp_path, "validate", "app").returncode == 4
+    installed = gdn_in(
+        other, tmp_path, "package", "install", "--path", "app", "--no-index", "--find-links", str(wheels)
+    )
+    assert installed.returncode == 0, installed.stderr
+    assert gdn_in(other, tmp_path, "run", "app", "--input", "hi").stdout.strip() == "tool said: Hello, Ada!"
+
+
+def test_install_refuses_a_wheel_whose_hash_differs_from_the_lock(tmp_path: Path) -> None:
+    assert gdn(tmp_path, "init", "-t", "package", "acme", "--name", "acme-tools").returncode == 0
+    wheels = tmp_path / "wheels"
+    assert gdn(tmp_path, "package", "build", "--path", "acme", "--no-isolation", "-o", str(wheels)).returncode == 0
+    write_files(tmp_path / "app", {"goondan.yaml": BUNDLE})
+    assert gdn(tmp_path, "package", "lock", "--path", "app").returncode == 0  # no dependency yet: empty lock
+    (tmp_path / "app" / "goondan.lock").write_text("acme-tools==0.1.0 --hash=sha256:" + "0" * 64 + "\n")
+    python = fresh_venv(tmp_path / "venv")
+    refused = gdn_in(python, tmp_path, "package", "install", "--path", "app", "--no-index", "--find-links", str(wheels))
+    assert refused.returncode == 1
+    assert "E_PACKAGE_INSTALL_FAILED" in refused.stderr
+    assert not list((tmp_path / "venv" / "lib").glob("python3*/site-packages/acme_tools"))
+
+
+def test_install_without_a_lock_says_how_to_make_one(tmp_path: Path) -> None:
+    write_files(tmp_path / "app", {"goondan.yaml": BUNDLE})
+    result = gdn(tmp_path, "package", "install", "--path", "app")
+    assert result.returncode == 2
+    assert "E_PACKAGE_LOCK_MISSING" in result.stderr and "gdn package lock" in result.stderr
+
+
+def test_adding_a_plain_library_is_refused_with_a_reason(tmp_path: Path) -> None:
+    lib = write_files(
+        tmp_path / "plain",
+        {
+            "pyproject.toml": '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n'
+            '[project]\nname = "plain-lib"\nversion = "1.0"\n'
+            '[tool.hatch.build.targets.wheel]\npackages = ["plain_lib"]\n',
+            "plain_lib/__init__.py": "",
+        },
+    )
+    wheels = tmp_path / "wheels"
+    assert gdn(tmp_path, "package", "build", "--path", str(lib), "--no-isolation", "-o", str(wheels)).returncode == 0
+    write_files(tmp_path / "app", {"goondan.yaml": BUNDLE})
+    python = fresh_venv(tmp_path / "venv")
+    result = gdn_in(
+        python, tmp_path, "package", "add", "plain-lib", "--path", "app", "--no-index", "--find-links", str(wheels)
+    )
+    assert result.returncode == 2
+    assert "E_PACKAGE_INVALID" in result.stderr and "declares no Goondan package" in result.stderr
+    assert "dependencies" not in (tmp_path / "app" / "goondan.yaml").read_text()
+
+
+def test_build_without_pyproject_points_at_the_template(tmp_path: Path) -> None:
+    result = gdn(tmp_path, "package", "build", "--path", ".")
+    assert result.returncode == 2
+    assert "E_PACKAGE_BUILD_FAILED" in result.stderr and "gdn init -t package" in result.stderr
+
+
+if os.name != "posix":  # pragma: no cover
+    pytestmark = pytest.mark.skip(reason="venv layout of POSIX")
