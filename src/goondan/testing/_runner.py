@@ -1,0 +1,293 @@
+"""Running a user's real bundle in a test: real tools and extensions, chosen Models replaced, a
+throwaway state root, and each turn handed back as a :class:`~goondan.testing.Turn`.
+
+:class:`AsyncAgentRunner` is the asyncio form (``async with``); :class:`AgentRunner` runs the same
+thing on a private event loop in a background thread, so plain synchronous tests (and the pytest
+fixture) can use it without an async test plugin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Coroutine, Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .._content import RequestInput
+from ..errors import ConfigError
+from ..messages import Message
+from ._cassette import Cassette, CassetteMismatch, CassetteProxy, redirect_models
+from ._models import ModelOverrides, OverrideValue
+from ._turn import Turn
+
+T = TypeVar("T")
+
+REPLAY_PLACEHOLDER_KEY = "goondan-replay-placeholder-key"
+_ENV_MISSING = re.compile(r"required environment variable (\S+) is not set")
+
+
+class _PlaceholderEnv(Mapping[str, str]):
+    """The environment with placeholders for API-key variables a replayed cassette does not need (CI
+    runs replays without provider keys; the bundle loader checks them at load)."""
+
+    def __init__(self, base: Mapping[str, str], names: set[str]) -> None:
+        self._base = base
+        self._names = names
+
+    def __getitem__(self, key: str) -> str:
+        if key in self._base:
+            return self._base[key]
+        if key in self._names:
+            return REPLAY_PLACEHOLDER_KEY
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._base
+        yield from (n for n in self._names if n not in self._base)
+
+    def __len__(self) -> int:
+        return len(set(self._base) | self._names)
+
+
+class AsyncAgentRunner:
+    """Runs one swarm of a bundle for a test.
+
+    ``override_models`` maps Model names to a function ``fn(request) -> dict | str`` (sync or async),
+    a list of replies (one per model call, in order), ``"provider/model"`` or a dict of Model spec
+    fields. ``cassette`` (a path or :class:`Cassette`) records or replays the HTTP traffic of the
+    bundle's network Models. ``state_root=None`` uses a fresh temporary directory, removed at close
+    unless ``keep_state=True``. Function overrides need the turn to run in this process:
+    ``executor="inline"`` (the default here).
+    """
+
+    def __init__(
+        self,
+        bundle: str | os.PathLike[str],
+        *,
+        override_models: Mapping[str, OverrideValue] | None = None,
+        state_root: str | os.PathLike[str] | None = None,
+        keep_state: bool = False,
+        executor: str = "inline",
+        swarm: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cassette: str | os.PathLike[str] | Cassette | None = None,
+        cassette_mode: str = "auto",
+    ) -> None:
+        self.bundle_path = Path(bundle)
+        self._overrides = dict(override_models or {})
+        self._own_root = state_root is None
+        self._keep = keep_state
+        self._scratch = Path(tempfile.mkdtemp(prefix="goondan-test-"))
+        self.state_root = Path(state_root) if state_root is not None else self._scratch / "state"
+        self._executor = executor
+        self._swarm = swarm
+        self._env: Mapping[str, str] = os.environ if env is None else env
+        if cassette is not None and not isinstance(cassette, Cassette):
+            cassette = Cassette(cassette, cassette_mode)
+        self.cassette: Cassette | None = cassette
+        self.proxy: CassetteProxy | None = None
+        self._models = ModelOverrides(self._scratch / "models")
+        self.runtime: Any = None
+        self.turns: list[Turn] = []
+
+    async def __aenter__(self) -> AsyncAgentRunner:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _load(self) -> Any:
+        from ..bundle import load_bundle
+
+        env = self._env
+        if self.cassette is None or self.cassette.recording:
+            return load_bundle(self.bundle_path, env=env, state_root=self.state_root)
+        names: set[str] = set()
+        while True:
+            try:
+                return load_bundle(self.bundle_path, env=_PlaceholderEnv(env, names), state_root=self.state_root)
+            except ConfigError as exc:
+                missing = {
+                    m.group(1)
+                    for issue in exc.errors
+                    if issue.code == "E_CONFIG_ENV_MISSING" and (m := _ENV_MISSING.search(issue.message))
+                }
+                if not missing or missing <= names:
+                    raise
+                names |= missing
+
+    async def start(self) -> None:
+        from ..runtime import Runtime
+
+        bundle = self._load()
+        self._models.apply(bundle, self._overrides)
+        if self.cassette is not None:
+            self.proxy = CassetteProxy(self.cassette, {}).start()
+            proxy = self.proxy
+            for name, upstream in redirect_models(bundle, proxy.endpoint_for, set(self._overrides)):
+                proxy.upstreams[name] = upstream
+        self.state_root.mkdir(parents=True, exist_ok=True)
+        self.runtime = Runtime(
+            bundle,
+            state_root=self.state_root,
+            swarm=self._swarm,
+            executor=self._executor,
+            env=bundle.env,
+        )
+        await self.runtime.start()
+
+    async def request(
+        self,
+        input: RequestInput,
+        *,
+        agent: str | None = None,
+        instance_key: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Turn:
+        """Run one turn and return it; a cassette mismatch fails here with the diff."""
+        rt = self.runtime
+        if rt is None:
+            await self.start()
+            rt = self.runtime
+        events: list[dict[str, Any]] = []
+        off = rt.on_runtime_event(lambda record: events.append(dict(record)))
+        started = time.perf_counter()
+        try:
+            result = await rt.request(input, agent=agent, instance_key=instance_key, metadata=metadata)
+            await asyncio.sleep(0)  # let listeners scheduled by the turn's last events run
+        finally:
+            off()
+        latency = (time.perf_counter() - started) * 1000
+        agent_name, key = rt._resolve_target(agent, instance_key)
+        turn = Turn(result, agent_name, key, events, await self.conversation(agent_name, key), latency)
+        self.turns.append(turn)
+        if self.proxy is not None:
+            mismatches = self.proxy.take_mismatches()
+            if mismatches:
+                details = "\n\n".join(m.describe() for m in mismatches)
+                raise CassetteMismatch(
+                    f"the cassette {self.cassette.path if self.cassette else ''} has no recording of "
+                    f"{len(mismatches)} request(s) this turn sent (re-record with --goondan-record if the "
+                    f"change is intended):\n{details}\n\n{turn.transcript()}"
+                )
+        return turn
+
+    async def conversation(self, agent: str | None = None, instance_key: str | None = None) -> list[Message]:
+        """The instance's conversation as stored (folded from its files, as a restart would load it)."""
+        from ..conversation import ConversationState
+
+        rt = self.runtime
+        agent_name, key = rt._resolve_target(agent, instance_key)
+        path = rt.workspace.instance_path(agent_name, key) if rt.workspace is not None else None
+        if path is None or not Path(path).exists():
+            if rt.executor.name != "inline":
+                return []
+            instance = await rt.get_instance(agent_name, key)
+            state = instance.conversation
+            return [m.copy() for m in state.next_messages] if state is not None else []
+        base = [Message.from_record(r) for r in _jsonl(Path(path) / "messages" / "base.jsonl")]
+        events = [_event(r) for r in _jsonl(Path(path) / "messages" / "events.jsonl")]
+        return list(ConversationState(base, events).next_messages)
+
+    async def close(self) -> None:
+        try:
+            if self.runtime is not None:
+                await self.runtime.close()
+        finally:
+            self.runtime = None
+            self._models.close()
+            if self.proxy is not None:
+                self.proxy.close()
+                self.proxy = None
+            # a kept state root of our own stays (with its directory); the generated model modules never do
+            shutil.rmtree(
+                self._scratch / "models" if self._keep and self._own_root else self._scratch, ignore_errors=True
+            )
+
+
+def _jsonl(path: Path) -> list[Any]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _event(record: dict[str, Any]) -> dict[str, Any]:
+    if "message" in record:
+        return {**record, "message": Message.from_record(record["message"])}
+    return record
+
+
+class AgentRunner:
+    """The synchronous form of :class:`AsyncAgentRunner` (same arguments): its runtime lives on an
+    event loop in a background thread, so it works in plain ``def test_...`` functions."""
+
+    def __init__(self, bundle: str | os.PathLike[str], **options: Any) -> None:
+        self._async = AsyncAgentRunner(bundle, **options)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="goondan-test-runner", daemon=True)
+        self._thread.start()
+        self._closed = False
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    @property
+    def state_root(self) -> Path:
+        return self._async.state_root
+
+    @property
+    def runtime(self) -> Any:
+        return self._async.runtime
+
+    @property
+    def cassette(self) -> Cassette | None:
+        return self._async.cassette
+
+    @property
+    def turns(self) -> list[Turn]:
+        return self._async.turns
+
+    def start(self) -> AgentRunner:
+        self._run(self._async.start())
+        return self
+
+    def request(
+        self,
+        input: RequestInput,
+        *,
+        agent: str | None = None,
+        instance_key: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Turn:
+        return self._run(self._async.request(input, agent=agent, instance_key=instance_key, metadata=metadata))
+
+    def conversation(self, agent: str | None = None, instance_key: str | None = None) -> list[Message]:
+        return self._run(self._async.conversation(agent, instance_key))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._run(self._async.close())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self._loop.close()
+
+    def __enter__(self) -> AgentRunner:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["AgentRunner", "AsyncAgentRunner"]
