@@ -83,6 +83,12 @@ def cmd_approvals_deny(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_studio(args: argparse.Namespace) -> int:
+    from ._studio import cmd_studio as run
+
+    return run(args)
+
+
 def cmd_help(args: argparse.Namespace) -> int:
     from ._help import cmd_help as run
 

@@ -27,6 +27,7 @@ from ._commands import (
     cmd_schema,
     cmd_validate,
 )
+from ._studio import add_studio_parser
 
 KINDS = ("Package", "Model", "Agent", "Swarm", "Tool", "Extension", "Connector", "Connection")
 
@@ -231,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     ire.set_defaults(func=cmd_instance_restart)
 
     _approvals_parser(sub, common)
+    add_studio_parser(sub, common)
 
     lg = _sub(
         sub,

@@ -1,0 +1,238 @@
+"""The Starlette application: a read-only JSON API, Server-Sent Events and the static page.
+
+API (all ``GET``; errors are ``{"error": {code, message, suggestion}}`` with status 400/404)::
+
+    /api/overview                                   store, bundle, workspaces
+    /api/instances?workspace&q&offset&limit         a page of instances, most recent first
+    /api/instance?workspace&agent&key               one instance's live summary
+    /api/conversation?workspace&agent&key&offset&limit   rows as a person reads them (no offset: last page)
+    /api/turns?workspace&agent&key&offset&limit     turns, newest first (trace id, status, usage)
+    /api/trace?workspace&trace                      one trace's span tree across instances
+    /api/graph?workspace                            the swarm graph
+    /api/stream?workspace&agent&key                 SSE: ``instance`` / ``instances`` change notices
+
+Live updates: the stream polls the watched instance's ``version()`` (a few stats) every
+:data:`POLL_SECONDS` and the instance listing every :data:`LIST_POLL_SECONDS`, and sends a small
+notice when something changed; the page then fetches only what it shows.
+
+With a token every request must carry it: ``Authorization: Bearer T``, the ``X-Goondan-Token``
+header, or the cookie that a first ``/?token=T`` page load sets (that load is redirected to ``/`` so the
+token leaves the address bar). Anything else is ``401``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..errors import GoondanError
+from ._data import MAX_PAGE, StudioData, bad_request
+
+STATIC_DIR = Path(__file__).with_name("static")
+COOKIE = "gdn_studio"
+POLL_SECONDS = 0.5
+LIST_POLL_SECONDS = 2.0
+KEEPALIVE_SECONDS = 15.0
+
+
+class TokenGate:
+    """Every request carries the token, or gets ``401`` (ASGI middleware around the whole app)."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token.encode()
+
+    def _ok(self, given: str | None) -> bool:
+        return given is not None and hmac.compare_digest(given.encode(), self.token)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        auth = request.headers.get("authorization", "")
+        bearer = auth[7:] if auth.lower().startswith("bearer ") else None
+        if (
+            self._ok(bearer)
+            or self._ok(request.headers.get("x-goondan-token"))
+            or self._ok(request.cookies.get(COOKIE))
+        ):
+            await self.app(scope, receive, send)
+            return
+        query_token = request.query_params.get("token")
+        if self._ok(query_token) and request.url.path == "/":
+            response: Response = RedirectResponse("/", status_code=303)
+            response.set_cookie(COOKIE, query_token or "", httponly=True, samesite="strict")
+            await response(scope, receive, send)
+            return
+        response = PlainTextResponse(
+            "401 Unauthorized: this Studio needs its token (open /?token=... once, or send Authorization: Bearer ...)",
+            status_code=401,
+        )
+        await response(scope, receive, send)
+
+
+def _int(request: Request, name: str, default: int, *, upper: int | None = None) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise bad_request(f"{name}={raw!r} is not a whole number", f"Give {name} as a non-negative integer.") from None
+    if value < 0:
+        raise bad_request(f"{name}={raw!r} is negative", f"Give {name} as a non-negative integer.")
+    return min(value, upper) if upper is not None else value
+
+
+def _need(request: Request, *names: str) -> list[str]:
+    values = []
+    for name in names:
+        value = request.query_params.get(name)
+        if not value:
+            raise bad_request(f"the query parameter {name!r} is missing", f"Call it with {', '.join(names)}.")
+        values.append(value)
+    return values
+
+
+def _json(value: Any, status: int = 200) -> Response:
+    return JSONResponse(value, status_code=status, headers={"cache-control": "no-store"})
+
+
+def _error(exc: GoondanError) -> Response:
+    status = 404 if exc.code == "E_STUDIO_NOT_FOUND" else 400
+    return _json({"error": {"code": exc.code, "message": exc.message, "suggestion": exc.suggestion}}, status)
+
+
+def _endpoint(fn: Callable[[Request], Any]) -> Callable[[Request], Any]:
+    """A JSON endpoint whose work (store reads) runs in the thread pool; GoondanErrors become 4xx."""
+
+    async def handler(request: Request) -> Response:
+        try:
+            return _json(await run_in_threadpool(fn, request))
+        except GoondanError as exc:
+            return _error(exc)
+
+    return handler
+
+
+def create_app(data: StudioData, *, token: str | None = None, info: dict[str, Any] | None = None) -> ASGIApp:
+    """The Studio ASGI app over ``data`` (``info`` is shown in the header: store URL, bundle)."""
+    meta = dict(info or {})
+
+    def overview(request: Request) -> Any:
+        return {**meta, "workspaces": data.workspaces()}
+
+    def instances(request: Request) -> Any:
+        return data.instances(
+            workspace=request.query_params.get("workspace") or None,
+            query=request.query_params.get("q") or None,
+            offset=_int(request, "offset", 0),
+            limit=_int(request, "limit", 50, upper=MAX_PAGE),
+        )
+
+    def instance(request: Request) -> Any:
+        return data.instance(*_need(request, "workspace", "agent", "key"))
+
+    def conversation(request: Request) -> Any:
+        ws, agent, key = _need(request, "workspace", "agent", "key")
+        offset = None if request.query_params.get("offset") in (None, "") else _int(request, "offset", 0)
+        return data.conversation(ws, agent, key, offset=offset, limit=_int(request, "limit", 100, upper=MAX_PAGE))
+
+    def turns(request: Request) -> Any:
+        ws, agent, key = _need(request, "workspace", "agent", "key")
+        return data.turns(
+            ws, agent, key, offset=_int(request, "offset", 0), limit=_int(request, "limit", 50, upper=MAX_PAGE)
+        )
+
+    def trace(request: Request) -> Any:
+        return data.trace(*_need(request, "workspace", "trace"))
+
+    def graph(request: Request) -> Any:
+        return data.graph(*_need(request, "workspace"))
+
+    async def stream(request: Request) -> Response:
+        workspace = request.query_params.get("workspace") or None
+        agent, key = request.query_params.get("agent"), request.query_params.get("key")
+        watched = None
+        if workspace and agent and key:
+            try:
+                watched = await run_in_threadpool(data.view, workspace, agent, key)
+            except GoondanError as exc:
+                return _error(exc)
+        return StreamingResponse(
+            _events(request, data, workspace, watched),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+        )
+
+    async def index(request: Request) -> Response:
+        return Response((STATIC_DIR / "index.html").read_bytes(), media_type="text/html")
+
+    routes = [
+        Route("/", index),
+        Route("/api/overview", _endpoint(overview)),
+        Route("/api/instances", _endpoint(instances)),
+        Route("/api/instance", _endpoint(instance)),
+        Route("/api/conversation", _endpoint(conversation)),
+        Route("/api/turns", _endpoint(turns)),
+        Route("/api/trace", _endpoint(trace)),
+        Route("/api/graph", _endpoint(graph)),
+        Route("/api/stream", stream),
+        Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
+    ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        data.close()
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    return TokenGate(app, token) if token else app
+
+
+def _sse(event: str, payload: Any) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(payload, separators=(',', ':'))}\n\n".encode()
+
+
+async def _events(request: Request, data: StudioData, workspace: str | None, watched: Any) -> AsyncIterator[bytes]:
+    """The notice stream of one page (module docstring); ends when the page goes away."""
+    yield b"retry: 1000\n\n"
+    signature = await run_in_threadpool(data.listing_signature, workspace)
+    if watched is not None:
+        await run_in_threadpool(watched.refresh)
+    loop = asyncio.get_running_loop()
+    next_list = loop.time() + LIST_POLL_SECONDS
+    next_ping = loop.time() + KEEPALIVE_SECONDS
+    while not await request.is_disconnected():
+        await asyncio.sleep(POLL_SECONDS)
+        now = loop.time()
+        if watched is not None and await run_in_threadpool(watched.refresh):
+            yield _sse("instance", await run_in_threadpool(watched.summary))
+            next_ping = now + KEEPALIVE_SECONDS
+        if now >= next_list:
+            next_list = now + LIST_POLL_SECONDS
+            fresh = await run_in_threadpool(data.listing_signature, workspace)
+            if fresh != signature:
+                signature = fresh
+                yield _sse("instances", {"workspace": workspace})
+                next_ping = now + KEEPALIVE_SECONDS
+        if now >= next_ping:
+            next_ping = now + KEEPALIVE_SECONDS
+            yield b": ping\n\n"
+
+
+__all__ = ["COOKIE", "STATIC_DIR", "TokenGate", "create_app"]
