@@ -32,8 +32,7 @@ def test_each_command_has_help_with_the_global_options(tmp_path: Path, command: 
     assert "--state-root" in proc.stdout and "--no-color" in proc.stdout
 
 
-def test_no_command_and_unknown_command_exit_2(tmp_path: Path) -> None:
-    assert gdn(tmp_path).returncode == 2
+def test_unknown_command_and_missing_action_exit_2(tmp_path: Path) -> None:
     proc = gdn(tmp_path, "explode")
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
     assert gdn(tmp_path, "instance").returncode == 2  # an action is required

@@ -97,7 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
         "package (a Goondan package: a Python distribution to build and publish, README.md#packages).",
     )
     i.add_argument("path", nargs="?", default=".", help="directory to create it in (default: .)")
-    i.add_argument("-t", "--template", choices=("default", "multi-agent", "minimal", "package"), default="default")
+    i.add_argument(
+        "-t",
+        "--template",
+        choices=("default", "multi-agent", "minimal", "package"),
+        default="default",
+        help="what to start from",
+    )
     i.add_argument("-n", "--name", help="package name (default: the directory name)")
     i.add_argument("-f", "--force", action="store_true", help="overwrite an existing goondan.yaml")
     i.add_argument("--git", action=argparse.BooleanOptionalAction, default=False, help="run git init (default: no)")
