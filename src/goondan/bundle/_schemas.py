@@ -376,19 +376,23 @@ class OtlpExport(Spec):
     service_name: NonEmptyStr | None = None
     """service.name of the exported spans (default: goondan)."""
 
+    @field_validator("headers", mode="before")
+    @classmethod
+    def _header_names(cls, value: Any) -> Any:
+        for name in value if isinstance(value, dict) else ():
+            if not isinstance(name, str) or not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
+                raise PydanticCustomError(
+                    "header",
+                    "not a valid HTTP header name (letters, digits and !#$%&'*+.^_`|~-)",
+                    {"subpath": str(name)},
+                )
+        return value
+
     @field_validator("endpoint")
     @classmethod
     def _url(cls, value: str) -> str:
         if not re.match(r"^https?://[^\s/]+", value):
             raise PydanticCustomError("url", "endpoint must be an http(s) URL (OTLP over HTTP, e.g. port 4318)")
-        return value
-
-    @field_validator("headers")
-    @classmethod
-    def _header_names(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for name in value:
-            if not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
-                raise PydanticCustomError("header", "{name!r} is not a valid HTTP header name", {"name": name})
         return value
 
 
