@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import kit
+from goondan.connectors import HttpRequest, HttpResponse, serve_http
 
 BUNDLE_HEAD = """\
 apiVersion: goondan.ai/v1
@@ -227,7 +229,13 @@ class FakeApi:
                     body = json.loads(raw) if raw else None
                 except ValueError:
                     body = raw.decode("utf-8", "replace")
-                record = {"method": self.command, "path": self.path, "headers": dict(self.headers), "body": body}
+                record = {
+                    "method": self.command,
+                    "path": self.path,
+                    "headers": dict(self.headers),
+                    "body": body,
+                    "raw": raw,
+                }
                 api.requests.append(record)
                 route = api.routes.get(self.path.split("?", 1)[0])
                 status, payload = route(record) if route else (200, {"ok": True})
@@ -239,7 +247,7 @@ class FakeApi:
                 self.end_headers()
                 self.wfile.write(data)
 
-            do_GET = do_POST = do_PATCH = _serve
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -254,3 +262,41 @@ class FakeApi:
 
     def matching(self, path_part: str) -> list[dict[str, Any]]:
         return [r for r in self.requests if path_part in r["path"]]
+
+
+@contextmanager
+def echo_server(read_timeout: float = 5.0) -> Iterator[int]:
+    """A serve_http server answering ``{path, len}`` on its own loop in a thread; yields the port."""
+
+    async def handler(req: HttpRequest) -> HttpResponse:
+        return HttpResponse.json(200, {"path": req.path, "len": len(req.body)})
+
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    box: dict[str, asyncio.AbstractServer] = {}
+
+    def main() -> None:
+        asyncio.set_event_loop(loop)
+        box["server"] = loop.run_until_complete(serve_http(handler, "127.0.0.1", 0, read_timeout=read_timeout))
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=main, daemon=True)
+    thread.start()
+    assert started.wait(5)
+    try:
+        yield box["server"].sockets[0].getsockname()[1]
+    finally:
+
+        async def stop() -> None:
+            box["server"].close()
+            # connection handlers still finishing (lingering after a refusal) end with the server
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            if others:
+                await asyncio.wait(others, timeout=3)
+            await box["server"].wait_closed()
+
+        asyncio.run_coroutine_threadsafe(stop(), loop).result(5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()

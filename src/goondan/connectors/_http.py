@@ -1,51 +1,50 @@
-"""A small HTTP/1.1 server and client on the standard library, for connectors.
+"""The connectors' webhook server (uvicorn + Starlette) and their HTTP client.
 
-Connectors receive webhooks from a handful of well-behaved senders (Slack, GitHub, Discord, curl), so
-a strict subset suffices: ``Content-Length`` bodies up to :data:`MAX_BODY`, one request per
-connection. The port is still reachable by anyone, so everything else (oversized, malformed or slow
-requests) is refused with the status a real server would send, logged in one line, without
-disturbing other clients. Keeping it in the standard library means a connector process starts fast and the base
-install needs no web framework.
+``serve_http(handler, host, port)`` serves a connector's ``async def handler(HttpRequest) ->
+HttpResponse`` with uvicorn, run inside the connector host's own event loop (no threads, no
+signal handlers of its own: the supervisor decides when a connector stops). The port is reachable
+by anyone, so beyond what uvicorn and h11 already do (a real HTTP/1.1 parser, keep-alive,
+pipelining, ``Expect: 100-continue``, chunked bodies) the server enforces:
+
+- a body limit (:data:`MAX_BODY`) while the body is being read: an advertised ``Content-Length``
+  over it is refused before a byte of body is read, a chunked body is cut off at the limit (413);
+- limits on the head: request target (414), header count, header line and total head size (431);
+- a read deadline per request against slow clients (408), see
+  :mod:`goondan.connectors._http_protocol`;
+- ``Content-Length`` together with ``Transfer-Encoding`` is refused (400): a request two parsers
+  could read differently is how request smuggling starts;
+- a cap on concurrent connections and requests (503).
+
+The handler sees the exact bytes of the body, which signature checks need. Every refusal is one
+warning line in ``goondan.connectors.http``; an exception in a handler is a 500 without details.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-import urllib.error
-import urllib.request
+import socket
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
-from ._http_read import MAX_BODY, MAX_LINE, Rejected, read_request
+from .._http_client import ClientResponse, request
 
-# seconds a client has to send a whole request, and how long a refused one may keep sending
+if TYPE_CHECKING:
+    import uvicorn
+    from starlette.types import Receive, Scope, Send
+
+MAX_LINE = 8192
+MAX_HEADER_LINES = 100
+MAX_HEADER_BYTES = 32 * 1024
+MAX_BODY = 1 << 20
 READ_TIMEOUT = 30.0
-LINGER_SECONDS = 2.0
-LINGER_BYTES = 4 << 20
+KEEP_ALIVE_SECONDS = 5.0
+SHUTDOWN_GRACE_SECONDS = 3.0
 MAX_CONNECTIONS = 256
-_REASONS = {
-    200: "OK",
-    202: "Accepted",
-    204: "No Content",
-    400: "Bad Request",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    409: "Conflict",
-    408: "Request Timeout",
-    411: "Length Required",
-    413: "Payload Too Large",
-    414: "URI Too Long",
-    431: "Request Header Fields Too Large",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-    505: "HTTP Version Not Supported",
-}
 log = logging.getLogger("goondan.connectors.http")
 
 
@@ -53,7 +52,7 @@ log = logging.getLogger("goondan.connectors.http")
 class HttpRequest:
     method: str
     target: str
-    headers: dict[str, str]  # lower-cased names
+    headers: dict[str, str]  # lower-cased names; repeated headers joined with ", "
     body: bytes
 
     @property
@@ -89,43 +88,131 @@ class HttpResponse:
 Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
 
 
-def _encode(response: HttpResponse) -> bytes:
-    reason = _REASONS.get(response.status, "Status")
-    head = [f"HTTP/1.1 {response.status} {reason}"]
-    headers = {"Content-Length": str(len(response.body)), "Connection": "close", **response.headers}
-    head.extend(f"{k}: {v}" for k, v in headers.items())
-    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + response.body
+def _head_refusal(scope: Scope, max_body: int) -> tuple[int, str] | None:
+    """What is wrong with the request head, as ``(status, detail)``, or ``None``."""
+    if not str(scope.get("http_version", "1.1")).startswith("1."):
+        return 505, f"unsupported version HTTP/{scope.get('http_version')}"
+    raw_target = scope.get("raw_path", b"") + (b"?" + scope["query_string"] if scope.get("query_string") else b"")
+    if len(raw_target) > MAX_LINE:
+        return 414, f"request target longer than {MAX_LINE} bytes"
+    headers: list[tuple[bytes, bytes]] = scope["headers"]
+    if len(headers) > MAX_HEADER_LINES:
+        return 431, f"more than {MAX_HEADER_LINES} header lines"
+    sizes = [len(name) + len(value) + 4 for name, value in headers]
+    if any(size > MAX_LINE for size in sizes):
+        return 431, f"a header line longer than {MAX_LINE} bytes"
+    if sum(sizes) > MAX_HEADER_BYTES:
+        return 431, f"headers larger than {MAX_HEADER_BYTES} bytes"
+    names = {name for name, _ in headers}
+    if b"transfer-encoding" in names and b"content-length" in names:
+        return 400, "both Content-Length and Transfer-Encoding"
+    length = next((value for name, value in headers if name == b"content-length"), b"")
+    if length.isdigit() and int(length) > max_body:
+        return 413, f"body of {int(length)} bytes is over the {max_body}-byte limit"
+    return None
 
 
-def _peer(writer: asyncio.StreamWriter) -> str:
-    peer = writer.get_extra_info("peername")
-    if isinstance(peer, tuple) and len(peer) >= 2:
-        return f"{peer[0]}:{peer[1]}"
-    return str(peer or "?")
+def _asgi_app(handler: Handler, max_body: int) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+    """One ASGI app for the whole port: connectors route by path themselves (404/405 are theirs)."""
+    from starlette.requests import ClientDisconnect, Request
+    from starlette.responses import Response
+
+    def plain(status: int, detail: str) -> Response:
+        # closing (lingering while the client still sends, see _http_protocol): a refused request
+        # says nothing good about the rest of the connection
+        return Response(detail, status, media_type="text/plain; charset=utf-8", headers={"Connection": "close"})
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        client = scope.get("client")
+        peer = f"{client[0]}:{client[1]}" if client else "?"
+        refusal = _head_refusal(scope, max_body)
+        if refusal is not None:
+            log.warning("refused a request from %s with %d: %s", peer, *refusal)
+            await plain(*refusal)(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        body = bytearray()
+        try:
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > max_body:
+                    detail = f"body over the {max_body}-byte limit"
+                    log.warning("refused a request from %s with 413: %s", peer, detail)
+                    await plain(413, detail)(scope, receive, send)
+                    return
+        except ClientDisconnect:
+            log.info("client %s hung up before sending its whole body", peer)
+            return
+        target = scope.get("raw_path", b"").decode("latin-1")
+        if scope.get("query_string"):
+            target += "?" + scope["query_string"].decode("latin-1")
+        headers: dict[str, str] = {}
+        for raw_name, raw_value in scope["headers"]:
+            name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        try:
+            response = await handler(HttpRequest(scope["method"], target, headers, bytes(body)))
+        except Exception:
+            log.exception("connector HTTP handler failed")
+            response = HttpResponse.json(500, {"ok": False, "error": "internal error"})
+        out = Response(response.body, response.status, headers=response.headers)
+        await out(scope, receive, send)
+
+    return app
 
 
-async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """After refusing a request, half-close and swallow what the client still sends, briefly.
+class HttpServer:
+    """A running webhook server; ``async with`` it (or :meth:`close` + :meth:`wait_closed`) to stop.
 
-    Closing a socket with unread input makes the kernel answer with a reset, which can destroy the
-    refusal before the client reads it (a client still uploading a too-large body would see
-    "connection reset" instead of 413). Real servers linger the same way.
+    Shaped like :class:`asyncio.Server` where connectors use it (``sockets``, ``close``,
+    ``wait_closed``, ``async with``). Stopping lets requests in flight finish for up to
+    :data:`SHUTDOWN_GRACE_SECONDS`, then cancels them.
     """
+
+    def __init__(self, server: uvicorn.Server, sock: socket.socket, task: asyncio.Task[None]) -> None:
+        self._server = server
+        self._task = task
+        self.sockets = [sock]
+
+    @property
+    def port(self) -> int:
+        return int(self.sockets[0].getsockname()[1])
+
+    def close(self) -> None:
+        self._server.should_exit = True
+
+    async def wait_closed(self) -> None:
+        await asyncio.shield(self._task)
+
+    async def serve_forever(self) -> None:
+        await asyncio.shield(self._task)
+
+    async def __aenter__(self) -> HttpServer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.wait_closed()
+
+
+def _ingress_modules() -> tuple[Any, Any]:
     try:
-        if writer.can_write_eof():
-            writer.write_eof()
-        deadline = asyncio.get_running_loop().time() + LINGER_SECONDS
-        drained = 0
-        while drained < LINGER_BYTES:
-            left = deadline - asyncio.get_running_loop().time()
-            if left <= 0:
-                return
-            chunk = await asyncio.wait_for(reader.read(65536), left)
-            if not chunk:
-                return
-            drained += len(chunk)
-    except (TimeoutError, ConnectionError, OSError):
-        return
+        import starlette  # noqa: F401
+        import uvicorn
+
+        from . import _http_protocol
+    except ImportError as exc:
+        from ..errors import GoondanError
+
+        raise GoondanError(
+            "E_CONNECTOR_START",
+            f"webhook connectors need uvicorn and starlette, which are not installed ({exc.name})",
+            suggestion="Install them: pip install 'goondan[connectors]' (or uv pip install uvicorn starlette).",
+        ) from None
+    return uvicorn, _http_protocol
 
 
 async def serve_http(
@@ -136,94 +223,45 @@ async def serve_http(
     read_timeout: float = READ_TIMEOUT,
     max_body: int = MAX_BODY,
     max_connections: int = MAX_CONNECTIONS,
-) -> asyncio.Server:
-    """Start serving ``handler`` on ``host:port``; errors in the handler become 500 responses.
+) -> HttpServer:
+    """Start serving ``handler`` on ``host:port`` (``0`` picks a free port, see ``server.port``).
 
-    A request must arrive whole within ``read_timeout`` seconds (else 408); what cannot be read
-    safely gets the matching 4xx (see :mod:`goondan.connectors._http_read`) and one warning line in
-    the log. Beyond ``max_connections`` open connections new ones get 503 at once, so slow clients
-    cannot starve the others.
+    The port is bound before this returns, so a port in use is an ``OSError`` here, at start.
     """
-    open_connections = 0
-
-    async def refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, status: int, detail: str) -> None:
-        log.warning("refused a request from %s with %d: %s", _peer(writer), status, detail)
-        writer.write(_encode(HttpResponse.text(status, detail)))
-        await writer.drain()
-        await _linger(reader, writer)
-
-    async def send_continue_for(writer: asyncio.StreamWriter) -> None:
-        writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        await writer.drain()
-
-    async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal open_connections
-        open_connections += 1
-        try:
-            if open_connections > max_connections:
-                await refuse(reader, writer, 503, f"more than {max_connections} open connections")
-                return
-            try:
-                raw = await asyncio.wait_for(
-                    read_request(reader, max_body=max_body, send_continue=lambda: send_continue_for(writer)),
-                    timeout=read_timeout,
-                )
-            except Rejected as exc:
-                await refuse(reader, writer, exc.status, exc.detail)
-                return
-            except TimeoutError:
-                await refuse(reader, writer, 408, f"request not received within {read_timeout:g}s")
-                return
-            except asyncio.IncompleteReadError:
-                log.info("client %s hung up before sending a whole request", _peer(writer))
-                return
-            if raw is None:
-                return
-            request = HttpRequest(raw.method, raw.target, raw.headers, raw.body)
-            try:
-                response = await handler(request)
-            except Exception:
-                log.exception("connector HTTP handler failed")
-                response = HttpResponse.json(500, {"ok": False, "error": "internal error"})
-            writer.write(_encode(response))
-            await writer.drain()
-        except (ConnectionError, OSError) as exc:
-            log.info("client %s went away: %s", _peer(writer), type(exc).__name__)
-        finally:
-            open_connections -= 1
-            writer.close()
-            try:
-                await writer.wait_closed()
-            except (ConnectionError, OSError):
-                pass
-
-    # the stream limit bounds one line (request line, header line) before readuntil gives up
-    return await asyncio.start_server(on_client, host, port, limit=MAX_LINE)
-
-
-@dataclass
-class ClientResponse:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body.decode("utf-8")) if self.body else None
-
-
-def _request_sync(
-    method: str, url: str, body: bytes | None, headers: Mapping[str, str], timeout: float
-) -> ClientResponse:
-    req = urllib.request.Request(url, data=body, method=method, headers=dict(headers))
-    host = urlsplit(url).hostname or ""
-    # loopback targets (tests, local gateways) never go through an environment proxy
-    handlers = [urllib.request.ProxyHandler({})] if host in ("127.0.0.1", "localhost", "::1") else []
-    opener = urllib.request.build_opener(*handlers)
+    uvicorn, protocol = _ingress_modules()
+    sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setblocking(False)
+    guarded = type("ConnectorH11Protocol", (protocol.GuardedH11Protocol,), {"read_timeout": read_timeout})
+    config = uvicorn.Config(
+        _asgi_app(handler, max_body),
+        http=guarded,
+        lifespan="off",
+        log_config=None,
+        access_log=False,
+        proxy_headers=False,  # the peer address is the socket's, not what a header claims
+        server_header=False,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
+        limit_concurrency=max_connections + 1,
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES + MAX_LINE,
+    )
+    config.load()
+    server = uvicorn.Server(config)
+    server.lifespan = config.lifespan_class(config)
     try:
-        with opener.open(req, timeout=timeout) as resp:
-            return ClientResponse(resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read())
-    except urllib.error.HTTPError as exc:
-        return ClientResponse(exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read())
+        await server.startup(sockets=[sock])
+    except BaseException:
+        sock.close()
+        raise
+
+    async def run() -> None:
+        # uvicorn's serve() would install SIGINT/SIGTERM handlers; the host owns its signals
+        try:
+            await server.main_loop()
+        finally:
+            await server.shutdown(sockets=[sock])
+
+    return HttpServer(server, sock, asyncio.create_task(run()))
 
 
 async def http_request(
@@ -233,14 +271,12 @@ async def http_request(
     json_body: Any = None,
     headers: Mapping[str, str] | None = None,
     timeout: float = 30.0,
+    safe: bool = False,
 ) -> ClientResponse:
-    """One HTTP request in a worker thread; HTTP error statuses are returned, network errors raise OSError."""
-    all_headers = dict(headers or {})
-    body = None
-    if json_body is not None:
-        body = json.dumps(json_body).encode("utf-8")
-        all_headers.setdefault("Content-Type", "application/json; charset=utf-8")
-    return await asyncio.to_thread(_request_sync, method, url, body, all_headers, timeout)
+    """One request on the shared pooled client (:mod:`goondan._http_client`): HTTP error statuses
+    are returned, network errors raise ``OSError``; 429/503 are retried for idempotent methods and
+    for calls marked ``safe``."""
+    return await request(method, url, json_body=json_body, headers=headers, timeout=timeout, safe=safe)
 
 
-__all__ = ["ClientResponse", "Handler", "HttpRequest", "HttpResponse", "http_request", "serve_http"]
+__all__ = ["ClientResponse", "Handler", "HttpRequest", "HttpResponse", "HttpServer", "http_request", "serve_http"]

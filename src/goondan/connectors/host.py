@@ -18,6 +18,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from .._http_client import aclose_shared
 from ..executors.process._ipc import (
     Connection,
     ConnectorReply,
@@ -161,6 +162,8 @@ async def _serve(fd: int) -> int:
             send(ShutdownAck())
         await writer.drain()
     control.cancel()
+    with contextlib.suppress(Exception):
+        await aclose_shared()  # the connector's pooled HTTP connections
     writer.close()
     return 0 if reason != "failed" else 1
 
