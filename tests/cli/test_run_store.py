@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import time
 from pathlib import Path
 
 from cli_testkit import ECHO_BUNDLE, gdn
@@ -38,7 +40,21 @@ def test_goondan_store_env_is_the_default_of_gdn_run(tmp_path: Path) -> None:
 
 def test_gdn_run_with_an_unsupported_store_fails_with_the_code_and_no_traceback(tmp_path: Path) -> None:
     bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
-    proc = gdn(tmp_path, "run", str(bundle), "--store", "postgresql://db/x", "--input", "hi")
+    proc = gdn(tmp_path, "run", str(bundle), "--store", "redis://db/x", "--input", "hi")
     assert proc.returncode != 0
     assert "E_STORE_UNSUPPORTED" in proc.stderr and "Traceback" not in proc.stderr
-    assert "postgres" in proc.stderr
+    assert "postgresql" in proc.stderr  # the known schemes are listed
+
+
+def test_gdn_run_against_an_unreachable_postgres_fails_fast_with_the_code_and_no_traceback(tmp_path: Path) -> None:
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"postgresql://u:hunter2@127.0.0.1:{port}/x"
+    started = time.monotonic()
+    proc = gdn(tmp_path, "run", str(bundle), "--store", url, "--input", "hi")
+    assert proc.returncode != 0
+    assert "E_STORE_UNAVAILABLE" in proc.stderr and "Traceback" not in proc.stderr
+    assert "hunter2" not in proc.stderr and "pg_isready" in proc.stderr
+    assert time.monotonic() - started < 20

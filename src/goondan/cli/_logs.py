@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ._output import EXIT_OK, EXIT_USAGE, CliError, Style
-from ._state import state_root
+from ._state import store_backend, store_label
 
 _STANDARD = {"type", "timestamp", "agentName", "instanceKey", "traceId", "spanId", "parentSpanId", "turnId"}
 _COLORS = {"failed": "31", "completed": "32", "started": "36", "called": "35", "requested": "33", "decided": "33"}
@@ -154,8 +154,39 @@ class _Tail:
         return out
 
 
+class _StoreTail:
+    """``_Tail`` for stores without files (PostgreSQL): each instance's read-only reader, tailed
+    from its cursor; instances that appear while following are picked up on the next poll."""
+
+    def __init__(self, backend: Any, workspace: str | None) -> None:
+        self.backend = backend
+        self.workspace = workspace
+        self.readers: dict[tuple[str, str, str], Any] = {}
+        self.cursors: dict[tuple[str, str, str], int] = {}
+
+    def read_new(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for ws in self.backend.list_workspaces():
+            if self.workspace is not None and ws != self.workspace:
+                continue
+            store = self.backend.workspace(ws)
+            for info in store.list_instances():
+                key = (ws, info.agent_name, info.instance_key)
+                reader = self.readers.get(key)
+                if reader is None:
+                    reader = self.readers[key] = store.reader(info.agent_name, info.instance_key)
+                records, self.cursors[key] = reader.runtime_events(self.cursors.get(key, 0))
+                out.extend(records)
+        out.sort(key=lambda r: str(r.get("timestamp", "")))
+        return out
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
-    root = state_root(args)
+    from ..storage import FileStoreBackend
+
+    backend = store_backend(args)
+    files = isinstance(backend, FileStoreBackend)
+    root = backend.root if files else None
     style = Style(sys.stdout, not args.no_color)
     out = sys.stdout
 
@@ -174,7 +205,15 @@ def cmd_logs(args: argparse.Namespace) -> int:
         out.flush()
 
     tail = _Tail()
-    records = tail.read_new(_event_files(root, args.workspace))
+    store_tail = None if files else _StoreTail(backend, args.workspace)
+
+    def read_new() -> list[dict[str, Any]]:
+        if store_tail is not None:
+            return store_tail.read_new()
+        assert root is not None
+        return tail.read_new(_event_files(root, args.workspace))
+
+    records = read_new()
     if args.trace is not None:
         known = {t for t in (r.get("traceId") for r in records) if isinstance(t, str)}
         resolved = resolve_trace(args.trace, known, follow=args.follow)
@@ -187,11 +226,11 @@ def cmd_logs(args: argparse.Namespace) -> int:
             for name, value in (("instance", args.instance), ("agent", args.agent), ("trace", args.trace))
             if value is not None
         )
-        sys.stderr.write(f"Logs {root}" + (f" {filters}" if filters else "") + "\n")
+        sys.stderr.write(f"Logs {store_label(backend)}" + (f" {filters}" if filters else "") + "\n")
         if not first and not args.follow:
             sys.stderr.write("(no runtime events match)\n")
     emit(first[-args.lines :] if args.lines > 0 else first)
     while args.follow:
         time.sleep(POLL_SECONDS)
-        emit(tail.read_new(_event_files(root, args.workspace)))
+        emit(read_new())
     return EXIT_OK

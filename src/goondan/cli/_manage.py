@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ._output import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, CliError
-from ._state import active_runs, state_root
+from ._state import active_runs, state_root, store_backend, store_label
 
 MANIFEST = "goondan.yaml"
 LEGACY_BUNDLE = "(unknown: created before workspaces had a bundle)"
@@ -79,27 +79,20 @@ def _scope(args: argparse.Namespace) -> _Scope | None:
     return _Scope(str(directory), _package_name(directory / MANIFEST))
 
 
-def _workspaces(root: Path) -> list[str]:
-    base = root / "workspaces"
-    if not base.is_dir():
-        return []
-    return sorted(p.name for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))
-
-
 def _instances(
-    root: Path, workspace: str | None, scope: _Scope | None = None
+    backend: Any, workspace: str | None, scope: _Scope | None = None
 ) -> list[tuple[str, dict[str, Any] | None, Any]]:
-    """``(workspace id, workspace.json record, InstanceInfo)`` of every instance in scope."""
-    from ..storage import FileWorkspaceStore, read_workspace_record
-
+    """``(workspace id, workspace record, InstanceInfo)`` of every instance in scope, read through
+    the store backend (a directory or a database alike)."""
     out: list[tuple[str, dict[str, Any] | None, Any]] = []
-    for ws in _workspaces(root):
+    for ws in backend.list_workspaces():
         if workspace is not None and ws != workspace:
             continue
-        record = read_workspace_record(root / "workspaces" / ws)
+        store = backend.workspace(ws)
+        record = store.record()
         if scope is not None and not scope.owns(record):
             continue
-        out.extend((ws, record, info) for info in FileWorkspaceStore(root, ws).list_instances())
+        out.extend((ws, record, info) for info in store.list_instances())
     return out
 
 
@@ -111,13 +104,11 @@ def _bundle_label(record: dict[str, Any] | None) -> str:
     return f"{package} ({bundle})" if package else bundle
 
 
-def _legacy_note(root: Path, scope: _Scope | None) -> None:
+def _legacy_note(backend: Any, scope: _Scope | None) -> None:
     """Tell about state written before workspaces belonged to a bundle: it is hidden by the scope."""
-    from ..storage import read_workspace_record
-
     if scope is None:
         return
-    legacy = [ws for ws in _workspaces(root) if read_workspace_record(root / "workspaces" / ws) is None]
+    legacy = [ws for ws in backend.list_workspaces() if backend.workspace(ws).record() is None]
     if legacy:
         sys.stderr.write(
             f"note: {len(legacy)} workspace(s) from an older goondan ({', '.join(legacy[:3])}"
@@ -127,11 +118,12 @@ def _legacy_note(root: Path, scope: _Scope | None) -> None:
 
 def cmd_instance_list(args: argparse.Namespace) -> int:
     root = state_root(args)
+    backend = store_backend(args)
     scope = _scope(args)
     running = {r.get("workspace"): r for r in active_runs(root)}
     rows = [
         (ws, record, info)
-        for ws, record, info in _instances(root, args.workspace, scope)
+        for ws, record, info in _instances(backend, args.workspace, scope)
         if args.agent is None or info.agent_name == args.agent
     ]
     rows.sort(key=lambda row: row[2].updated_at, reverse=True)
@@ -150,16 +142,16 @@ def cmd_instance_list(args: argparse.Namespace) -> int:
                 "createdAt": info.created_at.isoformat(),
                 "updatedAt": info.updated_at.isoformat(),
                 "running": ws in running,
-                "path": str(info.path),
+                "path": str(info.path) if info.path != Path() else None,
             }
             sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
         return EXIT_OK
     if not args.quiet:
-        _legacy_note(root, scope)
+        _legacy_note(backend, scope)
     if not rows:
         if not args.quiet:
             where = f" of bundle {scope.package or scope.bundle}" if scope else ""
-            sys.stdout.write(f"No instances{where} under {root}.\n")
+            sys.stdout.write(f"No instances{where} under {store_label(backend)}.\n")
         return EXIT_OK
     header = ("WORKSPACE", "BUNDLE", "AGENT", "INSTANCE KEY", "STATUS", "UPDATED", "RUN")
     table = [header] + [
@@ -199,20 +191,19 @@ def _confirm(matches: list[tuple[str, dict[str, Any] | None, Any]]) -> bool:
 
 
 def cmd_instance_delete(args: argparse.Namespace) -> int:
-    from ..storage import FileWorkspaceStore
-
     root = state_root(args)
+    backend = store_backend(args)
     scope = _scope(args)
     matches = [
         (ws, record, info)
-        for ws, record, info in _instances(root, args.workspace, scope)
+        for ws, record, info in _instances(backend, args.workspace, scope)
         if info.instance_key == args.key and (args.agent is None or info.agent_name == args.agent)
     ]
     if not matches:
         where = f" of bundle {scope.package or scope.bundle}" if scope else ""
         raise CliError(
             "E_INSTANCE_NOT_FOUND",
-            f"no instance with key {args.key!r}{where} under {root}",
+            f"no instance with key {args.key!r}{where} under {store_label(backend)}",
             suggestion="List instances with `gdn instance list` (`--all-workspaces` for every bundle).",
         )
     running = {r.get("workspace"): r for r in active_runs(root)}
@@ -227,7 +218,7 @@ def cmd_instance_delete(args: argparse.Namespace) -> int:
         sys.stderr.write("Aborted; nothing was deleted.\n")
         return EXIT_INTERNAL
     for ws, _record, info in matches:
-        FileWorkspaceStore(root, ws).delete_instance(info.agent_name, info.instance_key, force=args.force)
+        backend.workspace(ws).delete_instance(info.agent_name, info.instance_key, force=args.force)
         if not args.quiet:
             sys.stdout.write(f"deleted {info.agent_name}@{info.instance_key} (workspace {ws})\n")
     return EXIT_OK

@@ -32,6 +32,25 @@ def state_root(args: argparse.Namespace, env: dict[str, str] | None = None) -> P
     return resolve_state_root(getattr(args, "state_root", None), env)
 
 
+def store_backend(args: argparse.Namespace, env: dict[str, str] | None = None) -> Any:
+    """The store a command reads (``--store URL``, else ``GOONDAN_STORE``, else the filesystem
+    store under the state root): ``gdn instance`` and ``gdn logs`` go through it, so they work
+    the same against a directory and a PostgreSQL database."""
+    from ..storage import open_store
+
+    return open_store(getattr(args, "store", None), state_root=state_root(args, env), env=env)
+
+
+def store_label(backend: Any) -> str:
+    """Where a store is, for messages: its directory, or its URL without a password."""
+    root = getattr(backend, "root", None)
+    if isinstance(root, Path):
+        return str(root)
+    from ..storage._backends import _redact
+
+    return _redact(str(backend.url))
+
+
 def runs_dir(root: Path) -> Path:
     return root / "runtime" / "runs"
 

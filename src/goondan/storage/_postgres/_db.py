@@ -171,9 +171,25 @@ class Database:
             if self._pool is not None:
                 return self._pool
             try:
+                import psycopg
                 import psycopg_pool
             except ImportError as exc:  # pragma: no cover - the extra brings it
                 raise _missing_extra() from exc
+            if not self._migrated:
+                # on a connection of its own, so a server that is down fails now and fast
+                # instead of after the pool's timeout
+                try:
+                    with psycopg.connect(
+                        self.conninfo, autocommit=True, connect_timeout=max(2, int(self.pool_timeout))
+                    ) as conn:
+                        from ._schema import migrate
+
+                        migrate(conn)
+                except psycopg.OperationalError as exc:
+                    raise unavailable(self.url, exc, "connect") from None
+                except psycopg.Error as exc:
+                    raise query_error(self.url, exc, "prepare the schema") from None
+                self._migrated = True
             pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
                 self.conninfo,
                 kwargs={"autocommit": True},
@@ -188,16 +204,7 @@ class Database:
             )
             pool.open(wait=False)
             self._pool = pool
-        if not self._migrated:
-            self._migrate()
         return pool
-
-    def _migrate(self) -> None:
-        from ._schema import migrate
-
-        with self.connection("prepare the schema") as conn:
-            migrate(conn)
-        self._migrated = True
 
     @contextlib.contextmanager
     def connection(self, what: str) -> Iterator[psycopg.Connection[Any]]:

@@ -1,0 +1,47 @@
+"""The PostgreSQL store under real runtimes: turns of the inline and process executors land in the
+database, a second runtime on another process is refused the instance, the conversation continues
+across runtimes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+
+import goondan
+import kit as k
+from goondan.storage._postgres import PostgresStoreBackend
+from kit import simple_bundle
+
+COUNTING_MODEL = "def generate(request):\n    return {'text': f'seen {len(request.messages)}'}\n"
+
+
+def _count(url: str, table: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_turns_of_every_executor_are_committed_to_postgres_and_continue_across_runtimes(
+    tmp_path: Path, state_root: Path, executor: str, postgres_url: str
+) -> None:
+    k.MODEL = None
+    root = simple_bundle(tmp_path, files={"model.py": COUNTING_MODEL})
+
+    async def main() -> list[str]:
+        out = []
+        for _ in range(2):  # a second runtime continues the same conversation from the database
+            async with goondan.Runtime(root, state_root=state_root, executor=executor, store=postgres_url) as rt:
+                assert isinstance(rt.store, PostgresStoreBackend)
+                out.append((await rt.request("one")).text)
+                out.append((await rt.request("two")).text)
+                infos = await rt.instances()
+                assert [(i.agent_name, i.status) for i in infos] == [(rt.entry_agent, "idle")]
+        return out
+
+    assert k.run(main()) == ["seen 1", "seen 3", "seen 5", "seen 7"]
+    assert _count(postgres_url, "goondan_messages") == 8
+    assert _count(postgres_url, "goondan_events") == 0
+    assert _count(postgres_url, "goondan_runtime_events") > 0
+    assert list(state_root.glob("workspaces/*/instances/*")) == []
