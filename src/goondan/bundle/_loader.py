@@ -35,6 +35,7 @@ from ._schemas import (
     AgentSpec,
     ConnectionSpec,
     ConnectorSpec,
+    ExtensionSpec,
     ModelSpec,
     PackageSpec,
     PythonOptions,
@@ -42,7 +43,13 @@ from ._schemas import (
     SwarmSpec,
     ToolSpec,
 )
-from ._values import env_missing_message, env_missing_suggestion, lookup_value_source
+from ._values import (
+    env_missing_message,
+    env_missing_suggestion,
+    is_config_value_source,
+    lookup_value_source,
+    value_source_problem,
+)
 from ._yaml import MAX_FILE_BYTES, YamlDocument, YamlProblem, parse_documents
 
 API_VERSION = "goondan.ai/v1"
@@ -599,6 +606,8 @@ class Loader:
     def _check(self, res: Resource) -> None:
         spec = res.spec
         entry = res.entry_field()
+        if isinstance(spec, ToolSpec | ExtensionSpec) and res.package is None:
+            self._check_config_sources(res, spec.config)
         if isinstance(spec, ModelSpec):
             self._check_model(res, spec)
         elif isinstance(spec, ToolSpec):
@@ -625,6 +634,27 @@ class Loader:
             found = self._check_path(res, getattr(spec, "entry", ""), entry, python=True)
             if found is not None:
                 self._check_code(res, found, entry)
+
+    def _check_config_sources(self, res: Resource, config: Mapping[str, Any]) -> None:
+        """``spec.config`` entries given as ``{valueFrom: ...}``: well-formed, and set in the environment."""
+        for key, value in config.items():
+            if not is_config_value_source(value):
+                continue
+            field_path = f"spec.config.{key}"
+            problem = value_source_problem(value)
+            if problem is not None:
+                self.errors.append(res.issue("E_CONFIG_SCHEMA_INVALID", f"{res.key}: {problem}", field_path))
+                continue
+            found, variable = lookup_value_source(value, self.env)
+            if found is None:
+                self.errors.append(
+                    res.issue(
+                        "E_CONFIG_ENV_MISSING",
+                        env_missing_message(variable or "?", f"{res.key} {field_path}"),
+                        field_path,
+                        env_missing_suggestion(variable or "?"),
+                    )
+                )
 
     def _check_builtin_entry(self, res: Resource) -> None:
         """Built-ins are checked only once something uses them: an unused one must not break a bundle."""
@@ -901,6 +931,9 @@ class Loader:
 
         base = ext.raw.get("spec", {}).get("config") or {}
         config = {**base, **override}
+        for key, value in config.items():  # checked against the schema as the string the env will give
+            if is_config_value_source(value):
+                config[key] = f"<{key} from the environment>"
         if ext.name == "required-tools-guard" and spec.required_tools and not config.get("requiredTools"):
             config["requiredTools"] = list(spec.required_tools)  # the runtime fills it in the same way
         properties = schema.get("properties")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._resource import Resource
 from ._schemas import AgentSpec, SwarmSpec, ToolSpec
+from ._values import resolve_config
 
 if TYPE_CHECKING:
     from ._bundle import Bundle
@@ -82,7 +83,12 @@ def build_plan(bundle: Bundle, agent: Resource, swarm: Resource | None) -> Agent
     for use in spec.extensions:
         ext = bundle.resolve_ref(use.ref, agent, "Extension")
         base = ext.raw.get("spec", {}).get("config") or {}
-        extensions.append(ExtensionBinding(ext, {**base, **use.config}))
+        config = resolve_config({**base, **use.config}, bundle.env, path=f"{agent.key} config of {ext.key}")
+        extensions.append(ExtensionBinding(ext, config))
+    for tool in tools:  # valueFrom entries become the variables' values (README.md#secrets-for-tools-and-extensions)
+        tool_configs[tool.name] = resolve_config(
+            tool_configs.get(tool.name) or {}, bundle.env, path=f"{agent.key} config of {tool.key}"
+        )
     available = tool_names(tools)
     for index, required in enumerate(spec.required_tools):
         if required not in available:

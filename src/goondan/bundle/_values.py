@@ -102,3 +102,25 @@ def env_missing_message(variable: str, where: str) -> str:
 
 def env_missing_suggestion(variable: str) -> str:
     return f"export {variable}=... before running, or put {variable}=... in the bundle's .env file"
+
+
+def is_config_value_source(value: Any) -> bool:
+    """A config entry read from the environment: a mapping whose only key is ``valueFrom``."""
+    return isinstance(value, Mapping) and set(value) == {"valueFrom"}
+
+
+def resolve_config(config: Mapping[str, Any], env: Mapping[str, str], *, path: str) -> dict[str, Any]:
+    """``config`` with each top-level ``{valueFrom: {env | secretRef}}`` replaced by the variable's value.
+
+    This is how tools (``ctx.config``) and extensions (``register(api, config)``) receive secrets
+    from ``.env`` files or the environment without writing them into ``goondan.yaml``. The value
+    exists only in the running process: it is not part of any runtime event, message or state file.
+    A variable that is unset is a load error (``E_CONFIG_ENV_MISSING``), never an empty string.
+    """
+    if not any(is_config_value_source(v) for v in config.values()):
+        return dict(config)
+    out = dict(config)
+    for key, value in config.items():
+        if is_config_value_source(value):
+            out[key] = resolve_value_source(value, env, required=True, path=f"{path}.{key}")
+    return out

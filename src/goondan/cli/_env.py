@@ -1,4 +1,11 @@
-"""Environment for a command: system < ``.env`` < ``.env.local`` < ``--env-file``, later wins."""
+"""The environment a command runs with (README.md#environment-and-env-files).
+
+Precedence, highest first: ``--env-file FILE`` > ``.env.local`` > ``.env`` > the process environment.
+The files sit in the bundle directory; ``.env.local`` is the untracked per-machine override of a
+shared ``.env``. Files are read with python-dotenv (quotes, ``export``, multi-line values and
+``${VAR}`` expansion as everywhere else dotenv is used); nothing is written back to ``os.environ``:
+the result is handed to the bundle loader, which resolves ``valueFrom: {env: ...}`` sources from it.
+"""
 
 from __future__ import annotations
 
@@ -7,26 +14,14 @@ from pathlib import Path
 
 
 def parse_env_file(path: Path) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("export "):
-            line = line[7:].lstrip()
-        key, sep, value = line.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            continue
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        out[key] = value
-    return out
+    """``KEY=value`` pairs of one dotenv file (a bare ``KEY`` without ``=`` sets nothing)."""
+    from dotenv import dotenv_values
+
+    return {key: value for key, value in dotenv_values(path, encoding="utf-8").items() if value is not None}
 
 
 def load_env(bundle_dir: Path, env_file: str | None) -> dict[str, str]:
-    """Environment for a run: system < ``.env`` < ``.env.local`` < ``--env-file``, later wins."""
+    """Environment for a run: ``--env-file`` > ``.env.local`` > ``.env`` > ``os.environ``."""
     from ..errors import ConfigError
 
     env = dict(os.environ)
