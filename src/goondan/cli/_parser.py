@@ -206,7 +206,6 @@ def build_parser() -> argparse.ArgumentParser:
     il.add_argument("-n", "--limit", type=int, default=20, help="at most N rows (default 20)")
     il.add_argument("--all", action="store_true", help="no row limit")
     il.add_argument("--store", metavar="URL", help="store URL or directory (default: GOONDAN_STORE, state root)")
-    il.add_argument("--store", metavar="URL", help="store URL or directory (default: GOONDAN_STORE, state root)")
     il.set_defaults(func=cmd_instance_list)
     idel = _sub(
         isub,
@@ -223,7 +222,6 @@ def build_parser() -> argparse.ArgumentParser:
     idel.add_argument("-a", "--agent", metavar="NAME", help="only this agent's instance")
     idel.add_argument("-w", "--workspace", metavar="ID", help="only in this workspace")
     idel.add_argument("-f", "--force", action="store_true", help="delete even while a gdn run uses the workspace")
-    idel.add_argument("--store", metavar="URL", help="store URL or directory (default: GOONDAN_STORE, state root)")
     idel.add_argument("--store", metavar="URL", help="store URL or directory (default: GOONDAN_STORE, state root)")
     idel.set_defaults(func=cmd_instance_delete)
     ire = _sub(
@@ -256,7 +254,6 @@ def build_parser() -> argparse.ArgumentParser:
     lg.add_argument("-w", "--workspace", metavar="ID", help="only this workspace")
     lg.add_argument("-l", "--lines", type=int, default=200, help="last N records (default 200, 0 = all)")
     lg.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
-    lg.add_argument("--store", metavar="URL", help="store URL or directory (default: GOONDAN_STORE, state root)")
     lg.add_argument("--store", metavar="URL", help="store URL or directory (default: GOONDAN_STORE, state root)")
     lg.set_defaults(func=cmd_logs)
 
