@@ -8,6 +8,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -60,7 +61,22 @@ def run_turns(bundle: Path, state_root: Path, inputs: Sequence[str]) -> list[goo
         async with goondan.Runtime(bundle, state_root=state_root, executor="process") as rt:
             return [await rt.request(text) for text in inputs]
 
-    results = asyncio.run(main())
+    # in a thread of its own: the caller may be inside an event loop (Playwright's sync API runs one)
+    box: list[list[goondan.TurnResult] | BaseException] = []
+
+    def target() -> None:
+        try:
+            box.append(asyncio.run(main()))
+        except BaseException as exc:
+            box.append(exc)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join(120)
+    assert box, "the run did not finish within 120 s"
+    if isinstance(box[0], BaseException):
+        raise box[0]
+    results = box[0]
     for r in results:
         assert r.finish_reason == "text_response", r.error
     return results

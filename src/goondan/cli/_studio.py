@@ -30,6 +30,13 @@ def add_studio_parser(sub: Any, common: argparse.ArgumentParser) -> None:
             "only that bundle's workspaces, plus its connectors and routes in the graph.\n"
             "Binds 127.0.0.1; another --host needs a token (--token or $GOONDAN_STUDIO_TOKEN)."
         ),
+        epilog=(
+            "examples:\n"
+            "  gdn studio                      every workspace of the state root, on http://127.0.0.1:4000/\n"
+            "  gdn studio ./my-swarm --open    one bundle's workspaces, connectors and routes\n"
+            "  gdn studio --store postgresql://db/goondan --port 4001\n"
+            "  GOONDAN_STUDIO_TOKEN=... gdn studio --host 0.0.0.0   then open http://HOST:4000/?token=..."
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("path", nargs="?", metavar="PATH", help="bundle directory (default: every workspace)")

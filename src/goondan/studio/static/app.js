@@ -1,6 +1,6 @@
 // Goondan Studio: a read-only view over the JSON API of goondan.studio (no framework, no build step).
 // Long lists stay fast by paging on the server and keeping only a few pages in the DOM.
-import { h, fmtTime, fmtMs, short, json } from "./dom.js";
+import { h, fmtTime, fmtMs, short, json, plural } from "./dom.js";
 import { renderWaterfall, renderGraph } from "./views.js";
 
 const PAGE = 100;          // conversation rows per page
@@ -60,8 +60,8 @@ function instanceRow(it) {
     h("div", { class: "name" }, `${it.agent}`, h("span", { class: "muted" }, ` @ ${it.key}`), " ",
       h("span", { class: `badge ${it.status}`, "data-testid": "status" }, it.status)),
     h("div", { class: "sub" },
-      h("span", { "data-testid": "turn-count" }, `${it.turns} turn${it.turns === 1 ? "" : "s"}`),
-      h("span", {}, `${it.messages} msgs`),
+      h("span", { "data-testid": "turn-count" }, plural(it.turns, "turn")),
+      h("span", {}, plural(it.messages, "message")),
       h("span", { title: it.updatedAt }, fmtTime(it.updatedAt)),
       h("span", {}, it.bundle)));
   row.addEventListener("click", () => select({ workspace: it.workspace, agent: it.agent, key: it.key }));
@@ -88,7 +88,7 @@ async function refreshSummary(summary) {
   const s = summary || await api("/api/instance", state.sel).catch(() => null);
   if (!s) return;
   document.getElementById("inst-meta").textContent =
-    `${s.status} · ${s.turns} turns · ${s.messages} messages · last activity ${fmtTime(s.updatedAt)} · ${s.workspace}`;
+    `${s.status} · ${plural(s.turns, "turn")} · ${plural(s.messages, "message")} · last activity ${fmtTime(s.updatedAt)} · ${s.workspace}`;
 }
 
 async function openTab(tab, fresh) {

@@ -45,3 +45,7 @@ export function short(text, n) {
   const s = String(text).replace(/\s+/g, " ");
   return s.length > n ? s.slice(0, n - 1) + "…" : s;
 }
+
+export function plural(n, word) {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}

@@ -1,0 +1,103 @@
+"""``gdn studio`` as a real subprocess (goondan.studio._server): the host rule, the token on every
+kind of request, a taken port, and live updates over Server-Sent Events while a real run writes."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+from studio_testkit import delegation_bundle, gdn_studio, run_turns, studio_env
+
+from goondan.studio import is_loopback
+
+
+def gdn(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "goondan", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env or studio_env(),
+    )
+
+
+def test_only_loopback_hosts_count_as_local() -> None:
+    assert all(is_loopback(h) for h in ("127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost", "LOCALHOST"))
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.5", "192.168.1.2", "example.com"))
+
+
+def test_a_non_loopback_host_without_a_token_is_refused_before_listening(state_root: Path) -> None:
+    proc = gdn("studio", "--host", "0.0.0.0", "--port", "0", "--state-root", str(state_root))
+    assert proc.returncode == 2, proc.stderr
+    assert "E_STUDIO_HOST_NOT_LOOPBACK" in proc.stderr and "--token" in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_with_a_token_every_request_must_carry_it(state_root: Path) -> None:
+    env = {**studio_env(), "GOONDAN_STUDIO_TOKEN": "s3cret-token"}
+    with gdn_studio("--host", "0.0.0.0", "--state-root", str(state_root), env=env) as studio:
+        base = studio.url.rstrip("/")
+        with httpx.Client(base_url=base, timeout=10) as client:
+            for path in ("/", "/api/overview", "/api/instances", "/static/app.js", "/api/stream"):
+                assert client.get(path).status_code == 401, path
+                assert client.get(path, headers={"Authorization": "Bearer wrong"}).status_code == 401, path
+            assert client.get("/?token=wrong").status_code == 401
+            ok = client.get("/api/overview", headers={"Authorization": "Bearer s3cret-token"})
+            assert ok.status_code == 200 and ok.json()["workspaces"] == []
+            assert client.get("/static/app.js", headers={"X-Goondan-Token": "s3cret-token"}).status_code == 200
+            first = client.get("/?token=s3cret-token")  # the first page load: a cookie, and the token leaves the URL
+            assert first.status_code == 303 and first.headers["location"] == "/"
+            assert "httponly" in first.headers["set-cookie"].lower()
+            assert client.get("/").status_code == 200  # the client keeps the cookie
+            assert client.get("/api/instances").status_code == 200
+
+
+def test_a_taken_port_is_a_clear_error(state_root: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        proc = gdn("studio", "--port", str(port), "--state-root", str(state_root))
+    assert proc.returncode == 2 and "E_STUDIO_PORT_IN_USE" in proc.stderr and "--port" in proc.stderr
+
+
+def test_a_bundle_path_that_is_not_a_bundle_is_a_config_error(tmp_path: Path, state_root: Path) -> None:
+    proc = gdn("studio", str(tmp_path), "--port", "0", "--state-root", str(state_root))
+    assert proc.returncode == 3 and "[E_" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_new_turn_of_a_live_run_arrives_as_a_server_sent_event(tmp_path: Path, state_root: Path) -> None:
+    bundle = delegation_bundle(tmp_path / "bundle")
+    run_turns(bundle, state_root, ["first"])
+    with gdn_studio(str(bundle), "--state-root", str(state_root)) as studio:
+        base = studio.url.rstrip("/")
+        (ws,) = httpx.get(f"{base}/api/overview").json()["workspaces"]
+        params = {"workspace": ws["id"], "agent": "helper", "key": "default"}
+        notices: list[dict[str, object]] = []
+        with httpx.stream("GET", f"{base}/api/stream", params=params, timeout=30) as stream:
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            runner = threading.Thread(target=run_turns, args=(bundle, state_root, ["second"]))
+            runner.start()
+            event = None
+            for line in stream.iter_lines():
+                if line.startswith("event: "):
+                    event = line[7:]
+                elif line.startswith("data: ") and event == "instance":
+                    notices.append(json.loads(line[6:]))
+                    if notices[-1]["turns"] == 2 and notices[-1]["status"] == "idle":
+                        break
+            runner.join(60)
+        assert notices[-1]["messages"] == 8 and notices[-1]["agent"] == "helper"
+        assert notices[-1]["lastTurn"]["status"] == "ok"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("port", ["-1", "70000"])
+def test_a_port_outside_the_range_is_a_usage_error(port: str, state_root: Path) -> None:
+    proc = gdn("studio", "--port", port, "--state-root", str(state_root))
+    assert proc.returncode == 2 and "E_STUDIO_BIND" in proc.stderr
