@@ -5,6 +5,8 @@ An adapter module describes one framework and ends with ``harness.main(Adapter()
 
 ``import``  time to import the framework's agent entry point, each in a fresh interpreter;
 ``memory``  bytes per constructed agent (tracemalloc, N agents kept alive) and the RSS delta;
+``durable`` per-turn CPU and wall time of the plain scenario (0 layers) with durable state, for the
+            "durable turn" comparison of ``durable.py``;
 ``bench``   per-turn medians for 0 layers, for 3 pass-through layers at every level (the scenario), and
             for 30 layers at one level at a time (the per-layer cost: 30 so the difference stands well
             above the run-to-run noise of a millisecond turn), then turns per second for 100 concurrent
@@ -268,6 +270,35 @@ async def bench_concurrency(adapter: Adapter, convs: int, turns_per_conv: int, r
     }
 
 
+async def bench_durable(adapter: Adapter, turns: int, warmup: int, block: int) -> dict[str, Any]:
+    """The plain scenario (no layers) timed alone, for adapters that keep durable state: median CPU
+    (process tree when turns run in child processes, per block) and wall time per turn."""
+    await _check(adapter, {})
+    runner = await adapter.make({})
+    walls: list[float] = []
+    cpus: list[float] = []
+    try:
+        for _ in range(warmup):
+            await runner.turn(0)
+        for _ in range(max(1, turns // block)):
+            gc.collect()
+            tree = TreeCpu() if adapter.tree_cpu else None
+            c0 = tree.start() if tree else time.process_time()
+            for _ in range(block):
+                t0 = time.perf_counter()
+                await runner.turn(0)
+                walls.append(time.perf_counter() - t0)
+            cpus.append(((tree.stop() if tree else time.process_time()) - c0) / block)
+    finally:
+        await runner.close()
+    return {
+        "durable_turn_us": statistics.median(walls) * 1e6,
+        "durable_turn_cpu_us": statistics.median(cpus) * 1e6,
+        "durable_turns": len(walls),
+        "durable_block": block,
+    }
+
+
 # --- memory --------------------------------------------------------------------------------------
 
 
@@ -326,7 +357,7 @@ def bench_import(adapter: Adapter, runs: int) -> dict[str, Any]:
 
 def main(adapter: Adapter, extra_args: Callable[[argparse.ArgumentParser], None] | None = None) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["info", "import", "memory", "bench"])
+    parser.add_argument("mode", choices=["info", "import", "memory", "bench", "durable"])
     parser.add_argument("--turns", type=int, default=2000, help="timed turns per configuration")
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--block", type=int, default=50, help="turns per interleaved block")
@@ -352,6 +383,8 @@ def main(adapter: Adapter, extra_args: Callable[[argparse.ArgumentParser], None]
     try:
         if args.mode == "import":
             out.update(bench_import(adapter, args.import_runs))
+        elif args.mode == "durable":
+            out.update(asyncio.run(_guard(bench_durable(adapter, args.turns, args.warmup, args.block))))
         elif args.mode == "memory":
             out.update(asyncio.run(_guard(bench_memory(adapter, args.agents))))
         elif args.mode == "bench":

@@ -1,7 +1,9 @@
 """Goondan adapter: the scenario as a bundle (python-provider model, one python tool, an extension that
 registers the pass-through middlewares), run through ``goondan.Runtime``.
 
-Variants (``--isolation inline|process``, ``--persist on|off``). A variant the runtime refuses with
+Variants (``--isolation inline|process``, ``--persist on|off``, ``--store URL``: the store of a
+persisted run, default the filesystem store under a temporary state root; ``postgresql://...`` for
+the PostgreSQL store). A variant the runtime refuses with
 ``E_ISOLATION_UNAVAILABLE`` is reported as n/a, so process isolation is picked up by the next run once
 it exists, with no change here.
 """
@@ -132,7 +134,7 @@ class GoondanAdapter(h.Adapter):
     def __init__(self) -> None:
         super().__init__(
             name="goondan",
-            package="goondan",
+            package="goondan-runtime",  # the distribution's name on PyPI (the import name is goondan)
             import_stmt="from goondan import Runtime",
             levels={
                 "turn": "turn middleware `async def layer(ctx): return await ctx.next()` (api.pipeline.register)",
@@ -144,6 +146,7 @@ class GoondanAdapter(h.Adapter):
         )
         self.isolation = "inline"
         self.persist = False
+        self.store: str | None = None
         self._mem_rt: Any = None
         self._mem_n = 0
         self._probe_file = Path(tempfile.mkdtemp(prefix="gdn-probe-")) / "probe.log"
@@ -152,12 +155,20 @@ class GoondanAdapter(h.Adapter):
     def configure(self, args: argparse.Namespace) -> None:
         self.isolation = args.isolation
         self.persist = args.persist == "on"
+        self.store = args.store or None
         self.tree_cpu = self.isolation == "process"  # instances run in child processes
         self.name = f"goondan {self.isolation} persist={'on' if self.persist else 'off'}"
+        if self.store:
+            self.name += f" store={self.store.split(':', 1)[0]}"
         self.notes = (
             "each conversation is a Runtime instance (instance_key) whose history grows across the timed turns"
             + ("; every message event is appended to disk, the turn fsync'd" if self.persist else "")
         )
+
+    def version(self) -> str:
+        import goondan
+
+        return str(goondan.__version__)  # also right when run from a source tree (--goondan-src)
 
     def read_probe(self) -> tuple[int, dict[str, int]]:
         lines = self._probe_file.read_text().split() if self._probe_file.exists() else []
@@ -169,7 +180,9 @@ class GoondanAdapter(h.Adapter):
         tmp = tempfile.mkdtemp(prefix="gdn-peers-")
         bundle = write_bundle(Path(tmp) / "bundle", layers, str(self._probe_file) if probe else "")
         try:
-            rt = goondan.Runtime(bundle, state_root=Path(tmp) / "state", isolation=self.isolation, persist=self.persist)
+            rt = goondan.Runtime(
+                bundle, state_root=Path(tmp) / "state", isolation=self.isolation, persist=self.persist, store=self.store
+            )
         except goondan.GoondanError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             if exc.code == "E_ISOLATION_UNAVAILABLE":
@@ -194,6 +207,7 @@ class GoondanAdapter(h.Adapter):
 def _args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--isolation", default="inline", choices=["inline", "process"])
     parser.add_argument("--persist", default="off", choices=["on", "off"])
+    parser.add_argument("--store", default="", help="store URL of a persisted run (default: the filesystem store)")
 
 
 if __name__ == "__main__":

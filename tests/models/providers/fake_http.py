@@ -44,6 +44,8 @@ class Reply:
     chunk_delay: float = 0.0
     stall_before: float = 0.0  # seconds to wait before the status line (a slow server)
     stall_after_chunks: int | None = None  # stop sending (but keep the connection) after N events
+    pauses: dict[int, float] = dataclasses.field(default_factory=dict)  # event index -> seconds to wait before it
+    before_event: Callable[[int], None] | None = None  # called right before event i is written (timing probes)
 
 
 Handler = Callable[[Req], Reply]
@@ -167,6 +169,10 @@ class FakeServer:
                 return False
             if reply.chunk_delay:
                 await asyncio.sleep(reply.chunk_delay)
+            if index in reply.pauses:
+                await asyncio.sleep(reply.pauses[index])
+            if reply.before_event is not None:
+                reply.before_event(index)
             text = event if isinstance(event, str) else sse_event(event)
             data = text.encode()
             writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

@@ -1,0 +1,253 @@
+"""Streaming overhead (issue 17, item 3). Run: ``python bench/streaming.py`` (``--quick``: fewer turns).
+
+A loopback Anthropic Messages API (``tests/models/providers/fake_http.py``) streams every answer as
+Server-Sent Events and pauses before the first text delta, so the client is idle, as it is while a
+real model thinks. The server notes the moment it writes that first token (``perf_counter``, a
+system-wide monotonic clock on Linux, comparable across processes); the listener notes the moment
+the token arrives. Per turn one sample of "first token written -> first delta seen", for:
+
+- ``sdk``: the official ``anthropic`` SDK alone, streaming in this process (the floor: loopback
+  TCP, HTTP chunking and the SDK's SSE parsing, which every framework pays);
+- ``inline``: ``Runtime(executor="inline")``, listener on ``Runtime.on_text_delta`` (provider
+  adapter, engine, listener dispatch, all in this process);
+- ``process``: ``Runtime(executor="process")``, the default: the model is called in the agent's
+  own process and each delta crosses the IPC channel to the host, where ``Runtime.on_text_delta``
+  sees it.
+
+Added latency = the variant's percentile minus the SDK's. The rounds alternate the variants (one
+round = ``--block`` turns of each, in rotating order) so load on the machine hits them alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY = "sk-ant-stream-bench"
+THINK = 0.015  # seconds the fake model "thinks" before its first token
+
+
+def _fake_http() -> Any:
+    path = ROOT / "tests" / "models" / "providers" / "fake_http.py"
+    spec = importlib.util.spec_from_file_location("goondan_bench_fake_http", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class Clock:
+    """First-token write times (server side) and first-delta arrival times (listener side), per turn."""
+
+    def __init__(self) -> None:
+        self.written: list[float] = []
+        self.seen: list[float] = []
+        self.waiting = False
+
+    def start_turn(self) -> None:
+        self.waiting = True
+
+    def delta(self) -> None:
+        if self.waiting:
+            self.seen.append(time.perf_counter())
+            self.waiting = False
+
+    def samples_us(self) -> list[float]:
+        return [(s - w) * 1e6 for w, s in zip(self.written, self.seen, strict=True)]
+
+
+def make_handler(fake: Any, clock: Clock) -> Callable[[Any], Any]:
+    message = fake.anthropic_message([{"type": "text", "text": "Hello there, streaming world."}])
+    events = fake.anthropic_stream(message)
+    first = next(i for i, e in enumerate(events) if "text_delta" in e)
+
+    def before(index: int) -> None:
+        if index == first:
+            clock.written.append(time.perf_counter())
+
+    def handler(req: Any) -> Any:
+        return fake.Reply(sse=events, pauses={first: THINK}, before_event=before)
+
+    return handler
+
+
+BUNDLE = """apiVersion: goondan.ai/v1
+kind: Model
+metadata: {{name: claude}}
+spec:
+  provider: anthropic
+  model: claude-stream-bench
+  endpoint: {endpoint}
+  apiKey: {{valueFrom: {{env: BENCH_ANTHROPIC_KEY}}}}
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata: {{name: talker}}
+spec:
+  modelConfig: {{modelRef: Model/claude, params: {{maxTokens: 64}}}}
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata: {{name: default}}
+spec: {{entryAgent: Agent/talker, agents: [Agent/talker]}}
+"""
+
+
+class SdkVariant:
+    name = "sdk"
+
+    def __init__(self, url: str, clock: Clock) -> None:
+        import anthropic
+
+        self.clock = clock
+        self.client = anthropic.AsyncAnthropic(api_key=KEY, base_url=url, max_retries=0)
+
+    async def turn(self) -> None:
+        self.clock.start_turn()
+        stream = await self.client.messages.create(
+            model="m", max_tokens=64, messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        async for event in stream:
+            if event.type == "content_block_delta":
+                self.clock.delta()
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+class RuntimeVariant:
+    def __init__(self, executor: str, url: str, clock: Clock, tmp: Path) -> None:
+        import goondan
+
+        self.name = executor
+        self.clock = clock
+        root = tmp / executor
+        root.mkdir()
+        (root / "goondan.yaml").write_text(BUNDLE.format(endpoint=url))
+        self.rt = goondan.Runtime(
+            root, state_root=tmp / f"state-{executor}", executor=executor, env={"BENCH_ANTHROPIC_KEY": KEY}
+        )
+        self.rt.on_text_delta(lambda event: clock.delta())
+
+    async def turn(self) -> None:
+        self.clock.start_turn()
+        result = await self.rt.request("hi")
+        if result.text != "Hello there, streaming world.":
+            raise SystemExit(f"{self.name}: unexpected turn result {result!r}")
+
+    async def close(self) -> None:
+        await self.rt.close()
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def measure(turns: int, block: int, warmup: int, variants: list[str]) -> dict[str, Any]:
+    fake = _fake_http()
+    clocks = {name: Clock() for name in variants}
+    servers = {name: fake.FakeServer(make_handler(fake, clocks[name])) for name in variants}
+    for server in servers.values():
+        server.__enter__()
+    runners: dict[str, Any] = {}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for name in variants:
+                url = servers[name].url
+                runners[name] = (
+                    SdkVariant(url, clocks[name])
+                    if name == "sdk"
+                    else RuntimeVariant(name, url, clocks[name], Path(tmp))
+                )
+            for name, runner in runners.items():
+                if isinstance(runner, RuntimeVariant):
+                    await runner.rt.start()
+                for _ in range(warmup):
+                    await runner.turn()
+                clocks[name].written.clear()
+                clocks[name].seen.clear()
+            rounds = max(1, turns // block)
+            for r in range(rounds):
+                order = variants[r % len(variants) :] + variants[: r % len(variants)]
+                for name in order:
+                    for _ in range(block):
+                        await runners[name].turn()
+            for runner in runners.values():
+                await runner.close()
+    finally:
+        for server in servers.values():
+            server.__exit__(None, None, None)
+    out: dict[str, Any] = {}
+    for name in variants:
+        samples = clocks[name].samples_us()
+        out[name] = {
+            "samples": len(samples),
+            "p50_us": statistics.median(samples),
+            "p99_us": pct(samples, 0.99),
+            "min_us": min(samples),
+        }
+    return out
+
+
+def render(res: dict[str, Any]) -> str:
+    base = res.get("sdk")
+    head = f"{'first token -> first delta':<40}{'samples':>8}{'p50 µs':>9}{'p99 µs':>9}{'+p50 µs':>9}{'+p99 µs':>9}"
+    lines = [head, "-" * len(head)]
+    labels = {
+        "sdk": "anthropic SDK alone (floor)",
+        "inline": "Runtime.on_text_delta, inline",
+        "process": "Runtime.on_text_delta, process (default)",
+    }
+    for name, r in res.items():
+        added = ("", "")
+        if base is not None and name != "sdk":
+            added = (f"{r['p50_us'] - base['p50_us']:.0f}", f"{r['p99_us'] - base['p99_us']:.0f}")
+        lines.append(
+            f"{labels.get(name, name):<40}{r['samples']:>8}{r['p50_us']:>9.0f}{r['p99_us']:>9.0f}"
+            f"{added[0]:>9}{added[1]:>9}"
+        )
+    proc, sdk = res.get("process"), res.get("sdk")
+    if proc and sdk:
+        added50 = (proc["p50_us"] - sdk["p50_us"]) / 1000
+        lines += [
+            "",
+            f"target: added p50 through process isolation <= 1 ms: {added50:.2f} ms  "
+            f"{'ok' if added50 <= 1 else 'MISSED'}",
+        ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=400, help="timed turns per variant")
+    parser.add_argument("--block", type=int, default=25)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--quick", action="store_true", help="60 turns per variant")
+    parser.add_argument("--variants", default="sdk,inline,process")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if args.quick:
+        args.turns, args.block, args.warmup = 60, 10, 3
+    variants = [v for v in args.variants.split(",") if v]
+    res = asyncio.run(measure(args.turns, args.block, args.warmup, variants))
+    print(f"streaming: {args.turns} turns per variant, the model thinks {THINK * 1000:.0f} ms before its first token")
+    print(render(res))
+    print("BENCH-JSON " + json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

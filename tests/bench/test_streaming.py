@@ -1,0 +1,28 @@
+"""The streaming benchmark keeps working: every variant (SDK alone, inline and process runtimes)
+gets one first-delta sample per turn, timed from the moment the fake server wrote the first token."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "streaming.py"
+
+
+def test_streaming_bench_times_first_token_to_first_delta_for_every_variant() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--turns=6", "--block=3", "--warmup=1"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("BENCH-JSON ")]
+    report = json.loads(line.removeprefix("BENCH-JSON "))
+    assert set(report) == {"sdk", "inline", "process"}
+    for figures in report.values():
+        assert figures["samples"] == 6
+        # a delta cannot arrive before the server wrote the token, nor wait for the whole answer
+        assert 0 < figures["min_us"] <= figures["p50_us"] < 5_000_000
