@@ -200,9 +200,12 @@ async def _request_cancellable(rt: Any, args: argparse.Namespace, text: RequestI
 
 
 async def _one_shot(args: argparse.Namespace, bundle: Any, text: RequestInput, env: Mapping[str, str]) -> int:
+    from ._spinner import status_line
+
     async with _runtime(args, bundle, env) as rt:
         _kill_on_hard_exit(rt)
-        result = await _request_cancellable(rt, args, text)
+        async with status_line(rt, args):  # a terminal's status line; nothing on pipes (cli/_spinner.py)
+            result = await _request_cancellable(rt, args, text)
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n")
     elif result.text is not None and result.finish_reason != "cancelled":
