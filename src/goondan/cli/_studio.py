@@ -14,6 +14,8 @@ from typing import Any
 from ._output import EXIT_OK, EXIT_USAGE, CliError
 
 ENV_TOKEN = "GOONDAN_STUDIO_TOKEN"
+# what the user asked for cannot be served: a usage error (exit 2), not an internal one
+_USAGE_CODES = ("E_STUDIO_HOST_NOT_LOOPBACK", "E_STUDIO_PORT_IN_USE", "E_STUDIO_BIND")
 
 
 def add_studio_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -86,7 +88,7 @@ def cmd_studio(args: argparse.Namespace) -> int:
             token=token,
         )
     except GoondanError as exc:
-        if exc.code.startswith("E_STUDIO_"):
+        if exc.code in _USAGE_CODES:
             raise CliError(exc.code, exc.message, exit_code=EXIT_USAGE, suggestion=exc.suggestion) from None
         raise
     url = server.url
