@@ -142,12 +142,12 @@ async def _read(response: httpx.Response, max_bytes: int | None) -> bytes:
         return await response.aread()
     advertised = response.headers.get("content-length", "")
     if advertised.isdigit() and int(advertised) > max_bytes:
-        raise ResponseTooLarge(f"{response.url} is {advertised} bytes, over the limit of {max_bytes}")
+        raise ResponseTooLarge(f"{_safe_url(str(response.url))} is {advertised} bytes, over the limit of {max_bytes}")
     buf = bytearray()
     async for chunk in response.aiter_bytes():
         buf += chunk
         if len(buf) > max_bytes:
-            raise ResponseTooLarge(f"{response.url} is over the limit of {max_bytes} bytes")
+            raise ResponseTooLarge(f"{_safe_url(str(response.url))} is over the limit of {max_bytes} bytes")
     return bytes(buf)
 
 

@@ -3,7 +3,7 @@
 The connector downloads (it holds the platform token the file URL needs) and hands the bytes on as
 ``data``; the agent's store then keeps them beside the conversation, so a platform URL that expires
 or needs a token never has to be fetched again. The per-part size limit of requests applies
-(``GOONDAN_MAX_ATTACHMENT_BYTES``), on the advertised size and on the bytes received.
+(``GOONDAN_MAX_ATTACHMENT_BYTES``), on the advertised size and while the bytes arrive.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._content import IMAGE_TYPES, guess_media_type, max_part_bytes, sniff_image
-from ._http import http_request
+from .._http_client import ResponseTooLarge, request
 
 
 async def download_part(
@@ -29,12 +29,13 @@ async def download_part(
     ``OSError`` for network failures, ``ValueError`` for an error status or a file over the limit;
     a connector catches both and falls back to mentioning the file in the message text."""
     limit = max_part_bytes()
-    resp = await http_request("GET", url, headers=headers, timeout=timeout)
+    try:
+        # the limit stops the download itself, not just the result
+        resp = await request("GET", url, headers=headers, timeout=timeout, max_bytes=limit)
+    except ResponseTooLarge:
+        raise ValueError(f"{name or url} is over the attachment limit of {limit} bytes") from None
     if resp.status >= 400:
         raise ValueError(f"downloading {name or url} failed with HTTP {resp.status}")
-    advertised = resp.headers.get("content-length", "")
-    if (advertised.isdigit() and int(advertised) > limit) or len(resp.body) > limit:
-        raise ValueError(f"{name or url} is over the attachment limit of {limit} bytes")
     data = resp.body
     sniffed = sniff_image(data)
     declared = media_type or resp.headers.get("content-type", "").split(";", 1)[0].strip().lower()

@@ -117,7 +117,10 @@ async def run(ctx: Any) -> None:
         content = reply.text if reply.ok and reply.text is not None else "Sorry, something went wrong."
         try:
             resp = await http_request(
-                "PATCH", f"{api}/webhooks/{app_id}/{token}/messages/@original", json_body={"content": content}
+                "PATCH",
+                f"{api}/webhooks/{app_id}/{token}/messages/@original",
+                json_body={"content": content},
+                safe=True,
             )
             if resp.status >= 400:
                 ctx.logger.warning("interaction follow-up failed: %s %s", resp.status, resp.body[:200])

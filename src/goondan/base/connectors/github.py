@@ -131,6 +131,7 @@ async def run(ctx: Any) -> None:
                 f"{api}/repos/{props['repo']}/issues/{props['number']}/comments",
                 json_body={"body": reply.text},
                 headers={"Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json"},
+                safe=True,  # a 429 / 503 from GitHub means the comment was not created
             )
             if resp.status >= 400:
                 ctx.logger.warning("posting the comment failed: %s %s", resp.status, resp.body[:200])

@@ -96,7 +96,11 @@ async def run(ctx: Any) -> None:
         body["thread_ts"] = ev["properties"].get("thread_ts") or ev["properties"].get("ts")
         try:
             resp = await http_request(
-                "POST", f"{api}/chat.postMessage", json_body=body, headers={"Authorization": f"Bearer {token}"}
+                "POST",
+                f"{api}/chat.postMessage",
+                json_body=body,
+                headers={"Authorization": f"Bearer {token}"},
+                safe=True,  # Slack answers 429 (Retry-After) without posting
             )
             if resp.status >= 400 or not (resp.json() or {}).get("ok", False):
                 ctx.logger.warning("chat.postMessage failed: %s %s", resp.status, resp.body[:200])

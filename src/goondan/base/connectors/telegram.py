@@ -4,7 +4,8 @@ Secret ``botToken`` (or ``TELEGRAM_BOT_TOKEN``/``BOT_TOKEN``/``TELEGRAM_TOKEN``)
 (https://api.telegram.org), ``pollTimeout`` seconds (30), ``retryDelay`` seconds (1, doubled up to
 ``maxRetryDelay``, 30). ``offset`` is the last seen ``update_id + 1``, so an update is handled once even
 across failed polls; an update below the offset (served again by a proxy or a misbehaving API) is
-skipped. A 429 waits ``parameters.retry_after`` seconds, as the Bot API asks. Messages from
+skipped. A 429 waits ``parameters.retry_after`` seconds, as the Bot API asks (replies are retried
+by the shared HTTP client, :mod:`goondan._http_client`). Messages from
 bots and empty messages are skipped. Event ``telegram_message``; instance key ``telegram:<chatId>``.
 A message's photo (largest size) and document are downloaded and sent as image or file parts.
 """
@@ -97,19 +98,14 @@ async def run(ctx: Any) -> None:
         if reply.text is None:
             return
         body = {"chat_id": chat_id, "text": reply.text, "reply_to_message_id": message_id}
-        for _ in range(5):
-            try:
-                resp = await http_request("POST", f"{base}/sendMessage", json_body=body, timeout=30)
-            except OSError as exc:
-                ctx.logger.warning("sendMessage failed: %s", exc)
-                await asyncio.sleep(first_delay)
-                continue
-            if resp.status == 429:
-                await asyncio.sleep(float(((resp.json() or {}).get("parameters") or {}).get("retry_after", 1)))
-                continue
-            if resp.status >= 400:
-                ctx.logger.warning("sendMessage answered %s: %s", resp.status, resp.body[:200])
+        try:
+            # a 429 (parameters.retry_after) means the message was not sent: the client retries it
+            resp = await http_request("POST", f"{base}/sendMessage", json_body=body, timeout=30, safe=True)
+        except OSError as exc:
+            ctx.logger.warning("sendMessage failed: %s", exc)
             return
+        if resp.status >= 400:
+            ctx.logger.warning("sendMessage answered %s: %s", resp.status, resp.body[:200])
 
     ctx.ready()
     while True:
