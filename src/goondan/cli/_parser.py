@@ -27,6 +27,7 @@ from ._commands import (
     cmd_schema,
     cmd_validate,
 )
+from ._eval import add_eval_parser
 from ._studio import add_studio_parser
 
 KINDS = ("Package", "Model", "Agent", "Swarm", "Tool", "Extension", "Connector", "Connection")
@@ -239,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _approvals_parser(sub, common)
     add_studio_parser(sub, common)
+    add_eval_parser(sub, common)
 
     lg = _sub(
         sub,

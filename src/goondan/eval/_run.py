@@ -1,0 +1,332 @@
+"""Running an eval suite: every scenario on its own state root, at most ``concurrency`` at a time.
+
+A scenario runs the user's real bundle through :class:`goondan.testing.AsyncAgentRunner` (so what is
+evaluated is what ``gdn run`` would do), then its checks and rubric criteria become a list of
+:class:`CriterionResult` scored 0..1. Each state root is a normal one, with the conversation and
+runtime events (trace ids included) of the scenario: kept with ``keep_state`` so that ``gdn logs``
+and Studio can open it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import GoondanError
+from ..messages import content_text
+from ..testing._runner import AsyncAgentRunner
+from ..testing._turn import Turn, is_subset
+from ._judge import JudgeModel
+from ._pricing import cost, price_for
+from ._suite import Scenario, Suite, slug
+
+
+@dataclass
+class CriterionResult:
+    name: str
+    kind: str  # "check" | "rubric"
+    score: float
+    passed: bool
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "score": self.score, "passed": self.passed, "detail": self.detail}
+
+
+@dataclass
+class ScenarioResult:
+    name: str
+    passed: bool
+    score: float
+    criteria: list[CriterionResult] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = 0.0
+    latency_ms: float = 0.0
+    steps: int = 0
+    text: str | None = None
+    error: str | None = None
+    state_root: str | None = None
+    trace_ids: list[str] = field(default_factory=list)
+    transcript: str = ""
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "passed": self.passed,
+            "score": round(self.score, 4),
+            "criteria": [c.to_json() for c in self.criteria],
+            "tokens": {
+                "prompt": self.prompt_tokens,
+                "completion": self.completion_tokens,
+                "total": self.total_tokens,
+            },
+            "costUsd": self.cost_usd,
+            "latencyMs": round(self.latency_ms, 1),
+            "steps": self.steps,
+            "text": self.text,
+            "error": self.error,
+            "stateRoot": self.state_root,
+            "traceIds": self.trace_ids,
+            "transcript": self.transcript,
+        }
+
+
+@dataclass
+class EvalReport:
+    suite: str
+    threshold: float
+    scenarios: list[ScenarioResult]
+    started_at: str
+    duration_ms: float
+    judge_tokens: int = 0
+
+    @property
+    def pass_rate(self) -> float:
+        return sum(s.passed for s in self.scenarios) / len(self.scenarios) if self.scenarios else 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.pass_rate >= self.threshold
+
+    @property
+    def cost_usd(self) -> float | None:
+        costs = [s.cost_usd for s in self.scenarios]
+        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "suite": self.suite,
+            "startedAt": self.started_at,
+            "durationMs": round(self.duration_ms, 1),
+            "threshold": self.threshold,
+            "passRate": round(self.pass_rate, 4),
+            "passed": self.passed,
+            "costUsd": self.cost_usd,
+            "judgeTokens": self.judge_tokens,
+            "scenarios": [s.to_json() for s in self.scenarios],
+        }
+
+
+def _input_text(value: str | list[dict[str, Any]]) -> str:
+    return value if isinstance(value, str) else content_text(value)
+
+
+def _check(name: str, ok: bool, detail: str = "") -> CriterionResult:
+    return CriterionResult(name, "check", 1.0 if ok else 0.0, ok, "" if ok else detail)
+
+
+def deterministic_checks(scenario: Scenario, turns: list[Turn]) -> list[CriterionResult]:
+    """The scenario's ``expect`` checks; tool checks look at every turn, the rest at the last one
+    (tokens and latency add up over all turns)."""
+    expect = scenario.expect
+    last = turns[-1]
+    calls = [c for t in turns for c in t.tool_calls]
+    out: list[CriterionResult] = []
+    seen_calls = "; ".join(f"{c.name}({c.args})" for c in calls) or "no tool calls"
+    for tool in expect.tool_called:
+        matching = [c for c in calls if c.name == tool.name and (tool.args is None or is_subset(tool.args, c.args))]
+        ok = len(matching) == tool.times if tool.times is not None else bool(matching)
+        label = (
+            f"tool {tool.name}"
+            + (f" {json.dumps(tool.args, sort_keys=True)}" if tool.args else "")
+            + (f" x{tool.times}" if tool.times else "")
+        )
+        out.append(_check(label, ok, f"calls: {seen_calls}"))
+    for name in expect.tool_not_called:
+        out.append(_check(f"no tool {name}", all(c.name != name for c in calls), f"calls: {seen_calls}"))
+    text = last.text or ""
+    for needle in expect.text_contains:
+        out.append(_check(f"text contains {needle!r}", needle in text, f"text: {text[:200]!r}"))
+    for pattern in expect.text_regex:
+        out.append(_check(f"text matches /{pattern}/", re.search(pattern, text) is not None, f"text: {text[:200]!r}"))
+    if expect.output_schema is not None:
+        import jsonschema
+
+        output = last.output
+        if output is None:
+            out.append(_check("output schema", False, "the turn has no structured output"))
+        else:
+            errors = list(jsonschema.Draft202012Validator(expect.output_schema).iter_errors(output))
+            out.append(_check("output schema", not errors, errors[0].message if errors else ""))
+    if expect.max_steps is not None:
+        steps = max(t.steps for t in turns)
+        out.append(_check(f"steps <= {expect.max_steps}", steps <= expect.max_steps, f"took {steps} steps"))
+    if expect.max_tokens is not None:
+        tokens = sum(t.token_usage["totalTokens"] for t in turns)
+        out.append(_check(f"tokens <= {expect.max_tokens}", tokens <= expect.max_tokens, f"used {tokens} tokens"))
+    if expect.max_latency_ms is not None:
+        latency = sum(t.latency_ms for t in turns)
+        ok = latency <= expect.max_latency_ms
+        out.append(_check(f"latency <= {expect.max_latency_ms:g} ms", ok, f"took {latency:.0f} ms"))
+    if expect.finish_reason is not None:
+        out.append(
+            _check(
+                f"finishes {expect.finish_reason}",
+                last.finish_reason == expect.finish_reason,
+                f"finished {last.finish_reason}" + (f": {last.result.error}" if last.result.error else ""),
+            )
+        )
+    return out
+
+
+class SuiteRun:
+    def __init__(
+        self,
+        suite: Suite,
+        suite_dir: Path,
+        *,
+        bundle: str | Path | None = None,
+        overrides: Mapping[str, str] | None = None,
+        concurrency: int | None = None,
+        keep_state: str | Path | None = None,
+        executor: str = "inline",
+        suite_name: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.suite = suite
+        self.suite_dir = suite_dir
+        bundle_path = bundle if bundle is not None else suite.bundle
+        if bundle_path is None:
+            raise GoondanError(
+                "E_EVAL_NO_BUNDLE",
+                "the suite names no bundle",
+                suggestion="Add `bundle: <dir>` to the suite (relative to it) or pass --bundle PATH.",
+            )
+        self.bundle = Path(bundle_path) if bundle is not None else (suite_dir / bundle_path)
+        self.overrides = {**suite.models, **(overrides or {})}
+        self.concurrency = concurrency or suite.concurrency
+        self.keep_state = Path(keep_state) if keep_state is not None else None
+        self.executor = executor
+        self.name = suite_name or suite.name or "suite"
+        self.env = env
+        self.judge: JudgeModel | None = None
+        self.judge_tokens = 0
+        self._prices = {k: (p.input, p.output) for k, p in suite.prices.items()}
+
+    async def run(self) -> EvalReport:
+        started_at = datetime.now(UTC).isoformat(timespec="seconds")
+        started = time.perf_counter()
+        if self.suite.judge is not None:
+            self.judge = JudgeModel(self.suite.judge, self.suite_dir, self.env)
+        gate = asyncio.Semaphore(self.concurrency)
+
+        async def one(scenario: Scenario) -> ScenarioResult:
+            async with gate:
+                return await self.scenario(scenario)
+
+        try:
+            results = await asyncio.gather(*(one(s) for s in self.suite.scenarios))
+        finally:
+            if self.judge is not None:
+                await self.judge.aclose()
+        return EvalReport(
+            self.name,
+            self.suite.threshold,
+            list(results),
+            started_at,
+            (time.perf_counter() - started) * 1000,
+            self.judge_tokens,
+        )
+
+    async def scenario(self, scenario: Scenario) -> ScenarioResult:
+        state_root = self.keep_state / slug(scenario.name) if self.keep_state is not None else None
+        runner = AsyncAgentRunner(
+            self.bundle,
+            override_models=dict(self.overrides),
+            state_root=state_root,
+            keep_state=state_root is not None,
+            executor=self.executor,
+            swarm=self.suite.swarm,
+            env=self.env,
+        )
+        turns: list[Turn] = []
+        error: str | None = None
+        prompt = completion = 0
+        price_missing = False
+        total_cost = 0.0
+        try:
+            await runner.start()
+            models = _agent_models(runner.runtime.bundle)
+            for value in scenario.inputs:
+                turn = await runner.request(
+                    value, agent=scenario.agent or self.suite.agent, instance_key=scenario.instance_key
+                )
+                turns.append(turn)
+                for event in turn.events:
+                    usage = event.get("tokenUsage") if event.get("type") == "turn.completed" else None
+                    if not isinstance(usage, dict):
+                        continue
+                    p, c = int(usage.get("promptTokens") or 0), int(usage.get("completionTokens") or 0)
+                    prompt, completion = prompt + p, completion + c
+                    provider, model = models.get(str(event.get("agentName")), ("?", "?"))
+                    spent = cost(p, c, price_for(provider, model, self._prices))
+                    if spent is None:
+                        price_missing = True
+                    else:
+                        total_cost += spent
+        except GoondanError as exc:
+            error = f"[{exc.code}] {exc.message}"
+        except Exception as exc:  # one broken scenario must not stop the suite; it fails with the cause
+            error = f"{type(exc).__name__}: {exc}"
+        finally:
+            await runner.close()
+        result = ScenarioResult(
+            scenario.name,
+            passed=False,
+            score=0.0,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cost_usd=None if price_missing else round(total_cost, 6),
+            latency_ms=sum(t.latency_ms for t in turns),
+            steps=sum(t.steps for t in turns),
+            text=turns[-1].text if turns else None,
+            error=error,
+            state_root=str(state_root) if state_root is not None else None,
+            trace_ids=sorted({str(e["traceId"]) for t in turns for e in t.events if e.get("traceId")}),
+            transcript="\n".join(t.transcript() for t in turns),
+        )
+        if error is not None or not turns:
+            result.criteria = [CriterionResult("runs", "check", 0.0, False, error or "no turn ran")]
+            return result
+        criteria = deterministic_checks(scenario, turns)
+        if scenario.rubric and self.judge is not None:
+            user_input = "\n---\n".join(_input_text(v) for v in scenario.inputs)
+            seen = "\n".join(t.transcript(header=False) for t in turns)
+            for criterion in scenario.rubric:
+                grade = await self.judge.grade(criterion, user_input, seen)
+                if grade.usage:
+                    self.judge_tokens += int(grade.usage.get("totalTokens") or 0)
+                ok = grade.error is None and grade.score >= criterion.pass_score
+                criteria.append(CriterionResult(criterion.name, "rubric", grade.score, ok, grade.error or grade.reason))
+        result.criteria = criteria
+        result.score = sum(c.score for c in criteria) / len(criteria) if criteria else 1.0
+        result.passed = all(c.passed for c in criteria)
+        return result
+
+
+def _agent_models(bundle: Any) -> dict[str, tuple[str, str]]:
+    """agent name -> (provider, model) of the Model it uses, after overrides (for the price table)."""
+    out: dict[str, tuple[str, str]] = {}
+    for agent in bundle.of_kind("Agent"):
+        try:
+            spec = bundle.agent_plan(agent.name).model.spec
+        except GoondanError:
+            continue
+        out[agent.name] = (str(spec.provider), str(spec.model))
+    return out
+
+
+__all__ = ["CriterionResult", "EvalReport", "ScenarioResult", "SuiteRun", "deterministic_checks"]
