@@ -82,6 +82,13 @@ def run_turns(bundle: Path, state_root: Path, inputs: Sequence[str]) -> list[goo
     return results
 
 
+def delegation_run(root: Path) -> tuple[Path, Path]:
+    """``root/bundle`` after one real request (``hello``) into ``root/state``: (bundle, state root)."""
+    bundle = delegation_bundle(root / "bundle")
+    run_turns(bundle, root / "state", ["hello"])
+    return bundle, root / "state"
+
+
 @dataclass
 class Studio:
     proc: subprocess.Popen[str]

@@ -4,13 +4,16 @@ delegates to helper through the agents tool, helper calls calc__add, each in its
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
-from studio_testkit import delegation_bundle, run_turns
+from studio_testkit import delegation_bundle, delegation_run, run_turns
 
 from goondan.storage import open_store
 from goondan.studio import StudioData, bundle_info, create_app
@@ -18,10 +21,7 @@ from goondan.studio import StudioData, bundle_info, create_app
 
 @pytest.fixture(scope="module")
 def run_state(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("studio-run")
-    bundle = delegation_bundle(root / "bundle")
-    run_turns(bundle, root / "state", ["hello"])
-    return bundle, root / "state"
+    return delegation_run(tmp_path_factory.mktemp("studio-run"))
 
 
 @pytest.fixture
@@ -144,3 +144,69 @@ def test_the_page_and_its_modules_are_served_from_the_package(client: TestClient
         res = client.get(f"/static/{asset}")
         assert res.status_code == 200 and len(res.content) > 500, asset
         assert "https://" not in res.text and "cdn" not in res.text.lower(), asset  # nothing fetched remotely
+
+
+WEBHOOK = """\
+apiVersion: goondan.ai/v1
+kind: Connection
+metadata:
+  name: hook
+spec:
+  connectorRef: { kind: Connector, name: webhook, package: "@goondan/base" }
+  config:
+    port: { value: "0" }
+  ingress:
+    rules:
+      - match: { event: message, properties: { to: helper } }
+        route: { agentRef: Agent/helper }
+      - route: { instanceKeyProperty: chat }
+"""
+
+
+def test_with_the_bundle_the_graph_shows_its_connections_and_where_their_routes_go(tmp_path: Path) -> None:
+    bundle = delegation_bundle(tmp_path / "bundle")
+    (bundle / "goondan.yaml").write_text((bundle / "goondan.yaml").read_text() + "---\n" + WEBHOOK)
+    info = bundle_info(bundle)
+    assert info.agents == ["lead", "helper"] and info.entry_agents == ["lead"]
+    assert info.connectors == [
+        {
+            "connection": "hook",
+            "connector": "webhook",
+            "routes": [{"event": "message", "agent": "helper"}, {"event": None, "agent": "lead"}],
+        }
+    ]
+    data = StudioData(open_store(None, state_root=tmp_path / "state"), bundle=info)
+    graph = data.graph("any-workspace")  # nothing ran yet: the bundle's agents, no calls
+    assert [a["id"] for a in graph["agents"]] == ["helper", "lead"] and graph["edges"] == []
+    assert graph["connectors"] == info.connectors
+
+
+def test_a_step_opens_to_its_model_input_when_the_run_recorded_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GOONDAN_TRACE_LLM_INPUT", "1")
+    bundle = delegation_bundle(tmp_path / "bundle")
+    run_turns(bundle, tmp_path / "state", ["hello"])
+    data = StudioData(open_store(None, state_root=tmp_path / "state"))
+    ws = data.workspaces()[0]["id"]
+    (turn,) = data.turns(ws, "helper", "default", offset=0, limit=5)["items"]
+    steps = [s for s in data.trace(ws, turn["traceId"])["spans"] if s["kind"] == "step"]
+    helper_first = next(s for s in steps if s["attrs"]["agentName"] == "helper")
+    assert [m["role"] for m in helper_first["attrs"]["llmInputMessages"]][-1] == "user"
+    assert "add 2 and 3" in str(helper_first["attrs"]["llmInputMessages"])
+
+
+def test_the_wheel_ships_the_page_and_its_modules(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(tmp_path)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = tmp_path.glob("*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for asset in ("index.html", "app.js", "dom.js", "views.js", "style.css"):
+        assert f"goondan/studio/static/{asset}" in names, asset

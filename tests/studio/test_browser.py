@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from studio_testkit import Studio, big_state, delegation_bundle, gdn_studio, run_turns
+from studio_testkit import Studio, big_state, delegation_run, gdn_studio, run_turns
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
@@ -42,10 +42,7 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("studio-browser")
-    bundle = delegation_bundle(root / "bundle")
-    run_turns(bundle, root / "state", ["hello"])
-    return bundle, root / "state"
+    return delegation_run(tmp_path_factory.mktemp("studio-browser"))
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import GoondanError
 from ..storage import InstanceReader, StoreBackend, WorkspaceStore
 from ._conversation import LOOK_AROUND, conversation_rows
-from ._trace import AGENT_TOOL_PREFIX, build_trace, epoch_ms
+from ._trace import AGENT_TOOL_PREFIX, build_trace
 
 MAX_PAGE = 500
 LIST_TTL = 1.0  # seconds an instance listing is reused (the list view polls it)
@@ -388,10 +388,6 @@ class StudioData:
                 ws.close()
             self._views.clear()
             self._workspaces.clear()
-
-
-def turn_started_ms(turn: Mapping[str, Any]) -> float | None:
-    return epoch_ms(turn.get("startedAt"))
 
 
 __all__ = ["MAX_PAGE", "BundleInfo", "InstanceView", "StudioData", "bad_request", "bundle_info"]
