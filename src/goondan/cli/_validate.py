@@ -85,6 +85,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
         errors = [ConfigIssue(exc.code, exc.message, file=exc.file, suggestion=exc.suggestion)]
         warnings = []
     else:
+        if getattr(args, "fix", False):
+            from ._fix import run_fix
+
+            run_fix(args, env, state_root_arg(args))
         report = validate_bundle(args.path, env=env, state_root=state_root_arg(args))
         errors = list(report.errors)
         warnings = list(report.warnings)
