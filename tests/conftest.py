@@ -10,6 +10,7 @@ import pytest
 
 import kit
 from kit.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures: a real PostgreSQL)
+from kit.ray_cluster import ray_session  # noqa: F401  (fixture: one local Ray for the session)
 
 
 @pytest.fixture(autouse=True)
@@ -30,10 +31,14 @@ def state_root(tmp_path: Path) -> Path:
 
 # Every executor the shared executor suite runs against (``executor`` fixture); a new executor is
 # added here and every test taking the fixture runs against it too.
-EXECUTORS = ("inline", "process")
+EXECUTORS = ("inline", "process", "ray")
 
 
 @pytest.fixture(params=EXECUTORS)
 def executor(request: pytest.FixtureRequest) -> str:
-    """An executor name: a test taking it runs once per executor and must behave the same in each."""
-    return str(request.param)
+    """An executor name: a test taking it runs once per executor and must behave the same in each.
+    ``ray`` runs on the session's one local Ray (``ray_session``)."""
+    name = str(request.param)
+    if name == "ray":
+        request.getfixturevalue("ray_session")
+    return name

@@ -47,7 +47,7 @@ def test_executor_flag_chooses_where_the_instance_runs(tmp_path: Path) -> None:
 def test_an_unknown_executor_is_a_clear_error(tmp_path: Path) -> None:
     root = bundle(tmp_path / "b")
     proc = gdn(
-        tmp_path, "run", str(root), "--state-root", str(tmp_path / "state"), "--input", "hi", "--executor", "ray"
+        tmp_path, "run", str(root), "--state-root", str(tmp_path / "state"), "--input", "hi", "--executor", "rya"
     )
     assert proc.returncode != 0
     assert "E_EXECUTOR_UNSUPPORTED" in proc.stderr

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,12 +61,19 @@ def test_executor_and_isolation_that_disagree_are_refused() -> None:
     assert info.value.suggestion
 
 
-def test_ray_is_named_as_not_available_yet() -> None:
-    with pytest.raises(GoondanError) as info:
-        goondan.Runtime(".", executor="ray")
-    assert info.value.code == "E_EXECUTOR_UNSUPPORTED"
-    assert "Ray" in info.value.message
-    assert "inline" in str(info.value.suggestion) and "process" in str(info.value.suggestion)
+def test_ray_without_its_extra_is_a_clear_error_naming_the_extra(tmp_path: Path) -> None:
+    """A machine without ``goondan[ray]``: a child Python in which ``import ray`` fails."""
+    script = (
+        "import sys; sys.modules['ray'] = None\n"
+        "import goondan\n"
+        "try:\n"
+        "    goondan.Runtime('.', executor='ray')\n"
+        "except goondan.GoondanError as exc:\n"
+        "    print(exc.code, '|', exc.suggestion)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "E_RAY_NOT_INSTALLED | pip install 'goondan[ray]'"
 
 
 def test_a_bad_executor_in_the_environment_is_an_error_not_a_silent_default(monkeypatch: pytest.MonkeyPatch) -> None:

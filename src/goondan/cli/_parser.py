@@ -166,8 +166,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--executor",
         metavar="NAME",
-        help="where agent instances run: process (one OS process each) or inline (this process) "
-        "(default: $GOONDAN_EXECUTOR, else process)",
+        help="where agent instances run: process (one OS process each), inline (this process) or ray "
+        "(one Ray actor each; docs/cluster.md) (default: $GOONDAN_EXECUTOR, else process)",
+    )
+    r.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="Ray cluster for --executor ray: auto (the one `ray start --head` started here) or "
+        "HOST:PORT (default: $GOONDAN_RAY_ADDRESS, $RAY_ADDRESS, else a local Ray for this run)",
     )
     r.set_defaults(func=cmd_run)
 

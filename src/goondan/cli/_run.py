@@ -104,6 +104,11 @@ def _runtime(args: argparse.Namespace, bundle: Any, env: Mapping[str, str]) -> A
         "executor": getattr(args, "executor", None),
         "env": env,
     }
+    ray_address = getattr(args, "ray_address", None)
+    if ray_address:  # read by the Ray executor when it connects (docs/cluster.md)
+        os.environ["GOONDAN_RAY_ADDRESS"] = ray_address
+        if kwargs["executor"] is None:
+            kwargs["executor"] = "ray"
     if args.watch:
         if "watch" in inspect.signature(Runtime).parameters:
             kwargs["watch"] = True

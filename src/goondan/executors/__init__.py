@@ -1,6 +1,7 @@
 """Executors: where agent instances run and how events reach them.
 
-``inline`` runs them in the caller's process, ``process`` (the default) one OS process per instance.
+``inline`` runs them in the caller's process, ``process`` (the default) one OS process per instance,
+``ray`` one named Ray actor per instance (extra ``goondan[ray]``).
 Each implements :class:`Executor`; the ``Runtime`` facade (``goondan.runtime``) picks one by name
 with :func:`open_executor` and delegates to it. Executors drive the engine (``goondan.engine``) and
 never import the facade; import contracts in ``pyproject.toml`` check both directions.
@@ -29,13 +30,12 @@ ENTRY_POINT_GROUP = "goondan.executors"
 ENV_EXECUTOR = "GOONDAN_EXECUTOR"
 ENV_ISOLATION = "GOONDAN_ISOLATION"  # the first name of the same setting, still read
 DEFAULT_EXECUTOR = "process"
-BUILTIN_EXECUTORS = ("inline", "process")
+BUILTIN_EXECUTORS = ("inline", "process", "ray")
 CODE_UNSUPPORTED = "E_EXECUTOR_UNSUPPORTED"
 
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 _REGISTRY: dict[str, ExecutorFactory] = {}
 _REGISTRY_LOCK = threading.Lock()
-_LATER = {"ray": "the Ray executor (executor='ray') is not available in this version of goondan"}
 
 
 def register_executor(name: str, factory: ExecutorFactory) -> None:
@@ -44,7 +44,7 @@ def register_executor(name: str, factory: ExecutorFactory) -> None:
         raise GoondanError(
             CODE_UNSUPPORTED,
             f"cannot register an executor named {name!r}",
-            suggestion="Use a lowercase name ([a-z][a-z0-9_-]*) other than 'inline' and 'process'.",
+            suggestion="Use a lowercase name ([a-z][a-z0-9_-]*) other than 'inline', 'process' and 'ray'.",
         )
     with _REGISTRY_LOCK:
         _REGISTRY[name] = factory
@@ -59,6 +59,10 @@ def _builtin(name: str) -> ExecutorFactory | None:
         from .process._executor import ProcessExecutor
 
         return ProcessExecutor
+    if name == "ray":
+        from .ray._executor import RayExecutor
+
+        return RayExecutor
     return None
 
 
@@ -122,12 +126,6 @@ def open_executor(name: str, options: ExecutorOptions | None = None) -> Executor
         factory = _entry_point_factory(name)
     if factory is None:
         known = ", ".join(executor_names())
-        if name in _LATER:
-            raise GoondanError(
-                CODE_UNSUPPORTED,
-                _LATER[name],
-                suggestion=f"Use one of: {known} (GOONDAN_EXECUTOR / gdn run --executor).",
-            )
         raise GoondanError(
             CODE_UNSUPPORTED,
             f"no executor is named {name!r}",

@@ -40,7 +40,7 @@ def test_tool_request_returns_the_callee_reply_from_its_own_process(
     assert result.text == 'a tool: {"type": "text", "value": "b@room got: hi"}'
     pids = {(r["agent"], r["key"]): r["pid"] for r in pk.out(root, "model")}
     assert set(pids) == {("a", "room"), ("b", "room")}
-    if executor == "process":
+    if executor != "inline":  # process and ray: one OS process per instance
         assert pids[("a", "room")] != pids[("b", "room")]
         assert os.getpid() not in pids.values()
     else:
@@ -133,7 +133,9 @@ def test_async_response_is_injected_before_the_next_step(tmp_path: Path, state_r
     root = pk.bundle(tmp_path / "b")
     # step 0: a's tool asks b asynchronously, then keeps working for 0.4 s while b answers; the reply
     # must be in the model input of a's step 1, right after the tool result
-    first = call("ask", target="b", input="ping", thenSleep=0.4, **{"async": True})
+    # (a Ray actor for b needs a worker process and its imports first: about a second, not the fork
+    # server's milliseconds)
+    first = call("ask", target="b", input="ping", thenSleep=0.4 if executor != "ray" else 4.0, **{"async": True})
     result, _ = session(root, state_root, executor, lambda rt: rt.request(first, instance_key="k"))
     assert result.finish_reason == "text_response"
     [ask] = pk.out(root, "ask")

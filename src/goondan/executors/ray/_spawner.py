@@ -1,0 +1,237 @@
+"""The orchestrator's spawner for the Ray executor: one named Ray actor per agent instance.
+
+It offers what the orchestrator asks of the process executor's fork server (``start``,
+``spawn(spec) -> (pid, Connection)``, ``kill(pid, sig)``, ``children``, ``close`` and the exit
+callback), so supervision is the same code. A "pid" here is a number of this spawner's own (a Ray
+actor may move between nodes; its worker pid means nothing on the head). Each spawn:
+
+1. creates the actor ``"<agent>@<key>"`` in the workspace's namespace (``goondan-<workspace id>``),
+   placed by Ray (``SPREAD`` by default) with ``max_restarts=0``: a dead actor is restarted by the
+   orchestrator, with its crash counting and backoff, as a new actor wherever Ray finds room — on
+   another node when its node is gone;
+2. calls ``serve`` on it, which connects back to this spawner's TCP listener on the head and
+   presents the spawn's random token, then speaks the IPC records of the process executor;
+3. watches the ``serve`` result: a return value is the exit code, a dead actor (killed, crashed,
+   node lost) exit code -9.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+from ...errors import GoondanError
+from ..process._ipc import Connection
+from ._actor import TOKEN_BYTES, AgentActor
+
+log = logging.getLogger("goondan.executors.ray")
+
+ExitCallback = Callable[[int, int], None]
+KILLED = -9  # the exit code of an actor whose worker (or node) died
+START_TIMEOUT_S = 120.0  # a new actor may wait for a worker process and import goondan first
+NAME_RETRY_S = 10.0  # a killed actor's name is released asynchronously by Ray's control store
+IPC_LIMIT = 64 * 1024 * 1024
+# "pids" are unique in the process: the orchestrator keeps a reloaded runtime's old spawner next to
+# the new one until its actors are gone, and maps exits by pid
+_PIDS = itertools.count(1)
+
+
+def import_ray() -> Any:
+    """``ray``, or a clear error naming the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise GoondanError(
+            "E_RAY_NOT_INSTALLED",
+            "the Ray executor needs the 'ray' package, which is not installed",
+            suggestion="pip install 'goondan[ray]'",
+        ) from None
+    return ray
+
+
+def namespace_for(workspace_id: str) -> str:
+    """One Ray namespace per workspace: two swarms on one cluster never share an actor name."""
+    return f"goondan-{workspace_id}"
+
+
+def actor_name(agent: str, key: str) -> str:
+    return f"{agent}@{key}"
+
+
+class RaySpawner:
+    """Spawns agent instances as named Ray actors (see the module docstring)."""
+
+    def __init__(
+        self,
+        init: dict[str, Any],
+        on_exit: ExitCallback,
+        *,
+        namespace: str,
+        actor_options: dict[str, Any],
+        bind_host: str,
+    ) -> None:
+        self._init = init
+        self._on_exit = on_exit
+        self.namespace = namespace
+        self._actor_options = actor_options
+        self._bind_host = bind_host
+        self._server: asyncio.Server | None = None
+        self._address: tuple[str, int] | None = None
+        self._pending: dict[str, asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = {}
+        self._handles: dict[int, Any] = {}
+        self._watchers: dict[int, asyncio.Task[None]] = {}
+        self._remote_cls: Any = None
+        self.children: set[int] = set()
+        self.alive = False
+
+    async def start(self) -> None:
+        ray = import_ray()
+        self._remote_cls = ray.remote(AgentActor)
+        self._server = await asyncio.start_server(self._on_connect, self._bind_host, 0, limit=IPC_LIMIT)
+        sockname = self._server.sockets[0].getsockname()
+        self._address = (str(sockname[0]), int(sockname[1]))
+        self.alive = True
+
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            raw = await asyncio.wait_for(reader.readexactly(TOKEN_BYTES), 10.0)
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+            return
+        fut = self._pending.pop(raw.decode("ascii", "replace"), None)
+        if fut is None or fut.done():
+            writer.close()
+            return
+        fut.set_result((reader, writer))
+
+    def handle(self, pid: int) -> Any:
+        """The Ray actor handle behind ``pid`` (``None`` once it exited)."""
+        return self._handles.get(pid)
+
+    async def _create(self, name: str) -> Any:
+        deadline = asyncio.get_running_loop().time() + NAME_RETRY_S
+        opts = {"scheduling_strategy": "SPREAD", **self._actor_options}
+        while True:
+            try:
+                return self._remote_cls.options(
+                    name=name, namespace=self.namespace, max_restarts=0, max_task_retries=0, **opts
+                ).remote(list(self._init.get("sysPath") or []))
+            except ValueError as exc:  # the name is still held by an actor that is going away
+                log.debug("ray actor name %s still taken: %s", name, exc)
+                if asyncio.get_running_loop().time() > deadline:
+                    raise GoondanError(
+                        "E_RAY_ACTOR_NAME_TAKEN",
+                        f"the Ray actor {name!r} (namespace {self.namespace!r}) already exists: {exc}",
+                        suggestion="Another runtime serves this workspace on the same Ray cluster; "
+                        "send the request through it or stop it.",
+                    ) from None
+                await asyncio.sleep(0.05)
+
+    async def spawn(self, spec: dict[str, Any]) -> tuple[int, Connection]:
+        if not self.alive or self._address is None:
+            raise GoondanError("E_RAY_SPAWNER_CLOSED", "the Ray executor is not running")
+        loop = asyncio.get_running_loop()
+        name = actor_name(str(spec["agent"]), str(spec["instanceKey"]))
+        token = secrets.token_hex(TOKEN_BYTES // 2)
+        connected: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = loop.create_future()
+        self._pending[token] = connected
+        try:
+            handle = await self._create(name)
+            ref = handle.serve.remote(self._address, token, self._init, spec)
+        except BaseException:
+            self._pending.pop(token, None)
+            raise
+        pid = next(_PIDS)
+        served: asyncio.Future[Any] = asyncio.wrap_future(ref.future())
+        self._handles[pid] = handle
+        self.children.add(pid)
+        try:
+            await asyncio.wait({connected, served}, timeout=START_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            self._pending.pop(token, None)
+            self._forget(pid, kill=True)
+            raise
+        if not connected.done():
+            self._pending.pop(token, None)
+            self._forget(pid, kill=True)
+            reason = f"did not connect within {START_TIMEOUT_S:.0f} s" if not served.done() else _why(served)
+            raise GoondanError(
+                "E_RAY_ACTOR_START",
+                f"the Ray actor {name!r} could not start: {reason}",
+                suggestion="Check that goondan and the bundle's dependencies are installed on every node, "
+                "the bundle directory exists at the same path there, and the node can reach the head.",
+            )
+        reader, writer = connected.result()
+        log.debug("ray actor %s connected as pid %d", name, pid)
+        self._watchers[pid] = loop.create_task(self._watch(pid, served))
+        return pid, Connection(reader, writer)
+
+    async def _watch(self, pid: int, served: asyncio.Future[Any]) -> None:
+        try:
+            code = await served
+            code = code if isinstance(code, int) else 0
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            code = KILLED
+            log.info("ray actor of pid %d ended: %s", pid, type(exc).__name__)
+        self._watchers.pop(pid, None)
+        self._forget(pid, kill=True)
+        self._on_exit(pid, code)
+
+    def _forget(self, pid: int, *, kill: bool) -> None:
+        handle = self._handles.pop(pid, None)
+        self.children.discard(pid)
+        if kill and handle is not None:
+            ray = import_ray()
+            with contextlib.suppress(Exception):
+                ray.kill(handle, no_restart=True)
+
+    def kill(self, pid: int, sig: int) -> None:
+        """Any signal ends the actor (Ray has no graceful kill; the graceful part is the IPC
+        ``shutdown`` the orchestrator sent before). Its watcher reports the exit."""
+        handle = self._handles.get(pid)
+        if handle is None:
+            return
+        ray = import_ray()
+        with contextlib.suppress(Exception):
+            ray.kill(handle, no_restart=True)
+
+    async def close(self, timeout: float = 10.0) -> None:
+        """Kill every actor still alive (a graceful stop already happened over IPC) and stop
+        listening; each exit is reported."""
+        self.alive = False
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.cancel()
+        self._pending.clear()
+        for pid in list(self._handles):
+            self.kill(pid, 9)
+        watchers = list(self._watchers.values())
+        if watchers:
+            await asyncio.wait(watchers, timeout=timeout)
+        for pid, task in list(self._watchers.items()):
+            task.cancel()
+            self._watchers.pop(pid, None)
+            self._forget(pid, kill=False)
+            self._on_exit(pid, KILLED)
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+
+def _why(served: asyncio.Future[Any]) -> str:
+    if served.cancelled():
+        return "cancelled"
+    exc = served.exception()
+    if exc is None:
+        return f"it exited with code {served.result()!r} before connecting"
+    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+
+
+__all__ = ["KILLED", "RaySpawner", "actor_name", "import_ray", "namespace_for"]
