@@ -174,7 +174,7 @@ def test_post_body_string_keeps_an_explicit_content_type(ctx: FakeCtx, server: s
 
 
 def test_broken_responses_are_request_failed_errors(ctx: FakeCtx, server: str) -> None:
-    for path, fragment in (("/short", "reading the body failed: IncompleteRead"), ("/hangup", "failed")):
+    for path, fragment in (("/short", "reading the body failed"), ("/hangup", "failed")):
         with pytest.raises(ToolExecutionError) as info:
             run(http_fetch.get, ctx, {"url": f"{server}{path}", "timeoutMs": 3000})
         assert info.value.code == "E_HTTP_REQUEST_FAILED", path

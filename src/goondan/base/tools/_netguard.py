@@ -6,14 +6,16 @@ loopback, private, link-local, unique-local, CGNAT, multicast, unspecified, rese
 addresses are refused unless the Tool config's ``allowHosts`` lists the host name or a network
 containing the address.
 
-The check runs inside the connection itself, on each address ``getaddrinfo`` returned, and the
-socket connects to exactly that checked address: there is no second lookup a rebinding DNS server
-could answer differently, every odd spelling (``2130706433``, ``0x7f.1``, ``0``, ``[::ffff:7f00:1]``)
-is judged by the address it resolves to, and each redirect hop opens a new, checked connection.
+The check runs inside the connection itself (an httpcore network backend under the tool's httpx
+client), on each address ``getaddrinfo`` returned, and the socket connects to exactly that checked
+address: there is no second lookup a rebinding DNS server could answer differently, every odd
+spelling (``2130706433``, ``0x7f.1``, ``0``, ``[::ffff:7f00:1]``) is judged by the address it
+resolves to, and each redirect hop opens a new, checked connection.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import socket
 from dataclasses import dataclass
@@ -29,7 +31,6 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 _METADATA = (ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254"))
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
-_DEFAULT_TIMEOUT: Any = socket._GLOBAL_DEFAULT_TIMEOUT  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,48 +104,93 @@ def refusal_reason(address: IPAddress) -> str | None:
     return None
 
 
-def guarded_create_connection(policy: AddressPolicy) -> Any:
-    """A ``socket.create_connection`` replacement that connects only to checked addresses."""
+def refused_error(host: str, refused: list[str]) -> ToolExecutionError:
+    addresses = ", ".join(dict.fromkeys(refused)) or "no address"
+    return ToolExecutionError(
+        ADDRESS_REFUSED,
+        f"refused to connect to {host}: it resolves to {addresses}",
+        suggestion=(
+            "http-fetch does not reach loopback, private, link-local or metadata addresses. If this "
+            f"host is meant to be reachable, add '{host}' (or its network) to the http-fetch Tool "
+            "config allowHosts."
+        ),
+    )
 
-    def create_connection(
-        address: tuple[str, int], timeout: Any = _DEFAULT_TIMEOUT, source_address: Any = None
-    ) -> socket.socket:
-        host, port = address
-        trusted_name = policy.host_allowed(host)
-        infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
-        last_error: OSError | None = None
-        refused: list[str] = []
-        for family, kind, proto, _canon, sockaddr in infos:
-            ip = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
-            reason = None if trusted_name or policy.address_allowed(ip) else refusal_reason(ip)
-            if reason is not None:
-                refused.append(f"{ip} ({reason})")
-                continue
-            sock = socket.socket(family, kind, proto)
+
+async def checked_addresses(policy: AddressPolicy, host: str, port: int) -> list[str]:
+    """The addresses ``host`` resolves to that ``policy`` allows, in resolver order; raises
+    :data:`ADDRESS_REFUSED` when it resolves only to refused ones. Resolution failures raise
+    ``OSError`` (``socket.gaierror``)."""
+    trusted_name = policy.host_allowed(host)
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    allowed: list[str] = []
+    refused: list[str] = []
+    for _family, _kind, _proto, _canon, sockaddr in infos:
+        ip = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
+        reason = None if trusted_name or policy.address_allowed(ip) else refusal_reason(ip)
+        if reason is not None:
+            refused.append(f"{ip} ({reason})")
+        elif str(ip) not in allowed:
+            allowed.append(str(ip))
+    if not allowed:
+        raise refused_error(host, refused)
+    return allowed
+
+
+def guarded_network_backend(policy: AddressPolicy) -> Any:
+    """An httpcore network backend that connects only to checked addresses.
+
+    httpcore asks it for a TCP stream to ``host:port``; it resolves the name once, checks every
+    address, and connects to exactly a checked one (TLS still verifies and sends the host name, which
+    httpcore passes separately). There is no second lookup a rebinding DNS server could answer
+    differently, and each redirect hop to a new host opens a new, checked connection.
+    """
+    import httpcore
+
+    class GuardedBackend(httpcore.AsyncNetworkBackend):
+        def __init__(self) -> None:
+            self._inner = httpcore.AnyIOBackend()
+
+        async def connect_tcp(
+            self,
+            host: str,
+            port: int,
+            timeout: float | None = None,
+            local_address: str | None = None,
+            socket_options: Any = None,
+        ) -> httpcore.AsyncNetworkStream:
             try:
-                if timeout is not _DEFAULT_TIMEOUT:
-                    sock.settimeout(timeout)
-                if source_address:
-                    sock.bind(source_address)
-                sock.connect(sockaddr)  # exactly the address checked above: no second lookup
-                return sock
+                addresses = await checked_addresses(policy, host, port)
             except OSError as exc:
-                sock.close()
-                last_error = exc
-        if last_error is not None:
-            raise last_error
-        addresses = ", ".join(dict.fromkeys(refused)) or "no address"
-        raise ToolExecutionError(
-            ADDRESS_REFUSED,
-            f"refused to connect to {host}: it resolves to {addresses}",
-            suggestion=(
-                "http-fetch does not reach loopback, private, link-local or metadata addresses. If this "
-                f"host is meant to be reachable, add '{host}' (or its network) to the http-fetch Tool "
-                "config allowHosts."
-            ),
-        )
+                raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
+            last: Exception | None = None
+            for address in addresses:
+                try:
+                    return await self._inner.connect_tcp(
+                        address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                    )
+                except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                    last = exc
+            assert last is not None
+            raise last
 
-    return create_connection
+        async def connect_unix_socket(
+            self, path: str, timeout: float | None = None, socket_options: Any = None
+        ) -> httpcore.AsyncNetworkStream:
+            raise httpcore.ConnectError("http-fetch does not connect to Unix sockets")
+
+        async def sleep(self, seconds: float) -> None:
+            await self._inner.sleep(seconds)
+
+    return GuardedBackend()
 
 
-__all__ = ["ADDRESS_REFUSED", "AddressPolicy", "guarded_create_connection", "parse_address_policy", "refusal_reason"]
+__all__ = [
+    "ADDRESS_REFUSED",
+    "AddressPolicy",
+    "checked_addresses",
+    "guarded_network_backend",
+    "parse_address_policy",
+    "refusal_reason",
+    "refused_error",
+]

@@ -1,11 +1,13 @@
 """http-fetch: HTTP GET/POST for the agent.
 
-Only ``http``/``https`` URLs (also after redirects). The request runs in a worker thread with the
-stdlib client so the event loop never blocks; ``timeoutMs`` bounds the whole exchange (connect,
-headers and body), not just one socket read. The body is read up to ``maxBytes`` and cut on a
-character boundary, with ``truncated`` saying so. HTTP error statuses (404, 500, ...) are normal
-results: the status is information for the model. Tool errors are for requests that got no
-response at all (timeout, refused connection, DNS failure, TLS failure).
+Only ``http``/``https`` URLs (also after redirects, up to :data:`MAX_REDIRECTS`). Requests run on a
+pooled async httpx client (one per event loop and ``allowHosts`` policy, so repeated fetches from a
+site reuse their connection); ``timeoutMs`` bounds the whole exchange (connect, headers, redirects
+and body), not just one socket read. The body is read up to ``maxBytes`` and cut on a character
+boundary, with ``truncated`` saying so. HTTP error statuses (404, 500, ...) are normal results: the
+status is information for the model. Tool errors are for requests that got no response at all
+(timeout, refused connection, DNS failure, TLS failure). Nothing is retried: a model that wants to
+retry can, and a POST must not be sent twice behind its back.
 
 Loopback, private, link-local and metadata addresses are refused (``E_TOOL_ADDRESS_REFUSED``) on
 the resolved address of every connection, redirects included, unless the Tool config
@@ -18,15 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import functools
-import http.client
 import json
 import time
-import urllib.error
-import urllib.request
+import weakref
 from email.message import Message
-from http.client import HTTPException, HTTPMessage, IncompleteRead
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from goondan.base.tools._common import (
@@ -39,64 +37,45 @@ from goondan.base.tools._common import (
     string_map,
 )
 from goondan.base.tools._env import check_tool_config
-from goondan.base.tools._netguard import AddressPolicy, guarded_create_connection, parse_address_policy
+from goondan.base.tools._netguard import AddressPolicy, checked_addresses, guarded_network_backend, parse_address_policy
 from goondan.types import ToolContext
+
+if TYPE_CHECKING:
+    import httpx
 
 DEFAULT_TIMEOUT_MS = 30_000
 MAX_TIMEOUT_MS = 600_000
 DEFAULT_MAX_BYTES = 500_000
 MAX_MAX_BYTES = 20_000_000
+MAX_REDIRECTS = 10
 USER_AGENT = "goondan-http-fetch/1"
-_CHUNK = 65536
+
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[AddressPolicy, httpx.AsyncClient]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
-    """Follow redirects, but never to a scheme other than http/https (e.g. ``ftp:`` or ``file:``)."""
+def _client(policy: AddressPolicy) -> httpx.AsyncClient:
+    """The loop's pooled client for ``policy``: every new connection goes through the address guard."""
+    import httpcore
+    import httpx
 
-    def redirect_request(
-        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: HTTPMessage, newurl: str
-    ) -> urllib.request.Request | None:
-        if urlsplit(newurl).scheme.lower() not in ("http", "https"):
-            raise ToolExecutionError(
-                "E_HTTP_REDIRECT_REFUSED",
-                f"refused a redirect from {req.full_url} to non-HTTP URL {newurl}",
-                suggestion="Only http and https URLs can be fetched; fetch an http(s) URL directly.",
-            )
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
-
-
-def _guarded_connection(cls: Any, policy: AddressPolicy, host: str, **kwargs: Any) -> Any:
-    conn = cls(host, **kwargs)
-    conn._create_connection = guarded_create_connection(policy)  # every connect is checked
-    return conn
-
-
-class _GuardedHTTPHandler(urllib.request.HTTPHandler):
-    def __init__(self, policy: AddressPolicy) -> None:
-        super().__init__()
-        self._policy = policy
-
-    def http_open(self, req: urllib.request.Request) -> Any:
-        return self.do_open(functools.partial(_guarded_connection, http.client.HTTPConnection, self._policy), req)
-
-
-class _GuardedHTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, policy: AddressPolicy) -> None:
-        super().__init__()
-        self._policy = policy
-
-    def https_open(self, req: urllib.request.Request) -> Any:
-        factory = functools.partial(_guarded_connection, http.client.HTTPSConnection, self._policy)
-        return self.do_open(factory, req, context=self._context)  # type: ignore[attr-defined]
-
-
-def _opener(policy: AddressPolicy) -> urllib.request.OpenerDirector:
-    return urllib.request.build_opener(
-        urllib.request.ProxyHandler({}),
-        _GuardedHTTPHandler(policy),
-        _GuardedHTTPSHandler(policy),
-        _HttpOnlyRedirects(),
-    )
+    per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
+    client = per_loop.get(policy)
+    if client is None or client.is_closed:
+        transport = httpx.AsyncHTTPTransport(trust_env=False)
+        # httpx builds its httpcore pool without a way to pass a network backend; this is the same
+        # pool with the guarded backend (connections are checked, TLS and pooling unchanged)
+        transport._pool = httpcore.AsyncConnectionPool(
+            ssl_context=httpx.create_ssl_context(trust_env=False),
+            max_connections=20,
+            max_keepalive_connections=10,
+            keepalive_expiry=30.0,
+            network_backend=guarded_network_backend(policy),
+        )
+        client = httpx.AsyncClient(transport=transport, trust_env=False, follow_redirects=False)
+        per_loop[policy] = client
+    return client
 
 
 def _policy(ctx: ToolContext) -> AddressPolicy:
@@ -130,21 +109,6 @@ def _decode(data: bytes, content_type: str | None, truncated: bool) -> str:
     return codecs.getincrementaldecoder(charset)(errors="replace").decode(data, final=not truncated)
 
 
-def _read_body(resp: Any, max_bytes: int, deadline: float, url: str, timeout_ms: int) -> tuple[bytes, bool]:
-    buf = bytearray()
-    while len(buf) <= max_bytes:
-        if time.monotonic() > deadline:
-            raise _timeout(url, timeout_ms)
-        chunk = resp.read(min(_CHUNK, max_bytes + 1 - len(buf)))
-        if not chunk:
-            missing = getattr(resp, "length", None)  # bytes the Content-Length still promised
-            if isinstance(missing, int) and missing > 0:
-                raise IncompleteRead(bytes(buf), missing)
-            return bytes(buf), False
-        buf += chunk
-    return bytes(buf[:max_bytes]), True
-
-
 def _timeout(url: str, timeout_ms: int) -> ToolExecutionError:
     return ToolExecutionError(
         "E_HTTP_TIMEOUT",
@@ -153,7 +117,47 @@ def _timeout(url: str, timeout_ms: int) -> ToolExecutionError:
     )
 
 
-def _exchange(
+def _failed(method: str, url: str, exc: Exception, reading: bool = False) -> ToolExecutionError:
+    if reading:
+        return ToolExecutionError(
+            "E_HTTP_REQUEST_FAILED",
+            f"{method} {url}: reading the body failed: {type(exc).__name__}: {exc}",
+            suggestion="Retry; the server closed the connection before sending the whole body.",
+        )
+    return ToolExecutionError(
+        "E_HTTP_REQUEST_FAILED",
+        f"{method} {url} failed: {exc}",
+        suggestion="Check the URL and that the server is reachable.",
+    )
+
+
+async def _unparsable_host(policy: AddressPolicy, url: str, exc: Exception) -> ToolExecutionError | ToolInputError:
+    """httpx refuses some host spellings (``0177.0.0.1``) that resolvers accept: judge the address
+    they name first, so an internal address is reported as one, else ask for a plain spelling."""
+    parts = urlsplit(url)
+    if parts.hostname:
+        try:
+            await checked_addresses(policy, parts.hostname, parts.port or 80)
+        except ToolExecutionError as refused:
+            return refused
+        except OSError:
+            pass
+    return ToolInputError(
+        f"cannot send this request: {exc}",
+        suggestion="Write the host as a name or a plain dotted-decimal IPv4 / bracketed IPv6 address.",
+    )
+
+
+async def _read_body(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
+    buf = bytearray()
+    async for chunk in response.aiter_bytes():
+        buf += chunk
+        if len(buf) > max_bytes:
+            return bytes(buf[:max_bytes]), True
+    return bytes(buf), False
+
+
+async def _exchange(
     method: str,
     url: str,
     headers: dict[str, str],
@@ -162,51 +166,64 @@ def _exchange(
     max_bytes: int,
     policy: AddressPolicy,
 ) -> dict[str, Any]:
+    import httpx
+
     started = time.monotonic()
-    deadline = started + timeout_ms / 1000
-    request = urllib.request.Request(url, data=body, headers=headers, method=method)
+    client = _client(policy)
     try:
-        resp = _opener(policy).open(request, timeout=timeout_ms / 1000)
-    except urllib.error.HTTPError as exc:
-        resp = exc  # an HTTP error status is still a response
-    except ToolExecutionError:
-        raise
-    except ValueError as exc:  # e.g. a header value with a newline, or characters a URL cannot hold
-        raise ToolInputError(f"cannot send this request: {exc}") from None
-    except (TimeoutError, urllib.error.URLError, OSError, HTTPException) as exc:
-        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-        if isinstance(reason, TimeoutError) or "timed out" in str(reason):
-            raise _timeout(url, timeout_ms) from None
-        raise ToolExecutionError(
-            "E_HTTP_REQUEST_FAILED",
-            f"{method} {url} failed: {reason}",
-            suggestion="Check the URL and that the server is reachable.",
-        ) from None
-    with resp:
-        try:
-            data, truncated = _read_body(resp, max_bytes, deadline, url, timeout_ms)
-        except (TimeoutError, OSError, HTTPException) as exc:
-            if isinstance(exc, TimeoutError) or "timed out" in str(exc):
-                raise _timeout(url, timeout_ms) from None
+        request = client.build_request(method, url, headers=headers, content=body, timeout=timeout_ms / 1000)
+    except (httpx.InvalidURL, ValueError) as exc:
+        raise await _unparsable_host(policy, url, exc) from None
+    try:
+        for _hop in range(MAX_REDIRECTS + 1):
+            response = await client.send(request, stream=True)
+            if not response.is_redirect:
+                break
+            target = response.url.join(response.headers["location"])
+            await response.aclose()
+            if target.scheme not in ("http", "https"):
+                raise ToolExecutionError(
+                    "E_HTTP_REDIRECT_REFUSED",
+                    f"refused a redirect from {request.url} to non-HTTP URL {target}",
+                    suggestion="Only http and https URLs can be fetched; fetch an http(s) URL directly.",
+                )
+            if response.next_request is None:
+                break
+            request = response.next_request
+        else:
             raise ToolExecutionError(
                 "E_HTTP_REQUEST_FAILED",
-                f"{method} {url}: reading the body failed: {type(exc).__name__}: {exc}",
-                suggestion="Retry; the server closed the connection before sending the whole body.",
-            ) from None
-        resp_headers: dict[str, str] = {}
-        for name, value in resp.headers.items():
-            key = name.lower()
-            resp_headers[key] = f"{resp_headers[key]}, {value}" if key in resp_headers else value
-        return {
-            "url": resp.geturl() or url,
-            "method": method,
-            "status": resp.status,
-            "statusText": resp.reason or "",
-            "headers": resp_headers,
-            "body": _decode(data, resp.headers.get("content-type"), truncated),
-            "truncated": truncated,
-            "durationMs": int((time.monotonic() - started) * 1000),
-        }
+                f"{method} {url} was redirected more than {MAX_REDIRECTS} times",
+                suggestion="Fetch the final URL directly.",
+            )
+    except httpx.TimeoutException:
+        raise _timeout(url, timeout_ms) from None
+    except httpx.LocalProtocolError as exc:  # e.g. a header value with a newline
+        raise ToolInputError(f"cannot send this request: {exc}") from None
+    except httpx.HTTPError as exc:
+        raise _failed(method, url, exc) from None
+    try:
+        data, truncated = await _read_body(response, max_bytes)
+    except httpx.TimeoutException:
+        raise _timeout(url, timeout_ms) from None
+    except httpx.HTTPError as exc:
+        raise _failed(method, url, exc, reading=True) from None
+    finally:
+        await response.aclose()
+    resp_headers: dict[str, str] = {}
+    for name, value in response.headers.multi_items():
+        key = name.lower()
+        resp_headers[key] = f"{resp_headers[key]}, {value}" if key in resp_headers else value
+    return {
+        "url": str(response.url),
+        "method": method,
+        "status": response.status_code,
+        "statusText": response.reason_phrase or "",
+        "headers": resp_headers,
+        "body": _decode(data, response.headers.get("content-type"), truncated),
+        "truncated": truncated,
+        "durationMs": int((time.monotonic() - started) * 1000),
+    }
 
 
 async def _fetch(
@@ -223,10 +240,10 @@ async def _fetch(
         headers["User-Agent"] = USER_AGENT
     if default_type and "content-type" not in lowered:
         headers["Content-Type"] = default_type
-    work = asyncio.to_thread(_exchange, method, url, headers, body, timeout_ms, max_bytes, policy)
     try:
-        # the socket timeout bounds each blocking call; this bounds the whole exchange
-        return await asyncio.wait_for(work, timeout_ms / 1000 + 1.0)
+        # httpx's timeouts bound each phase; this bounds the whole exchange
+        async with asyncio.timeout(timeout_ms / 1000):
+            return await _exchange(method, url, headers, body, timeout_ms, max_bytes, policy)
     except TimeoutError:
         raise _timeout(url, timeout_ms) from None
 
