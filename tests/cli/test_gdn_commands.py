@@ -191,10 +191,9 @@ def test_doctor_reports_checks_and_fails_on_an_invalid_bundle(tmp_path: Path) ->
     proc = gdn(tmp_path, "doctor", str(good))
     assert proc.returncode == 0, proc.stdout
     assert proc.stdout.startswith("Goondan Doctor")
-    assert "python: Python 3." in proc.stdout and "key:ANTHROPIC_API_KEY: not set" in proc.stdout
-    with_key = gdn(tmp_path, "doctor", str(good), "--json", ANTHROPIC_API_KEY="sk-test")
-    checks = {c["check"]: c for c in json.loads(with_key.stdout)["checks"]}
-    assert checks["key:ANTHROPIC_API_KEY"]["status"] == "ok"
+    assert "python: Python 3." in proc.stdout
+    as_json = gdn(tmp_path, "doctor", str(good), "--json")
+    checks = {c["check"]: c for c in json.loads(as_json.stdout)["checks"]}
     assert checks["bundle"]["status"] == "ok"
     broken = write_bundle(tmp_path / "broken", (good / "goondan.yaml").read_text().replace("Model/echo", "Model/nope"))
     bad = gdn(tmp_path, "doctor", str(broken))

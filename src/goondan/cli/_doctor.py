@@ -1,4 +1,14 @@
-"""``gdn doctor``: is this machine ready to run a bundle? Python, optional extras, API keys, the bundle."""
+"""``gdn doctor [PATH]``: can this machine run *this* bundle? Python, the bundle, the extras it needs,
+the API keys its models read.
+
+Checks follow from the bundle, not from a fixed list: an extra is checked when something the bundle
+uses needs it (a Model's provider SDK, the MCP bridge extension, the Discord connector's signature
+library, Swarm telemetry, the Ray executor or the PostgreSQL store when ``GOONDAN_EXECUTOR`` /
+``GOONDAN_STORE`` select them) and an API key only when a Model an agent uses reads it. A missing
+one fails the check, with the install command (``pip install 'goondan-runtime[extra]'``) or the
+variable to set. Keys are looked up in the environment the run would get (``.env`` files included)
+and never printed.
+"""
 
 from __future__ import annotations
 
@@ -7,24 +17,33 @@ import importlib.util
 import json
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._dist import install_command
 from ._env import load_env
 from ._output import EXIT_INTERNAL, EXIT_OK, Style
 
-_EXTRAS = (
-    ("anthropic", "anthropic", "Anthropic models"),
-    ("openai", "openai", "OpenAI models"),
-    ("google.genai", "google-genai", "Google Gemini models"),
-    ("cryptography", "cryptography", "Discord connector signatures (Ed25519)"),
-    ("readline", "readline", "line editing in `gdn run`"),
-)
-_KEYS = (
-    ("anthropic", "ANTHROPIC_API_KEY"),
-    ("openai", "OPENAI_API_KEY"),
-    ("google", "GOOGLE_API_KEY"),
-)
+# extra -> (import to look for, what it is for)
+EXTRAS: dict[str, tuple[str, str]] = {
+    "anthropic": ("anthropic", "Anthropic models"),
+    "openai": ("openai", "OpenAI and OpenAI-compatible models"),
+    "google": ("google.genai", "Google Gemini models"),
+    "local": ("llama_cpp", "the local model (llama.cpp)"),
+    "mcp": ("mcp", "the MCP bridge extension"),
+    "discord": ("cryptography", "Discord signature checks (Ed25519)"),
+    "otel": ("opentelemetry.sdk", "Swarm telemetry (OpenTelemetry export)"),
+    "ray": ("ray", "the Ray executor"),
+    "postgres": ("psycopg", "the PostgreSQL store"),
+}
+# provider -> variables its SDK reads when Model.spec.apiKey is not given (any one is enough)
+DEFAULT_KEYS: dict[str, tuple[str, ...]] = {
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "openai": ("OPENAI_API_KEY",),
+    "google": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+}
+_BASE = "@goondan/base"
 
 
 def _find(module: str) -> bool:
@@ -34,25 +53,82 @@ def _find(module: str) -> bool:
         return False
 
 
+@dataclass
+class Needs:
+    """What a bundle needs: extras with the reasons, and API key variables with the models reading them."""
+
+    extras: dict[str, list[str]] = field(default_factory=dict)
+    keys: dict[tuple[str, ...], list[str]] = field(default_factory=dict)
+
+    def extra(self, name: str, why: str) -> None:
+        reasons = self.extras.setdefault(name, [])
+        if why not in reasons:
+            reasons.append(why)
+
+    def key(self, variables: tuple[str, ...], why: str) -> None:
+        reasons = self.keys.setdefault(variables, [])
+        if why not in reasons:
+            reasons.append(why)
+
+
+def bundle_needs(bundle: Any, env: dict[str, str]) -> Needs:
+    """Extras and keys of everything the bundle's agents, swarms and connections use."""
+    from ..bundle._values import lookup_value_source
+
+    needs = Needs()
+    for agent in bundle.of_kind("Agent", package=None):
+        try:
+            plan = bundle.agent_plan(agent.name)
+        except Exception:
+            continue
+        model = plan.model
+        provider = str(getattr(model.spec, "provider", ""))
+        if provider in EXTRAS:
+            needs.extra(provider, f"{model.key} (provider {provider})")
+        api_key = getattr(model.spec, "api_key", None)
+        if api_key is not None:
+            raw = api_key.model_dump(by_alias=True, exclude_none=True) if hasattr(api_key, "model_dump") else api_key
+            _, variable = lookup_value_source(raw, env)
+            if variable:
+                needs.key((variable,), f"{model.key} spec.apiKey")
+        elif provider in DEFAULT_KEYS and not getattr(model.spec, "endpoint", None):
+            needs.key(DEFAULT_KEYS[provider], f"{model.key} (provider {provider})")
+        for binding in plan.extensions:
+            if binding.resource.package == _BASE and binding.name == "mcp":
+                needs.extra("mcp", f"{agent.key} uses Extension/mcp")
+    for swarm in bundle.of_kind("Swarm", package=None):
+        if getattr(swarm.spec, "telemetry", None) is not None:
+            needs.extra("otel", f"{swarm.key} spec.telemetry")
+    for connection in bundle.of_kind("Connection", package=None):
+        try:
+            connector = bundle.resolve_ref(connection.spec.connector_ref, connection, "Connector")
+        except Exception:
+            continue
+        if connector.package == _BASE and connector.name == "discord":
+            needs.extra("discord", f"{connection.key} uses the discord connector")
+    executor = env.get("GOONDAN_EXECUTOR", "")
+    if executor == "ray":
+        needs.extra("ray", "GOONDAN_EXECUTOR=ray")
+    if env.get("GOONDAN_STORE", "").startswith(("postgresql:", "postgres:")):
+        needs.extra("postgres", "GOONDAN_STORE is a PostgreSQL URL")
+    return needs
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     checks: list[dict[str, Any]] = []
 
-    def add(name: str, status: str, detail: str) -> None:
-        checks.append({"check": name, "status": status, "detail": detail})
+    def add(name: str, status: str, detail: str, suggestion: str | None = None) -> None:
+        item: dict[str, Any] = {"check": name, "status": status, "detail": detail}
+        if suggestion:
+            item["suggestion"] = suggestion
+        checks.append(item)
 
     version = ".".join(map(str, sys.version_info[:3]))
     add("python", "ok" if sys.version_info >= (3, 11) else "fail", f"Python {version} ({sys.executable})")
-    for module, dist, purpose in _EXTRAS:
-        present = _find(module)
-        add(
-            f"extra:{dist}",
-            "ok" if present else "warn",
-            ("installed" if present else "not installed") + f" - {purpose}",
-        )
     directory = Path(args.path)
     env = load_env(directory, None) if directory.is_dir() else dict(os.environ)
-    used: set[str] = set()
     manifest = directory / "goondan.yaml" if directory.is_dir() else directory
+    needs: Needs | None = None
     if manifest.is_file():
         from ..bundle import validate_bundle
 
@@ -67,15 +143,31 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         else:
             add("bundle", "ok", f"{manifest} is valid ({len(report.warnings)} warning(s))")
         if report.bundle is not None:
-            used = {str(getattr(m.spec, "provider", "")) for m in report.bundle.of_kind("Model")}
+            needs = bundle_needs(report.bundle, env)
     else:
         add("bundle", "warn", f"no goondan.yaml at {directory} (create one with `gdn init`)")
-    for provider, variable in _KEYS:
-        present = bool(env.get(variable))
-        needed = provider in used
-        status = "ok" if present else ("fail" if needed else "warn")
-        detail = "set" if present else "not set" + (" (a Model in the bundle uses it)" if needed else "")
-        add(f"key:{variable}", status, detail)
+    if needs is not None:
+        for extra, reasons in needs.extras.items():
+            module, purpose = EXTRAS[extra]
+            present = _find(module)
+            add(
+                f"extra:{extra}",
+                "ok" if present else "fail",
+                ("installed" if present else "not installed") + f" - {purpose}, needed by {'; '.join(reasons)}",
+                None if present else install_command(extra),
+            )
+        for variables, reasons in needs.keys.items():
+            present = any(env.get(v) for v in variables)
+            add(
+                f"key:{variables[0]}",
+                "ok" if present else "fail",
+                ("set" if present else "not set") + f" - read by {'; '.join(reasons)}",
+                None
+                if present
+                else f"export {variables[0]}=... or put it in the bundle's .env (never in goondan.yaml)",
+            )
+        if not needs.extras and not needs.keys:
+            add("needs", "ok", "the bundle needs no optional extra and no API key")
     failed = any(c["status"] == "fail" for c in checks)
     if args.json:
         sys.stdout.write(json.dumps({"ok": not failed, "checks": checks}, indent=2) + "\n")
@@ -85,5 +177,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         sys.stdout.write("Goondan Doctor\n")
         for c in checks:
             sys.stdout.write(f"  [{marks[c['status']]}] {c['check']}: {c['detail']}\n")
+            if c.get("suggestion"):
+                sys.stdout.write(f"         fix: {c['suggestion']}\n")
         sys.stdout.write("All required checks passed.\n" if not failed else "Some checks failed.\n")
     return EXIT_INTERNAL if failed else EXIT_OK
