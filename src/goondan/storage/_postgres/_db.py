@@ -218,13 +218,24 @@ class Database:
             with pool.connection() as conn:
                 yield conn
         except psycopg_pool.PoolTimeout as exc:
+            self._discard_pool(pool)
             raise unavailable(self.url, exc, f"no connection within {self.pool_timeout:g} s to {what}") from None
         except psycopg.OperationalError as exc:
+            self._discard_pool(pool)
             raise unavailable(self.url, exc, f"could not {what}") from None
         except psycopg.Error as exc:
             if getattr(exc, "sqlstate", None) == "GDN01":
                 raise
             raise query_error(self.url, exc, what) from None
+
+    def _discard_pool(self, pool: psycopg_pool.ConnectionPool[Any]) -> None:
+        """After a connection failure: the next operation gets a new pool, which connects at once
+        (the old one would retry with a growing backoff and keep failing for a while after the
+        server is back). The old pool closes in the background."""
+        with self._pool_lock:
+            if self._pool is pool:
+                self._pool = None
+        threading.Thread(target=_close_quietly, args=(pool,), daemon=True, name="goondan-pool-close").start()
 
     # ------------------------------------------------------------------ lease session
 
@@ -260,6 +271,18 @@ class Database:
             raise unavailable(self.url, exc, "open the lease session") from None
         self._lease_conn = conn
         return conn
+
+    def check_session(self) -> None:
+        """Before a write: if the server dropped the lease session (a restart), reconnect and take
+        this process's locks again, so a restarted server keeps refusing other openers. One
+        non-blocking poll when nothing happened."""
+        conn = self._lease_conn
+        if conn is not None and not (conn.closed or conn.broken or _readable(conn.fileno())):
+            return
+        if not self.leases:
+            return
+        with self._lease_lock:
+            self._lease_session()
 
     def acquire(self, store: Any, instance_id: int, name: str) -> int:
         """Make ``store`` the holder of ``instance_id`` and return its new fencing token, or raise
@@ -438,6 +461,11 @@ class Database:
             _ABANDONED.append(conn)
         if pool is not None:
             _ABANDONED.append(pool)
+
+
+def _close_quietly(pool: Any) -> None:
+    with contextlib.suppress(Exception):
+        pool.close(timeout=1.0)
 
 
 def _forget_all_after_fork() -> None:

@@ -137,6 +137,10 @@ class PostgresInstanceStore:
             if self._token is not None:
                 raise self._lost()
             self._take_lease()
+        else:
+            self._db.check_session()
+            if not self._holds():  # the lock was taken by another node while the session was down
+                raise self._lost()
         assert self._id is not None and self._token is not None
         return self._id, self._token
 
