@@ -54,11 +54,13 @@ def delegation_bundle(root: Path) -> Path:
     return kit.write_bundle(root, *docs, files={"model.py": DELEGATION_MODEL, "calc.py": CALC_TOOL})
 
 
-def run_turns(bundle: Path, state_root: Path, inputs: Sequence[str]) -> list[goondan.TurnResult]:
+def run_turns(
+    bundle: Path, state_root: Path, inputs: Sequence[str], *, store: str | None = None
+) -> list[goondan.TurnResult]:
     """Requests to the entry agent with the real runtime (one agent process per instance)."""
 
     async def main() -> list[goondan.TurnResult]:
-        async with goondan.Runtime(bundle, state_root=state_root, executor="process") as rt:
+        async with goondan.Runtime(bundle, state_root=state_root, executor="process", store=store) as rt:
             return [await rt.request(text) for text in inputs]
 
     # in a thread of its own: the caller may be inside an event loop (Playwright's sync API runs one)

@@ -210,3 +210,24 @@ def test_the_wheel_ships_the_page_and_its_modules(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for asset in ("index.html", "app.js", "dom.js", "views.js", "style.css"):
         assert f"goondan/studio/static/{asset}" in names, asset
+
+
+def test_studio_reads_a_postgresql_store_like_the_file_store(tmp_path: Path, postgres_url: str) -> None:
+    bundle = delegation_bundle(tmp_path / "bundle")
+    run_turns(bundle, tmp_path / "state", ["hello"], store=postgres_url)
+    data = StudioData(open_store(postgres_url, state_root=tmp_path / "state"), bundle=bundle_info(bundle))
+    try:
+        with TestClient(create_app(data)) as client:
+            rows = {r["agent"]: r for r in get(client, "/api/instances")["items"]}
+            assert {a: (r["turns"], r["messages"], r["status"]) for a, r in rows.items()} == {
+                "lead": (1, 4, "idle"),
+                "helper": (1, 4, "idle"),
+            }
+            ws = rows["lead"]["workspace"]
+            conv = get(client, "/api/conversation", workspace=ws, agent="lead", key="default")
+            assert conv["rows"][1]["blocks"][0]["result"]["value"]["response"] == "sum is 5"
+            (turn,) = get(client, "/api/turns", workspace=ws, agent="lead", key="default")["items"]
+            trace = get(client, "/api/trace", workspace=ws, trace=turn["traceId"])
+            assert trace["spanCount"] == 12 and trace["agents"] == ["helper", "lead"]
+    finally:
+        data.close()

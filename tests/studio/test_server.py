@@ -58,6 +58,17 @@ def test_with_a_token_every_request_must_carry_it(state_root: Path) -> None:
             assert client.get("/api/instances").status_code == 200
 
 
+def test_without_a_token_only_requests_addressed_to_loopback_are_answered(state_root: Path) -> None:
+    with gdn_studio("--state-root", str(state_root)) as studio:
+        port = studio.url.rstrip("/").rsplit(":", 1)[1]
+        with httpx.Client(base_url=studio.url, timeout=10) as client:
+            for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost"):
+                assert client.get("/api/overview", headers={"Host": host}).status_code == 200, host
+            for host in (f"evil.example:{port}", "evil.example", f"10.0.0.1:{port}"):  # DNS rebinding
+                assert client.get("/api/overview", headers={"Host": host}).status_code == 403, host
+                assert client.get("/", headers={"Host": host}).status_code == 403, host
+
+
 def test_a_taken_port_is_a_clear_error(state_root: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -84,6 +84,26 @@ class TokenGate:
         await response(scope, receive, send)
 
 
+class HostGuard:
+    """Answer only requests addressed to a loopback name (``Host`` header), when no token guards
+    Studio: a web page elsewhere can point a DNS name of its own at 127.0.0.1 (DNS rebinding) and
+    would otherwise read conversations through the visitor's browser."""
+
+    def __init__(self, app: ASGIApp, allowed: frozenset[str]) -> None:
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            host = Request(scope).headers.get("host", "")
+            name = host[1 : host.find("]")] if host.startswith("[") else host.rsplit(":", 1)[0]
+            if name.lower() not in self.allowed:
+                response = PlainTextResponse(f"403 Forbidden: Studio answers only to {sorted(self.allowed)}", 403)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def _int(request: Request, name: str, default: int, *, upper: int | None = None) -> int:
     raw = request.query_params.get(name)
     if raw is None or raw == "":
@@ -128,8 +148,16 @@ def _endpoint(fn: Callable[[Request], Any]) -> Callable[[Request], Any]:
     return handler
 
 
-def create_app(data: StudioData, *, token: str | None = None, info: dict[str, Any] | None = None) -> ASGIApp:
-    """The Studio ASGI app over ``data`` (``info`` is shown in the header: store URL, bundle)."""
+def create_app(
+    data: StudioData,
+    *,
+    token: str | None = None,
+    info: dict[str, Any] | None = None,
+    allowed_hosts: frozenset[str] | None = None,
+) -> ASGIApp:
+    """The Studio ASGI app over ``data`` (``info`` is shown in the header: store URL, bundle).
+    With ``token`` every request must carry it; else ``allowed_hosts`` (when given) are the only
+    ``Host`` names it answers."""
     meta = dict(info or {})
 
     def overview(request: Request) -> Any:
@@ -209,7 +237,9 @@ def create_app(data: StudioData, *, token: str | None = None, info: dict[str, An
         data.close()
 
     app = Starlette(routes=routes, lifespan=lifespan)
-    return TokenGate(app, token) if token else app
+    if token:
+        return TokenGate(app, token)
+    return HostGuard(app, allowed_hosts) if allowed_hosts is not None else app
 
 
 _MEDIA_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
@@ -257,4 +287,4 @@ async def _events(request: Request, data: StudioData, workspace: str | None, wat
             yield b": ping\n\n"
 
 
-__all__ = ["COOKIE", "STATIC_DIR", "TokenGate", "create_app"]
+__all__ = ["COOKIE", "STATIC_DIR", "HostGuard", "TokenGate", "create_app"]

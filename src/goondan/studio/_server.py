@@ -123,7 +123,8 @@ def make_server(
     backend = open_store(store, state_root=state_root)
     sock = bind(host, port)
     info = {"store": _redacted(backend.url), "bundle": bundle.root if bundle else None}
-    app = create_app(StudioData(backend, bundle=bundle), token=token, info=info)
+    local = frozenset({"127.0.0.1", "localhost", "::1", host.strip("[]").lower()})
+    app = create_app(StudioData(backend, bundle=bundle), token=token, info=info, allowed_hosts=local)
     return StudioServer(app, sock, host, token)
 
 
