@@ -184,3 +184,11 @@ def test_a_value_is_a_subset_of_itself_and_a_dict_of_any_superset(value: Any, ex
         assert is_subset(value, {**extra, **value})
         if extra.keys() - value.keys():
             assert not is_subset({**value, **extra}, value)
+
+
+def test_overrides_refuse_an_executor_that_would_load_the_bundle_again() -> None:
+    runner = AgentRunner(QUICKSTART, override_models={"scripted": ["x"]}, executor="process")
+    with pytest.raises(GoondanError, match="need executor='inline'") as info:
+        runner.start()
+    runner.close()
+    assert info.value.code == "E_MODEL_OVERRIDE"

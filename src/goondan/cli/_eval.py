@@ -60,9 +60,6 @@ def add_eval_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="keep each scenario's state root under DIR/<scenario> (open it with gdn logs or Studio)",
     )
-    e.add_argument(
-        "--executor", choices=("inline", "process"), default="inline", help="where turns run (default: inline)"
-    )
     e.add_argument("--env-file", metavar="FILE", help="extra environment file (after the bundle's .env)")
     e.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"), help="compare two JSON reports and exit")
     e.set_defaults(func=cmd_eval)
@@ -123,7 +120,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
         overrides=overrides,
         concurrency=args.concurrency,
         keep_state=args.keep_state,
-        executor=args.executor,
         suite_name=suite.name or Path(args.suite).stem,
         env=load_env(run_bundle_dir(bundle, suite, suite_dir), args.env_file),
     )

@@ -2,10 +2,11 @@
 
 A test replaces a Model by a Python function (or a list of replies) while every other resource of the
 user's bundle stays real. The function cannot travel through YAML, so the Model becomes a ``python``
-provider whose generated ``generate(request)`` looks the function up in :data:`_FUNCTIONS` by a token:
-this works wherever the turn runs in this process (the ``inline`` executor, the default of
-:class:`goondan.testing.AgentRunner`). A ``"provider/model"`` string or a dict instead rewrites the
-Model's spec, which works with every executor (``gdn eval --model-override``).
+provider whose generated ``generate(request)`` looks the function up in :data:`_FUNCTIONS` by a token.
+A ``"provider/model"`` string or a dict instead rewrites the Model's spec (``gdn eval
+--model-override``). Either way only the loaded bundle changes, never its files: executors that load
+the bundle again in other processes would not see it, so overrides run on the ``inline`` executor
+(:class:`goondan.testing.AgentRunner` checks).
 """
 
 from __future__ import annotations

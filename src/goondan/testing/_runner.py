@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .._content import RequestInput
-from ..errors import ConfigError
+from ..errors import ConfigError, GoondanError
 from ..messages import Message
 from ._cassette import Cassette, CassetteMismatch, CassetteProxy, redirect_models
 from ._models import ModelOverrides, OverrideValue
@@ -63,8 +63,8 @@ class AsyncAgentRunner:
     a list of replies (one per model call, in order), ``"provider/model"`` or a dict of Model spec
     fields. ``cassette`` (a path or :class:`Cassette`) records or replays the HTTP traffic of the
     bundle's network Models. ``state_root=None`` uses a fresh temporary directory, removed at close
-    unless ``keep_state=True``. Function overrides need the turn to run in this process:
-    ``executor="inline"`` (the default here).
+    unless ``keep_state=True``. Overrides and cassettes change the loaded bundle, not its files, so
+    they need the turns to run in this process: ``executor="inline"`` (the default here).
     """
 
     def __init__(
@@ -127,6 +127,13 @@ class AsyncAgentRunner:
     async def start(self) -> None:
         from ..runtime import Runtime
 
+        if self._executor != "inline" and (self._overrides or self.cassette is not None):
+            raise GoondanError(
+                "E_MODEL_OVERRIDE",
+                f"model overrides and cassettes need executor='inline', not {self._executor!r}",
+                suggestion="They change the loaded bundle, which agent processes would load again from disk; "
+                "leave executor at its default.",
+            )
         bundle = self._load()
         self._models.apply(bundle, self._overrides)
         if self.cassette is not None:
