@@ -135,3 +135,46 @@ def test_replaying_a_cassette_that_does_not_exist_says_how_to_record_it(tmp_path
     with pytest.raises(GoondanError) as broken:
         Cassette(tmp_path / "broken.json")
     assert broken.value.code == "E_CASSETTE_INVALID"
+
+
+def messages_api(req: Req) -> Reply:
+    """An Anthropic Messages API server: tool_use first, then text from the tool_result."""
+    last = req.json["messages"][-1]
+    results = [b for b in last["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
+    if results:
+        content: list[dict[str, Any]] = [{"type": "text", "text": f"total {results[0]['content']}"}]
+        stop = "end_turn"
+    else:
+        content = [{"type": "tool_use", "id": "toolu_1", "name": "calc__add", "input": {"a": 4, "b": 5}}]
+        stop = "tool_use"
+    body = {"id": "msg", "type": "message", "role": "assistant", "model": "claude-test", "content": content}
+    return Reply(
+        body={**body, "stop_reason": stop, "stop_sequence": None, "usage": {"input_tokens": 7, "output_tokens": 3}}
+    )
+
+
+def test_an_anthropic_turn_records_and_replays_the_same_way(tmp_path: Path) -> None:
+    add = kit.export("add", {"a": {"type": "number"}, "b": {"type": "number"}}, required=["a", "b"])
+    cassette = tmp_path / "anthropic.json"
+    with FakeServer(messages_api) as server:
+        root = kit.write_bundle(
+            tmp_path / "b",
+            kit.package_doc("cassette-anthropic"),
+            kit.model_doc("claude", "anthropic", "claude-test", endpoint=server.url, apiKey={"value": KEY}),
+            kit.tool_doc("calc", "./calc.py", [add]),
+            kit.agent_doc("helper", model="claude", tools=["calc"]),
+            kit.swarm_doc(["helper"]),
+            files={"calc.py": "handlers = {'add': lambda ctx, a: {'sum': a['a'] + a['b']}}\n"},
+        )
+        with AgentRunner(root, cassette=cassette) as runner:
+            recorded = runner.request("add 4 and 5")
+        assert KEY in server.requests[0].headers.get("authorization", "") + server.requests[0].headers.get(
+            "x-api-key", ""
+        )
+    assert recorded.text is not None and "9" in recorded.text
+    raw = cassette.read_text(encoding="utf-8")
+    assert KEY not in raw and json.loads(raw)["interactions"][0]["request"]["path"] == "/v1/messages"
+    with AgentRunner(root, cassette=cassette, cassette_mode="replay") as runner:
+        replayed = runner.request("add 4 and 5")
+    assert replayed.text == recorded.text
+    replayed.assert_tool_called("calc__add", {"a": 4, "b": 5})
