@@ -62,7 +62,7 @@ def test_executor_and_isolation_that_disagree_are_refused() -> None:
 
 
 def test_ray_without_its_extra_is_a_clear_error_naming_the_extra(tmp_path: Path) -> None:
-    """A machine without ``goondan[ray]``: a child Python in which ``import ray`` fails."""
+    """A machine without ``goondan-runtime[ray]``: a child Python in which ``import ray`` fails."""
     script = (
         "import sys; sys.modules['ray'] = None\n"
         "import goondan\n"
@@ -73,7 +73,7 @@ def test_ray_without_its_extra_is_a_clear_error_naming_the_extra(tmp_path: Path)
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "E_RAY_NOT_INSTALLED | pip install 'goondan[ray]'"
+    assert out.stdout.strip() == "E_RAY_NOT_INSTALLED | pip install 'goondan-runtime[ray]'"
 
 
 def test_a_bad_executor_in_the_environment_is_an_error_not_a_silent_default(monkeypatch: pytest.MonkeyPatch) -> None:

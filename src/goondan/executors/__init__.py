@@ -1,7 +1,7 @@
 """Executors: where agent instances run and how events reach them.
 
 ``inline`` runs them in the caller's process, ``process`` (the default) one OS process per instance,
-``ray`` one named Ray actor per instance (extra ``goondan[ray]``).
+``ray`` one named Ray actor per instance (extra ``goondan-runtime[ray]``).
 Each implements :class:`Executor`; the ``Runtime`` facade (``goondan.runtime``) picks one by name
 with :func:`open_executor` and delegates to it. Executors drive the engine (``goondan.engine``) and
 never import the facade; import contracts in ``pyproject.toml`` check both directions.

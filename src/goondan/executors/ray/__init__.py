@@ -1,4 +1,4 @@
-"""The Ray executor (``executor="ray"``, extra ``goondan[ray]``): each agent instance is a named Ray
+"""The Ray executor (``executor="ray"``, extra ``goondan-runtime[ray]``): each agent instance is a named Ray
 actor placed by Ray, supervised by the process executor's orchestrator on the head; see
 ``_executor`` and docs/cluster.md. Importing this package does not import ray."""
 

@@ -25,6 +25,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
+from ..._dist import install_command
 from ...errors import GoondanError
 from ..process._ipc import Connection
 from ._actor import TOKEN_BYTES, AgentActor
@@ -36,6 +37,7 @@ KILLED = -9  # the exit code of an actor whose worker (or node) died
 START_TIMEOUT_S = 120.0  # a new actor may wait for a worker process and import goondan first
 NAME_RETRY_S = 10.0  # a killed actor's name is released asynchronously by Ray's control store
 IPC_LIMIT = 64 * 1024 * 1024
+PLACEMENT_ATTEMPTS = 5
 # "pids" are unique in the process: the orchestrator keeps a reloaded runtime's old spawner next to
 # the new one until its actors are gone, and maps exits by pid
 _PIDS = itertools.count(1)
@@ -49,7 +51,7 @@ def import_ray() -> Any:
         raise GoondanError(
             "E_RAY_NOT_INSTALLED",
             "the Ray executor needs the 'ray' package, which is not installed",
-            suggestion="pip install 'goondan[ray]'",
+            suggestion=install_command("ray"),
         ) from None
     return ray
 
@@ -133,10 +135,36 @@ class RaySpawner:
                 await asyncio.sleep(0.05)
 
     async def spawn(self, spec: dict[str, Any]) -> tuple[int, Connection]:
+        """A new actor for the instance, connected back to this head. An actor that dies before it
+        ran at all was placed on a node that is going away (Ray learns of a lost node from missed
+        heartbeats): it is placed again, up to ``PLACEMENT_ATTEMPTS`` times."""
         if not self.alive or self._address is None:
             raise GoondanError("E_RAY_SPAWNER_CLOSED", "the Ray executor is not running")
-        loop = asyncio.get_running_loop()
         name = actor_name(str(spec["agent"]), str(spec["instanceKey"]))
+        deadline = asyncio.get_running_loop().time() + START_TIMEOUT_S
+        for attempt in range(1, PLACEMENT_ATTEMPTS + 1):
+            pid, served, connected = await self._place(name, spec, deadline)
+            if connected is not None:
+                self._watchers[pid] = asyncio.get_running_loop().create_task(self._watch(pid, served))
+                return pid, Connection(*connected)
+            reason = f"did not connect within {START_TIMEOUT_S:.0f} s" if not served.done() else _why(served)
+            if not served.done() or attempt == PLACEMENT_ATTEMPTS or not _never_ran(served):
+                break
+            log.info("ray actor %s was lost before it ran (%s); placing it again", name, reason)
+        raise GoondanError(
+            "E_RAY_ACTOR_START",
+            f"the Ray actor {name!r} could not start: {reason}",
+            suggestion="Check that goondan and the bundle's dependencies are installed on every node, "
+            "the bundle directory exists at the same path there, and the node can reach the head.",
+        )
+
+    async def _place(
+        self, name: str, spec: dict[str, Any], deadline: float
+    ) -> tuple[int, asyncio.Future[Any], tuple[asyncio.StreamReader, asyncio.StreamWriter] | None]:
+        """One actor for ``name``: its pid, its ``serve`` result and its stream (``None`` when it
+        ended or timed out before connecting; it is killed then)."""
+        assert self._address is not None
+        loop = asyncio.get_running_loop()
         token = secrets.token_hex(TOKEN_BYTES // 2)
         connected: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = loop.create_future()
         self._pending[token] = connected
@@ -151,7 +179,9 @@ class RaySpawner:
         self._handles[pid] = handle
         self.children.add(pid)
         try:
-            await asyncio.wait({connected, served}, timeout=START_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {connected, served}, timeout=max(0.0, deadline - loop.time()), return_when=asyncio.FIRST_COMPLETED
+            )
         except BaseException:
             self._pending.pop(token, None)
             self._forget(pid, kill=True)
@@ -159,17 +189,9 @@ class RaySpawner:
         if not connected.done():
             self._pending.pop(token, None)
             self._forget(pid, kill=True)
-            reason = f"did not connect within {START_TIMEOUT_S:.0f} s" if not served.done() else _why(served)
-            raise GoondanError(
-                "E_RAY_ACTOR_START",
-                f"the Ray actor {name!r} could not start: {reason}",
-                suggestion="Check that goondan and the bundle's dependencies are installed on every node, "
-                "the bundle directory exists at the same path there, and the node can reach the head.",
-            )
-        reader, writer = connected.result()
+            return pid, served, None
         log.debug("ray actor %s connected as pid %d", name, pid)
-        self._watchers[pid] = loop.create_task(self._watch(pid, served))
-        return pid, Connection(reader, writer)
+        return pid, served, connected.result()
 
     async def _watch(self, pid: int, served: asyncio.Future[Any]) -> None:
         try:
@@ -223,6 +245,18 @@ class RaySpawner:
         if self._server is not None:
             self._server.close()
             self._server = None
+
+
+def _never_ran(served: asyncio.Future[Any]) -> bool:
+    """Whether ``serve`` failed because its actor died before running anything (placed on a node
+    that was lost, or cancelled by Ray), as opposed to our code failing in it."""
+    if served.cancelled():
+        return False
+    exc = served.exception()
+    if exc is None:
+        return False
+    ray = import_ray()
+    return isinstance(exc, ray.exceptions.RayActorError) and not isinstance(exc, ray.exceptions.RayTaskError)
 
 
 def _why(served: asyncio.Future[Any]) -> str:
