@@ -4,7 +4,7 @@
   ``synchronous_commit`` on, the event is in the WAL on disk before the call returns - the
   filesystem store's guarantee (an emitted event survives the writer's death), stronger against
   power loss.
-* ``commit`` is ONE transaction, sent as one pipeline (one round trip): ``goondan_fence`` locks the
+* ``commit`` is ONE transaction and one round trip, the ``goondan_commit`` function: it locks the
   instance row FOR UPDATE and compares the fencing token (a stale writer gets
   ``E_INSTANCE_LEASE_LOST`` and the transaction writes nothing), then the turn's messages are
   appended to (or replace) the base and the events are deleted. A crash anywhere leaves either the
@@ -39,11 +39,7 @@ if TYPE_CHECKING:
 
     from ._db import Database
 
-_APPEND_MESSAGES = (
-    "INSERT INTO goondan_messages (instance_id, seq, record)"
-    " SELECT %s, %s + o - 1, r::json FROM unnest(%s::text[]) WITH ORDINALITY AS t(r, o)"
-)
-_ASYNC = "SET LOCAL synchronous_commit = off"
+_COMMIT = "SELECT goondan_commit(%s, %s, %s, %s, %s::text[], %s)"
 
 
 def _text(data: bytes) -> str:
@@ -230,18 +226,17 @@ class PostgresInstanceStore:
         rows = appended if delta else next_messages
         assert rows is not None
         texts = [_text(dumps_line(m.to_record())) for m in rows]
+        params = (instance_id, token, delta, n if delta else 0, texts, bool(self._pending))
         try:
-            with self._db.connection("commit the turn") as conn, conn.pipeline() as pipeline, conn.transaction():
-                conn.execute("SELECT goondan_fence(%s, %s)", (instance_id, token))
-                if not delta:
-                    conn.execute("DELETE FROM goondan_messages WHERE instance_id = %s", (instance_id,))
-                if texts:
-                    conn.execute(_APPEND_MESSAGES, (instance_id, n if delta else 0, texts))
-                if self._pending:
-                    conn.execute("DELETE FROM goondan_events WHERE instance_id = %s", (instance_id,))
+            with self._db.connection("commit the turn") as conn:
                 if _atomic.CRASH_AT is not None and _atomic.CRASH_AT.startswith("pg_"):
-                    pipeline.sync()  # the server has run the statements; the transaction is still open
-                    crash_point("pg_before_commit" if delta else "pg_before_rewrite_commit")
+                    # crash tests: the same fold inside an explicit transaction, killed after the
+                    # server applied it and before COMMIT
+                    with conn.transaction():
+                        conn.execute(_COMMIT, params)
+                        crash_point("pg_before_commit" if delta else "pg_before_rewrite_commit")
+                else:
+                    conn.execute(_COMMIT, params)
             crash_point("pg_after_commit")
         except Exception as exc:
             if self._is_lease_lost(exc):
@@ -256,11 +251,8 @@ class PostgresInstanceStore:
         """Keep one runtime event (not fsynced: observability, see the module docstring)."""
         data = _text(_encode_json(record, "runtime event"))
         instance_id = self._require_id()
-        with self._db.connection("record a runtime event") as conn, conn.pipeline(), conn.transaction():
-            conn.execute(_ASYNC)
-            conn.execute(
-                "INSERT INTO goondan_runtime_events (instance_id, record) VALUES (%s, %s::json)", (instance_id, data)
-            )
+        with self._db.connection("record a runtime event") as conn:
+            conn.execute("SELECT goondan_runtime_event(%s, %s::json)", (instance_id, data))
 
     def read_runtime_events(self) -> list[dict[str, Any]]:
         instance_id = self._instance_id(create=False)
@@ -384,17 +376,8 @@ class PostgresInstanceStore:
         not flushed (as the filesystem store's in-place overwrite)."""
         now = now_iso()
         instance_id = self._require_id()
-        sql = (
-            "UPDATE goondan_instances SET status = %s, created_at = coalesce(created_at, %s), updated_at = %s"
-            " WHERE id = %s"
-        )
         with self._db.connection("write metadata") as conn:
-            if not self._created:
-                conn.execute(sql, (status, now, now, instance_id))
-            else:
-                with conn.pipeline(), conn.transaction():
-                    conn.execute(_ASYNC)
-                    conn.execute(sql, (status, now, now, instance_id))
+            conn.execute("SELECT goondan_set_status(%s, %s, %s, %s)", (instance_id, status, now, not self._created))
         self._created = True
 
     # ------------------------------------------------------------------ fresh start

@@ -106,8 +106,43 @@ BEGIN
 END $$;
 """
 
+# v2: one round trip per store call on the hot path. Each function runs as ONE statement in an
+# autocommit transaction: the fold (fence + base + events), and the observability writes that
+# turn synchronous_commit off for their own transaction only (set_config(..., true)).
+_V2 = """
+CREATE FUNCTION goondan_commit(p_id bigint, p_token bigint, p_delta boolean, p_offset integer,
+                               p_records text[], p_clear_events boolean) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM goondan_fence(p_id, p_token);
+    IF NOT p_delta THEN
+        DELETE FROM goondan_messages WHERE instance_id = p_id;
+    END IF;
+    INSERT INTO goondan_messages (instance_id, seq, record)
+        SELECT p_id, p_offset + o - 1, r::json FROM unnest(p_records) WITH ORDINALITY AS t(r, o);
+    IF p_clear_events THEN
+        DELETE FROM goondan_events WHERE instance_id = p_id;
+    END IF;
+END $$;
+CREATE FUNCTION goondan_runtime_event(p_id bigint, p_record json) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    INSERT INTO goondan_runtime_events (instance_id, record) VALUES (p_id, p_record);
+END $$;
+CREATE FUNCTION goondan_set_status(p_id bigint, p_status text, p_now text, p_durable boolean) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT p_durable THEN
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
+    UPDATE goondan_instances SET status = p_status, created_at = coalesce(created_at, p_now), updated_at = p_now
+        WHERE id = p_id;
+END $$;
+"""
+
 #: version -> SQL. Append only; never edit a released migration.
-MIGRATIONS: dict[int, str] = {1: _V1}
+MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2}
 LATEST = max(MIGRATIONS)
 
 
