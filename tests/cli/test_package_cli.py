@@ -11,6 +11,7 @@ into the fresh venv only.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import site
 import subprocess
@@ -63,6 +64,21 @@ spec:
 """
 
 
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``gdn init -t package`` + ``gdn package build``, once for the module: a real wheel and sdist."""
+    tmp_path = tmp_path_factory.mktemp("package")
+    created = gdn(tmp_path, "init", "-t", "package", "acme", "--name", "acme-tools")
+    assert created.returncode == 0, created.stderr
+    assert (tmp_path / "acme" / "acme_tools" / "goondan.yaml").is_file()
+    out = tmp_path / "wheels"
+    built = gdn(tmp_path, "package", "build", "--path", "acme", "--no-isolation", "-o", str(out))
+    assert built.returncode == 0, built.stderr
+    assert "twine upload" in built.stdout
+    assert sorted(p.suffix for p in out.iterdir()) == [".gz", ".whl"]
+    return out
+
+
 def fresh_venv(path: Path) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=60)
     (lib,) = (path / "lib").glob("python3*/site-packages")
@@ -71,8 +87,8 @@ def fresh_venv(path: Path) -> Path:
     return path / "bin" / "python"
 
 
-def gdn_in(python: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = env_for(tmp_path, GOONDAN_STATE_ROOT=str(tmp_path / "state"))
+def gdn_in(python: Path, tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = env_for(tmp_path, GOONDAN_STATE_ROOT=str(tmp_path / "state"), **extra)
     env.pop("VIRTUAL_ENV", None)
     return subprocess.run(
         [str(python), "-m", "goondan", *args],
@@ -85,14 +101,7 @@ def gdn_in(python: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProc
     )
 
 
-def test_package_built_added_and_locked_runs_in_a_fresh_venv(tmp_path: Path) -> None:
-    created = gdn(tmp_path, "init", "-t", "package", "acme", "--name", "acme-tools")
-    assert created.returncode == 0, created.stderr
-    assert (tmp_path / "acme" / "acme_tools" / "goondan.yaml").is_file()
-    wheels = tmp_path / "wheels"
-    built = gdn(tmp_path, "package", "build", "--path", "acme", "--no-isolation", "-o", str(wheels))
-    assert built.returncode == 0, built.stderr
-    assert sorted(p.suffix for p in wheels.iterdir()) == [".gz", ".whl"]
+def test_package_built_added_and_locked_runs_in_a_fresh_venv(tmp_path: Path, wheels: Path) -> None:
 
     python = fresh_venv(tmp_path / "venv")
     app = write_files(tmp_path / "app", {"goondan.yaml": BUNDLE})
@@ -128,7 +137,8 @@ def test_package_built_added_and_locked_runs_in_a_fresh_venv(tmp_path: Path) -> 
     assert '- {name: "acme-tools", version: ">=0.1"}' in manifest
     assert "# the app's own comment survives" in manifest
     lock = (app / "goondan.lock").read_text()
-    assert "acme-tools==0.1.0" in lock and "--hash=sha256:" in lock
+    (wheel,) = wheels.glob("*.whl")
+    assert "acme-tools==0.1.0" in lock and f"--hash=sha256:{hashlib.sha256(wheel.read_bytes()).hexdigest()}" in lock
     # installed into the fresh venv, not into the environment running the tests
     assert list((tmp_path / "venv" / "lib").glob("python3*/site-packages/acme_tools/goondan.yaml"))
     assert subprocess.run([sys.executable, "-c", "import acme_tools"], capture_output=True).returncode != 0
@@ -149,10 +159,31 @@ def test_package_built_added_and_locked_runs_in_a_fresh_venv(tmp_path: Path) -> 
     assert gdn_in(other, tmp_path, "run", "app", "--input", "hi").stdout.strip() == "tool said: Hello, Ada!"
 
 
-def test_install_refuses_a_wheel_whose_hash_differs_from_the_lock(tmp_path: Path) -> None:
-    assert gdn(tmp_path, "init", "-t", "package", "acme", "--name", "acme-tools").returncode == 0
-    wheels = tmp_path / "wheels"
-    assert gdn(tmp_path, "package", "build", "--path", "acme", "--no-isolation", "-o", str(wheels)).returncode == 0
+def test_pip_does_the_same_when_uv_is_not_there(tmp_path: Path, wheels: Path) -> None:
+    app = write_files(tmp_path / "app", {"goondan.yaml": BUNDLE})
+    python = fresh_venv(tmp_path / "venv")
+    added = gdn_in(
+        python,
+        tmp_path,
+        "package",
+        "add",
+        "acme-tools",
+        "--path",
+        "app",
+        "--no-index",
+        "--find-links",
+        str(wheels),
+        GOONDAN_INSTALLER="pip",
+    )
+    assert added.returncode == 0, added.stderr
+    assert " -m pip install" in added.stderr and "uv pip" not in added.stderr
+    (wheel,) = wheels.glob("*.whl")
+    assert f"--hash=sha256:{hashlib.sha256(wheel.read_bytes()).hexdigest()}" in (app / "goondan.lock").read_text()
+    assert '- {name: "acme-tools", version: ">=0.1.0"}' in (app / "goondan.yaml").read_text()
+    assert gdn_in(python, tmp_path, "run", "app", "--input", "hi").stdout.strip() == "tool said: Hello, Ada!"
+
+
+def test_install_refuses_a_wheel_whose_hash_differs_from_the_lock(tmp_path: Path, wheels: Path) -> None:
     write_files(tmp_path / "app", {"goondan.yaml": BUNDLE})
     assert gdn(tmp_path, "package", "lock", "--path", "app").returncode == 0  # no dependency yet: empty lock
     (tmp_path / "app" / "goondan.lock").write_text("acme-tools==0.1.0 --hash=sha256:" + "0" * 64 + "\n")

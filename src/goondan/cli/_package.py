@@ -134,20 +134,24 @@ def add_dependency(text: str, dep: dict[str, str], default_name: str) -> str:
         return _rewrite_first(text, docs, first, dep)
     for node in deps.value:
         if getattr(_get(node, "name"), "value", None) == dep["name"]:
-            start, end = node.start_mark, node.end_mark
-            if start.line != end.line and not (end.column == 0 and end.line == start.line + 1):
-                return _rewrite_first(text, docs, first, dep)  # a multi-line item: rewrite cleanly
-            line = lines[start.line]
-            lines[start.line] = (
-                line[: start.column] + item + line[end.column if end.line == start.line else len(line) :]
-            )
-            if not lines[start.line].endswith("\n"):
-                lines[start.line] += "\n"
+            start = node.start_mark
+            last, tail = _node_end(lines, node.end_mark)
+            lines[start.line : last + 1] = [lines[start.line][: start.column] + item + tail]
             return "".join(lines)
-    last = deps.value[-1]
     dash_column = deps.value[0].start_mark.column - 2
-    at = last.end_mark.line + (0 if last.end_mark.column == 0 else 1)
+    at = _node_end(lines, deps.value[-1].end_mark)[0] + 1
     return "".join([*lines[:at], f"{' ' * max(dash_column, 0)}- {item}\n", *lines[at:]])
+
+
+def _node_end(lines: list[str], mark: Any) -> tuple[int, str]:
+    """Last line a node occupies and what follows it there (a comment, or just the newline).
+
+    A block node's end mark is where the next token starts, which may be the indentation of the
+    following line: then the node really ended on the line before.
+    """
+    if mark.line >= len(lines) or not lines[mark.line][: mark.column].strip():
+        return mark.line - 1, "\n"
+    return mark.line, lines[mark.line][mark.column :] or "\n"
 
 
 def _get(node: Any, key: str) -> Any:
