@@ -218,7 +218,8 @@ class FakeApi:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
-        self.routes: dict[str, Callable[[dict[str, Any]], tuple[int, Any]]] = {}
+        # path -> record -> (status, payload) or (status, payload, headers)
+        self.routes: dict[str, Callable[[dict[str, Any]], tuple[Any, ...]]] = {}
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -238,11 +239,15 @@ class FakeApi:
                 }
                 api.requests.append(record)
                 route = api.routes.get(self.path.split("?", 1)[0])
-                status, payload = route(record) if route else (200, {"ok": True})
+                answer = route(record) if route else (200, {"ok": True})
+                status, payload = answer[0], answer[1]
+                extra: dict[str, str] = answer[2] if len(answer) > 2 else {}  # e.g. Retry-After
                 raw_reply = isinstance(payload, bytes)  # a file download
                 data = payload if raw_reply else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/octet-stream" if raw_reply else "application/json")
+                for name, value in extra.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

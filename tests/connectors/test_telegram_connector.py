@@ -11,14 +11,14 @@ from cn_testkit import FakeApi, connector_bundle, gdn_run, probes, wait_for
 TOKEN = "123:abc"
 
 
-def connection(api: str) -> str:
+def connection(api: str, connector: str = "telegram") -> str:
     return (
         "apiVersion: goondan.ai/v1\n"
         "kind: Connection\n"
         "metadata:\n"
         "  name: tg\n"
         "spec:\n"
-        '  connectorRef: { kind: Connector, name: telegram, package: "@goondan/base" }\n'
+        f'  connectorRef: {{ kind: Connector, name: {connector}, package: "@goondan/base" }}\n'
         "  config:\n"
         f'    apiBase: {{ value: "{api}" }}\n'
         '    pollTimeout: { value: "1" }\n'
@@ -99,3 +99,13 @@ def test_a_rejected_token_stops_the_connector_with_an_error(tmp_path: Path, fake
     assert code == 1  # the only connector failed, so gdn run ends with an error
     assert "rejected the bot token" in run.stderr
     assert "[E_CONNECTOR_FAILED]" in run.stderr and "tg" in run.stderr
+
+
+def test_upstream_name_telegram_polling_runs_the_same_connector(tmp_path: Path, fake_api: FakeApi) -> None:
+    fake_api.routes[f"/bot{TOKEN}/getUpdates"] = lambda record: (401, {"ok": False, "description": "Unauthorized"})
+    bundle = connector_bundle(tmp_path / "b", connection(fake_api.url, "telegram-polling"))
+    with gdn_run(tmp_path, bundle, TG_TOKEN=TOKEN) as run:
+        run.wait_ready()
+        code = run.proc.wait(20)
+    assert code == 1 and "rejected the bot token" in run.stderr  # the telegram connector's own check
+    assert fake_api.matching("/getUpdates")

@@ -208,7 +208,7 @@ def _ingress_modules() -> tuple[Any, Any]:
         from ..errors import GoondanError
 
         raise GoondanError(
-            "E_CONNECTOR_START",
+            "E_CONNECTOR_DEPENDENCY",
             f"webhook connectors need uvicorn and starlette, which are not installed ({exc.name})",
             suggestion="Install them: pip install 'goondan[connectors]' (or uv pip install uvicorn starlette).",
         ) from None

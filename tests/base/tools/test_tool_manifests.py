@@ -22,6 +22,9 @@ EXPECTED = {
     "wait": ({"seconds"}, 600),
     "agents": ({"request", "send", "spawn", "list", "catalog"}, 1500),
     "self-restart": ({"request"}, 1000),
+    "slack": ({"send", "read", "edit", "delete", "react", "upload", "downloadFile"}, 1000),
+    # the Bot API cannot read a chat's history: no `read`
+    "telegram": ({"send", "edit", "delete", "react", "setChatAction", "upload", "downloadFile"}, 1000),
 }
 
 
