@@ -15,7 +15,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "scale_store.py"
 
 def test_scale_store_bench_reports_each_stores_per_turn_persistence_cost(postgres_url: str) -> None:
     proc = subprocess.run(
-        [sys.executable, str(BENCH), "--conversations=1", "--turns=3", "--json", "--postgres-url", postgres_url],
+        [sys.executable, str(BENCH), "--conversations=1", "--turns=2", "--json", "--postgres-url", postgres_url],
         capture_output=True,
         text=True,
         timeout=300,
@@ -25,7 +25,7 @@ def test_scale_store_bench_reports_each_stores_per_turn_persistence_cost(postgre
     results = figures["results"]
     for name in ("Goondan filesystem store", "Goondan PostgreSQL store"):
         row = results[name]
-        assert row["turns"] == 3 and row["wall_us"] > 0 and row["cpu_us"] > 0
+        assert row["turns"] == 2 and row["wall_us"] > 0 and row["cpu_us"] > 0
         assert row["calls_per_turn"]["append_event"] == 4  # user, tool call, tool result, answer
         assert row["calls_per_turn"]["commit"] == 1
     saver = results["LangGraph PostgresSaver (durability=sync)"]

@@ -1,12 +1,12 @@
-"""The PostgreSQL store under real runtimes: turns of the inline and process executors land in the
-database, a second runtime on another process is refused the instance, the conversation continues
-across runtimes."""
+"""The PostgreSQL store under real runtimes: turns of the inline and process executors (the agent
+process writes) land in the database and the conversation continues in the next runtime."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import psycopg
+import pytest
 
 import goondan
 import kit as k
@@ -23,7 +23,8 @@ def _count(url: str, table: str) -> int:
     return int(row[0])
 
 
-def test_turns_of_every_executor_are_committed_to_postgres_and_continue_across_runtimes(
+@pytest.mark.parametrize("executor", ["inline", "process"])  # Ray + PostgreSQL: tests/executors/ray
+def test_turns_of_both_local_executors_are_committed_to_postgres_and_continue_across_runtimes(
     tmp_path: Path, state_root: Path, executor: str, postgres_url: str
 ) -> None:
     k.MODEL = None

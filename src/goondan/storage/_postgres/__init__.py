@@ -20,7 +20,7 @@ Nothing is imported from psycopg until a store is actually used, so ``gdn --help
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._ids import parse_iso
 from .._identity import WorkspaceIdentity
@@ -186,6 +186,15 @@ def open_postgres(url: str, *, state_root: Path) -> PostgresStoreBackend:
     """The :class:`~goondan.storage.StoreFactory` of ``postgresql://`` and ``postgres://``."""
     return PostgresStoreBackend(url)
 
+
+if TYPE_CHECKING:
+    # the backend implements the store protocols; mypy checks these assignments
+    from .._protocol import InstanceReader, InstanceStore, StoreBackend, WorkspaceStore
+
+    _instance: type[InstanceStore] = PostgresInstanceStore
+    _reader: type[InstanceReader] = PostgresInstanceReader
+    _workspace: type[WorkspaceStore] = PostgresWorkspaceStore
+    _backend: type[StoreBackend] = PostgresStoreBackend
 
 __all__ = [
     "LEASE_EXPIRY_S",
