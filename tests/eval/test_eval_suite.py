@@ -127,3 +127,28 @@ def test_compare_lists_added_and_removed_scenarios(tmp_path: Path) -> None:
     (tmp_path / "junk.json").write_text("[1]")
     with pytest.raises(GoondanError, match="is not a gdn eval JSON report"):
         compare(str(a), str(tmp_path / "junk.json"))
+
+
+@given(
+    st.lists(st.sampled_from(["input: hi", "turns: [a, b]", "input: [{type: text, text: x}]"]), min_size=1, max_size=6),
+    st.data(),
+)
+def test_an_unknown_field_is_reported_at_its_own_line(inputs: list[str], data: st.DataObject) -> None:
+    bad = data.draw(st.integers(min_value=0, max_value=len(inputs) - 1))
+    lines = ["bundle: b", "scenarios:"]
+    expected_line = 0
+    for index, value in enumerate(inputs):
+        lines += [f"  - name: s{index}", f"    {value}", "    expect:", "      maxSteps: 2"]
+        if index == bad:
+            lines.append("      maxStep: 3")
+            expected_line = len(lines)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "s.yaml"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        with pytest.raises(GoondanError) as info:
+            load_suite(path)
+    assert (
+        f"s.yaml:{expected_line}: scenarios.{bad}.expect.maxStep: Extra inputs are not permitted" in info.value.message
+    )

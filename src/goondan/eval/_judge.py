@@ -10,6 +10,7 @@ bare number) because small models and hand-written judges do not always comply.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -92,6 +93,11 @@ class JudgeModel:
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
+def _is_score(value: Any) -> bool:
+    """A finite number (JSON also parses ``Infinity`` and ``NaN``, which grade nothing)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def parse_grade(text: str) -> Grade:
     """``{"score", "reason"}`` from the judge's answer; a score outside 0..1 is clamped, an answer
     without any score is an error grade (score 0) that quotes the answer."""
@@ -104,13 +110,9 @@ def parse_grade(text: str) -> Grade:
             data = json.loads(candidate)
         except ValueError:
             continue
-        if (
-            isinstance(data, dict)
-            and isinstance(data.get("score"), int | float)
-            and not isinstance(data["score"], bool)
-        ):
+        if isinstance(data, dict) and _is_score(data.get("score")):
             return Grade(min(1.0, max(0.0, float(data["score"]))), str(data.get("reason") or ""))
-        if isinstance(data, int | float) and not isinstance(data, bool):
+        if _is_score(data):
             return Grade(min(1.0, max(0.0, float(data))), "")
     number = _NUMBER.fullmatch(text.strip())
     if number:
