@@ -184,3 +184,37 @@ def test_missing_token_and_bad_arguments_fail_before_any_call(
         run(slack.send, FakeCtx(workdir=tmp_path, config={"tokn": "x"}), {"channel": "C1", "text": "x"})
     assert bad_config.value.code == "E_TOOL_CONFIG_INVALID"
     assert api.requests == []
+
+
+def test_slack_and_telegram_tools_run_through_a_bundle_and_the_runtime(
+    tmp_path: Path, api: FakeApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from tools_testkit import calls_then_text, last_results, output_value, tools_bundle
+
+    import goondan
+    import kit
+
+    monkeypatch.setenv("SLACK_BOT_TOKEN", TOKEN)
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "42:tg")
+    api.routes["/chat.postMessage"] = lambda record: (200, {"ok": True, "channel": "C1", "ts": "3.0"})
+    api.routes["/bot42:tg/sendMessage"] = lambda record: (200, {"ok": True, "result": {"message_id": 8}})
+    config = {"slack": {"apiBase": api.url}, "telegram": {"apiBase": api.url}}
+    root = tools_bundle(tmp_path / "b", {"a": ["slack", "telegram"]}, tool_config=config)
+    kit.MODEL = calls_then_text(
+        ("slack__send", {"channel": "C1", "text": "from the agent"}),
+        ("telegram__send", {"chatId": 1001, "text": "from the agent"}),
+        ("telegram__send", {"chatId": 1001}),  # refused by the shipped schema before the handler
+    )
+    (tmp_path / "state").mkdir()
+
+    async def main() -> Any:
+        async with goondan.Runtime(root, state_root=tmp_path / "state", isolation="inline") as rt:
+            return await rt.request("go")
+
+    assert asyncio.run(main()).text == "done"
+    posted, sent, refused = last_results()
+    assert output_value(posted)["ts"] == "3.0" and output_value(sent)["messageId"] == 8
+    assert output_value(refused)["code"] == "E_TOOL_INVALID_ARGS" and "args.text" in output_value(refused)["message"]
+    assert [r["path"] for r in api.requests] == ["/chat.postMessage", "/bot42:tg/sendMessage"]
