@@ -78,3 +78,20 @@ def gdn(
         timeout=timeout,
         cwd=tmp_path,
     )
+
+
+def fresh_venv(path: Path, *pth_lines: str) -> Path:
+    """A new virtual environment (``python -m venv``) that also sees this environment's packages.
+
+    The runtime and its dependencies come from here through a ``.pth`` adding our site directories
+    (what ``--system-site-packages`` does for a system Python); whatever is installed into the new
+    venv stays there. ``pth_lines`` are more ``.pth`` lines run at its start-up. Returns its python.
+    """
+    import site
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=60)
+    (lib,) = (path / "lib").glob("python3*/site-packages")
+    parents = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    lines = [f"import site; site.addsitedir({p!r})" for p in parents] + list(pth_lines)
+    (lib / "_parent_env.pth").write_text("".join(f"{line}\n" for line in lines))
+    return path / "bin" / "python"

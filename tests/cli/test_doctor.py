@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
-from cli_testkit import env_for, gdn
+from cli_testkit import env_for, fresh_venv, gdn
 
 from kit import write_files
 
@@ -81,21 +80,15 @@ def test_configured_backends_and_extensions_bring_their_extras(tmp_path: Path) -
 
 def test_a_missing_extra_fails_with_the_install_command(tmp_path: Path) -> None:
     """A venv that sees this environment except the local model's llama_cpp (blocked on import)."""
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
-    (lib,) = (venv / "lib").glob("python3*/site-packages")
-    import site
-
-    parents = "".join(f"import site; site.addsitedir({p!r})\n" for p in site.getsitepackages())
-    (lib / "_parent_env.pth").write_text(parents)
-    (lib / "_block.pth").write_text(
+    block = (
         "import sys; sys.meta_path.insert(0, type('B', (), {'find_spec': staticmethod(lambda n, *a: "
-        "(_ for _ in ()).throw(ModuleNotFoundError(n)) if n.split('.')[0] == 'llama_cpp' else None)})())\n"
+        "(_ for _ in ()).throw(ModuleNotFoundError(n)) if n.split('.')[0] == 'llama_cpp' else None)})())"
     )
+    python = fresh_venv(tmp_path / "venv", block)
     local = "  provider: local\n  model: smollm2\n"
     app = write_files(tmp_path / "app", {"goondan.yaml": bundle(model=local)})
     proc = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "goondan", "doctor", str(app), "--json"],
+        [str(python), "-m", "goondan", "doctor", str(app), "--json"],
         capture_output=True,
         text=True,
         env=env_for(tmp_path),

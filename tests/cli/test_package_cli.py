@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import site
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from cli_testkit import env_for, gdn
+from cli_testkit import env_for, fresh_venv, gdn
 
 from kit import write_files
 
@@ -77,14 +76,6 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert "twine upload" in built.stdout
     assert sorted(p.suffix for p in out.iterdir()) == [".gz", ".whl"]
     return out
-
-
-def fresh_venv(path: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=60)
-    (lib,) = (path / "lib").glob("python3*/site-packages")
-    parents = [p for p in site.getsitepackages() if Path(p).is_dir()]
-    (lib / "_parent_env.pth").write_text("".join(f"import site; site.addsitedir({p!r})\n" for p in parents))
-    return path / "bin" / "python"
 
 
 def gdn_in(python: Path, tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
