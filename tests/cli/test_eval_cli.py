@@ -6,6 +6,8 @@ SmolLM2 model as both agent and judge."""
 from __future__ import annotations
 
 import json
+import urllib.parse
+import urllib.request
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -188,6 +190,24 @@ def test_kept_state_roots_are_normal_ones_that_gdn_logs_reads(tmp_path: Path) ->
     logs = gdn(tmp_path, "logs", "--state-root", str(tmp_path / "runs" / "adds"))
     assert logs.returncode == 0, logs.stderr
     assert "tool.called" in logs.stdout and "calc__add" in logs.stdout and "turn.completed" in logs.stdout
+
+
+def test_studio_opens_a_kept_scenario_and_shows_its_conversation(tmp_path: Path) -> None:
+    pytest.importorskip("starlette", reason="Studio needs the studio extra")
+    from studio.studio_testkit import gdn_studio, studio_env
+
+    suite = write_project(tmp_path)
+    assert gdn(tmp_path, "eval", str(suite), "--keep-state", "runs").returncode == 0
+    env = {**studio_env(), "HOME": str(tmp_path)}
+    with gdn_studio("--state-root", str(tmp_path / "runs" / "adds"), env=env) as studio:
+        with urllib.request.urlopen(studio.url.rstrip("/") + "/api/instances", timeout=10) as response:
+            listing = json.loads(response.read())
+        (row,) = listing["items"]
+        assert row["agent"] == "helper"
+        query = urllib.parse.urlencode({"workspace": row["workspace"], "agent": "helper", "key": row["key"]})
+        with urllib.request.urlopen(f"{studio.url.rstrip('/')}/api/conversation?{query}", timeout=10) as response:
+            conversation = response.read().decode()
+    assert "calc__add" in conversation and "The sum is 5." in conversation
 
 
 def test_an_invalid_suite_lists_every_problem_with_its_line(tmp_path: Path) -> None:
