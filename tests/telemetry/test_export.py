@@ -175,36 +175,25 @@ def test_export_off_imports_no_opentelemetry_in_the_host_or_agent_processes(tmp_
 
 
 def test_a_failing_receiver_never_fails_a_turn_and_is_logged_once(
-    tmp_path: Path, otlp: otel_kit.Receiver, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, otlp: otel_kit.Receiver, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     otlp.status = 400  # refuses every batch (not retried)
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "10")  # export while the runtime runs, several batches
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2")
     root = otel_kit.two_agent_bundle(tmp_path / "b")
-    env = _clean_env(
-        tmp_path,
-        OTEL_EXPORTER_OTLP_ENDPOINT=otlp.endpoint,
-        OTEL_BSP_SCHEDULE_DELAY="10",  # export while the runtime runs, several batches
-        OTEL_BSP_MAX_EXPORT_BATCH_SIZE="2",
-    )
-    os.environ.update({k: v for k, v in env.items() if k.startswith("OTEL_BSP_")})
-    try:
+    env = _clean_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=otlp.endpoint)
 
-        async def main() -> list[goondan.TurnResult]:
-            async with goondan.Runtime(root, state_root=tmp_path / "state", executor="inline", env=env) as rt:
-                return [await rt.request("hello boom"), await rt.request("again")]
+    async def main() -> list[goondan.TurnResult]:
+        async with goondan.Runtime(root, state_root=tmp_path / "state", executor="inline", env=env) as rt:
+            return [await rt.request("hello boom"), await rt.request("again")]
 
-        with caplog.at_level(logging.WARNING):
-            t0 = time.monotonic()
-            results = asyncio.run(main())
-            took = time.monotonic() - t0
-    finally:
-        for key in ("OTEL_BSP_SCHEDULE_DELAY", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE"):
-            os.environ.pop(key, None)
+    with caplog.at_level(logging.WARNING):
+        results = asyncio.run(main())
     assert [r.text for r in results] == ["front done", "front done"]
     assert len(otlp.requests) >= 2
     warnings = [r for r in caplog.records if r.name.startswith(("goondan.telemetry", "opentelemetry"))]
     assert [r.name for r in warnings] == ["goondan.telemetry"]
     assert "could not export spans" in warnings[0].getMessage()
-    assert took < 10
 
 
 def test_a_receiver_that_is_down_does_not_hold_the_runtime_at_close(
@@ -270,3 +259,51 @@ def test_without_the_extra_a_bundle_setting_is_an_error_and_the_environment_a_wa
     from_env = run(plain, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9")
     assert from_env.stdout.strip() == "ok front done", from_env.stderr
     assert "traces are not exported" in from_env.stderr
+
+
+def test_the_span_queue_is_bounded_and_a_full_queue_is_logged_once(
+    otlp: otel_kit.Receiver, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from goondan.telemetry import telemetry_config
+    from goondan.telemetry._export import SpanExport
+
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "50")
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "50")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "60000")  # nothing leaves before the flush at shutdown
+    config = telemetry_config(None, {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint})
+    assert config is not None
+    export = SpanExport(config)
+    base = {
+        "agentName": "a",
+        "instanceKey": "k",
+        "traceId": "1" * 32,
+        "turnId": "t",
+        "timestamp": "2026-01-01T00:00:00.000Z",
+    }
+    with caplog.at_level(logging.WARNING):
+        for i in range(200):
+            span = f"{i + 1:016x}"
+            export.on_event({**base, "type": "turn.started", "spanId": span})
+            export.on_event({**base, "type": "turn.completed", "spanId": span, "stepCount": 1, "duration": 0})
+        export.shutdown()
+    # spans beyond the bound were dropped (the worker may have sent a full batch meanwhile)
+    assert 50 <= len(otlp.spans) < 200
+    assert sum("Queue full" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_batch_settings_the_sdk_refuses_are_a_config_error(
+    tmp_path: Path, otlp: otel_kit.Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "10")
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "100")
+    root = otel_kit.two_agent_bundle(tmp_path / "b")
+    env = _clean_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=otlp.endpoint)
+
+    async def main() -> None:
+        async with goondan.Runtime(root, state_root=tmp_path / "state", executor="inline", env=env):
+            pass
+
+    with pytest.raises(goondan.GoondanError) as info:
+        asyncio.run(main())
+    assert info.value.code == "E_TELEMETRY_CONFIG"
+    assert "max_export_batch_size" in info.value.message

@@ -50,7 +50,14 @@ def start_telemetry(
             raise GoondanError("E_TELEMETRY_UNAVAILABLE", message, suggestion=suggestion) from None
         log.warning("%s; traces are not exported. %s", message, suggestion)
         return None
-    return SpanExport(config, swarm=swarm)
+    try:
+        return SpanExport(config, swarm=swarm)
+    except ValueError as exc:  # the SDK checks its OTEL_BSP_* / OTEL_EXPORTER_* settings
+        raise GoondanError(
+            "E_TELEMETRY_CONFIG",
+            f"the OpenTelemetry SDK refused its settings: {exc}",
+            suggestion="Check the OTEL_BSP_* and OTEL_EXPORTER_OTLP_* environment variables.",
+        ) from None
 
 
 __all__ = ["Telemetry", "TelemetryConfig", "start_telemetry", "telemetry_config"]

@@ -51,6 +51,27 @@ class _OwnExportFilter(logging.Filter):
 _FILTER = _OwnExportFilter()
 
 
+class _QueueFullOnce(logging.Filter):
+    """The batch processor warns for every span it drops when its queue (2,048 spans by default,
+    ``OTEL_BSP_MAX_QUEUE_SIZE``) is full, from the thread recording events; once is enough."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Queue full"):
+            return True
+        if self.seen:
+            return False
+        self.seen = True
+        return True
+
+
+_QUEUE_FULL = _QueueFullOnce()
+_PROCESSOR_LOGGER = "opentelemetry.sdk._shared_internal"
+
+
 class _OnceLoggingExporter(SpanExporter):
     def __init__(self, inner: OTLPSpanExporter, endpoint: str) -> None:
         self._inner = inner
@@ -117,6 +138,9 @@ class SpanExport:
             logger = logging.getLogger(name)
             if _FILTER not in logger.filters:
                 logger.addFilter(_FILTER)
+        processor_logger = logging.getLogger(_PROCESSOR_LOGGER)
+        if _QUEUE_FULL not in processor_logger.filters:
+            processor_logger.addFilter(_QUEUE_FULL)
         inner = OTLPSpanExporter(endpoint=config.endpoint, headers=config.headers)
         self._exporter = _OnceLoggingExporter(inner, config.endpoint)
         self._processor = BatchSpanProcessor(self._exporter)
