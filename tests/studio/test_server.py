@@ -3,11 +3,14 @@ kind of request, a taken port, and live updates over Server-Sent Events while a 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -112,3 +115,30 @@ def test_a_new_turn_of_a_live_run_arrives_as_a_server_sent_event(tmp_path: Path,
 def test_a_port_outside_the_range_is_a_usage_error(port: str, state_root: Path) -> None:
     proc = gdn("studio", "--port", port, "--state-root", str(state_root))
     assert proc.returncode == 2 and "E_STUDIO_BIND" in proc.stderr
+
+
+def test_ctrl_c_with_a_page_open_stops_at_once_without_a_traceback(state_root: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "goondan", "studio", "--port", "0", "--state-root", str(state_root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=studio_env(),
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        url = proc.stdout.readline().split()[1]
+        with httpx.stream("GET", f"{url}api/stream", timeout=10) as stream:  # an open page's event stream
+            assert stream.status_code == 200
+            started = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            with contextlib.suppress(httpx.HTTPError):
+                for _line in stream.iter_lines():
+                    pass
+        assert proc.wait(10) == 130
+        assert time.monotonic() - started < 3
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import hmac
 import json
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -154,10 +155,13 @@ def create_app(
     token: str | None = None,
     info: dict[str, Any] | None = None,
     allowed_hosts: frozenset[str] | None = None,
+    stopping: threading.Event | None = None,
 ) -> ASGIApp:
     """The Studio ASGI app over ``data`` (``info`` is shown in the header: store URL, bundle).
     With ``token`` every request must carry it; else ``allowed_hosts`` (when given) are the only
-    ``Host`` names it answers."""
+    ``Host`` names it answers. Event streams end soon after ``stopping`` is set (the server sets it
+    when asked to exit, so open pages never hold the shutdown up)."""
+    stop = stopping if stopping is not None else threading.Event()
     meta = dict(info or {})
 
     def overview(request: Request) -> Any:
@@ -201,7 +205,7 @@ def create_app(
             except GoondanError as exc:
                 return _error(exc)
         return StreamingResponse(
-            _events(request, data, workspace, watched),
+            _events(request, data, workspace, watched, stop),
             media_type="text/event-stream",
             headers={"cache-control": "no-store", "x-accel-buffering": "no"},
         )
@@ -260,7 +264,9 @@ def _sse(event: str, payload: Any) -> bytes:
     return f"event: {event}\ndata: {json.dumps(payload, separators=(',', ':'))}\n\n".encode()
 
 
-async def _events(request: Request, data: StudioData, workspace: str | None, watched: Any) -> AsyncIterator[bytes]:
+async def _events(
+    request: Request, data: StudioData, workspace: str | None, watched: Any, stop: threading.Event
+) -> AsyncIterator[bytes]:
     """The notice stream of one page (module docstring); ends when the page goes away."""
     yield b"retry: 1000\n\n"
     signature = await run_in_threadpool(data.listing_signature, workspace)
@@ -269,7 +275,7 @@ async def _events(request: Request, data: StudioData, workspace: str | None, wat
     loop = asyncio.get_running_loop()
     next_list = loop.time() + LIST_POLL_SECONDS
     next_ping = loop.time() + KEEPALIVE_SECONDS
-    while not await request.is_disconnected():
+    while not stop.is_set() and not await request.is_disconnected():
         await asyncio.sleep(POLL_SECONDS)
         now = loop.time()
         if watched is not None and await run_in_threadpool(watched.refresh):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +82,7 @@ class StudioServer:
     sock: socket.socket
     host: str
     token: str | None
+    stopping: threading.Event
 
     @property
     def port(self) -> int:
@@ -97,11 +99,17 @@ class StudioServer:
         """Serve until interrupted (Ctrl+C / SIGTERM end it cleanly)."""
         import uvicorn
 
+        stopping = self.stopping
+
+        class Server(uvicorn.Server):
+            def handle_exit(self, sig: int, frame: Any) -> None:
+                stopping.set()  # open event streams end instead of holding the shutdown up
+                super().handle_exit(sig, frame)
+
         config = uvicorn.Config(
-            self.app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
+            self.app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5
         )
-        server = uvicorn.Server(config)
-        server.run(sockets=[self.sock])
+        Server(config).run(sockets=[self.sock])
 
 
 def make_server(
@@ -124,8 +132,10 @@ def make_server(
     sock = bind(host, port)
     info = {"store": _redacted(backend.url), "bundle": bundle.root if bundle else None}
     local = frozenset({"127.0.0.1", "localhost", "::1", host.strip("[]").lower()})
-    app = create_app(StudioData(backend, bundle=bundle), token=token, info=info, allowed_hosts=local)
-    return StudioServer(app, sock, host, token)
+    stopping = threading.Event()
+    data = StudioData(backend, bundle=bundle)
+    app = create_app(data, token=token, info=info, allowed_hosts=local, stopping=stopping)
+    return StudioServer(app, sock, host, token, stopping)
 
 
 def _redacted(url: str) -> str:
