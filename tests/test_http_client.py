@@ -164,3 +164,14 @@ def test_no_module_sends_http_with_urllib() -> None:
     src = Path(hc.__file__).parent
     users = [p for p in src.rglob("*.py") if "urllib.request" in p.read_text(encoding="utf-8")]
     assert users == []
+
+
+def test_without_httpx_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from goondan.errors import GoondanError
+
+    monkeypatch.setitem(sys.modules, "httpx", None)  # what an environment without httpx looks like
+    with pytest.raises(GoondanError) as info:
+        arun(lambda: hc.request("GET", "http://127.0.0.1:9/"))
+    assert info.value.code == "E_HTTPX_MISSING" and "pip install httpx" in (info.value.suggestion or "")

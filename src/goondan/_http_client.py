@@ -80,12 +80,28 @@ class ClientResponse:
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
 
 
+def load_httpx() -> Any:
+    """The httpx module, or a clear error when this environment lacks it."""
+    try:
+        import httpx
+    except ImportError:
+        from .errors import GoondanError
+
+        raise GoondanError(
+            "E_HTTPX_MISSING",
+            "goondan's HTTP client (connectors, http-fetch, slack and telegram tools) needs httpx",
+            suggestion="Install it into goondan's environment: pip install httpx.",
+        ) from None
+    return httpx
+
+
 def shared_client() -> httpx.AsyncClient:
     """The running loop's pooled client, made on first use.
 
     Environment proxies are honoured, except for loopback targets (local gateways, tests), which a
     proxy could not reach anyway.
     """
+    load_httpx()  # a clear error instead of ImportError
     import httpx
 
     loop = asyncio.get_running_loop()
@@ -172,6 +188,7 @@ async def request(
     :class:`HttpClientError` means there was no answer, :class:`ResponseTooLarge` that the body
     passed ``max_bytes``. ``timeout`` bounds each attempt as a whole (connect, send, read).
     """
+    load_httpx()  # a clear error instead of ImportError
     import httpx
 
     method = method.upper()

@@ -67,3 +67,17 @@ def test_port_in_use_is_an_error_at_start() -> None:
         port = blocker.getsockname()[1]
         with pytest.raises(OSError):
             asyncio.run(serve_http(handler, "127.0.0.1", port))
+
+
+def test_without_uvicorn_a_webhook_connector_fails_with_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from goondan.errors import GoondanError
+
+    async def handler(req: HttpRequest) -> HttpResponse:
+        return HttpResponse.text(200, "x")
+
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # what an environment without it looks like
+    with pytest.raises(GoondanError) as info:
+        asyncio.run(serve_http(handler, "127.0.0.1", 0))
+    assert info.value.code == "E_CONNECTOR_DEPENDENCY" and "uvicorn" in (info.value.suggestion or "")

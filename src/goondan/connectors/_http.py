@@ -210,7 +210,7 @@ def _ingress_modules() -> tuple[Any, Any]:
         raise GoondanError(
             "E_CONNECTOR_DEPENDENCY",
             f"webhook connectors need uvicorn and starlette, which are not installed ({exc.name})",
-            suggestion="Install them: pip install 'goondan[connectors]' (or uv pip install uvicorn starlette).",
+            suggestion="Install them into goondan's environment: pip install uvicorn starlette.",
         ) from None
     return uvicorn, _http_protocol
 

@@ -27,6 +27,7 @@ from email.message import Message
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from goondan._http_client import load_httpx
 from goondan.base.tools._common import (
     ToolExecutionError,
     ToolInputError,
@@ -57,6 +58,7 @@ _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[AddressPolic
 
 def _client(policy: AddressPolicy) -> httpx.AsyncClient:
     """The loop's pooled client for ``policy``: every new connection goes through the address guard."""
+    load_httpx()  # a clear error instead of ImportError
     import httpcore
     import httpx
 
@@ -166,6 +168,7 @@ async def _exchange(
     max_bytes: int,
     policy: AddressPolicy,
 ) -> dict[str, Any]:
+    load_httpx()
     import httpx
 
     started = time.monotonic()
