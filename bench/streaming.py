@@ -196,6 +196,7 @@ async def measure(turns: int, block: int, warmup: int, variants: list[str]) -> d
         out[name] = {
             "samples": len(samples),
             "p50_us": statistics.median(samples),
+            "p90_us": pct(samples, 0.90),
             "p99_us": pct(samples, 0.99),
             "min_us": min(samples),
         }
@@ -204,7 +205,10 @@ async def measure(turns: int, block: int, warmup: int, variants: list[str]) -> d
 
 def render(res: dict[str, Any]) -> str:
     base = res.get("sdk")
-    head = f"{'first token -> first delta':<40}{'samples':>8}{'p50 µs':>9}{'p99 µs':>9}{'+p50 µs':>9}{'+p99 µs':>9}"
+    head = (
+        f"{'first token -> first delta':<42}{'samples':>8}{'min µs':>8}{'p50 µs':>9}{'p90 µs':>9}{'p99 µs':>9}"
+        f"{'+min µs':>9}{'+p50 µs':>9}{'+p90 µs':>9}"
+    )
     lines = [head, "-" * len(head)]
     labels = {
         "sdk": "anthropic SDK alone (floor)",
@@ -212,21 +216,19 @@ def render(res: dict[str, Any]) -> str:
         "process": "Runtime.on_text_delta, process (default)",
     }
     for name, r in res.items():
-        added = ("", "")
+        added = ["", "", ""]
         if base is not None and name != "sdk":
-            added = (f"{r['p50_us'] - base['p50_us']:.0f}", f"{r['p99_us'] - base['p99_us']:.0f}")
+            added = [f"{r[k] - base[k]:.0f}" for k in ("min_us", "p50_us", "p90_us")]
         lines.append(
-            f"{labels.get(name, name):<40}{r['samples']:>8}{r['p50_us']:>9.0f}{r['p99_us']:>9.0f}"
-            f"{added[0]:>9}{added[1]:>9}"
+            f"{labels.get(name, name):<42}{r['samples']:>8}{r['min_us']:>8.0f}{r['p50_us']:>9.0f}{r['p90_us']:>9.0f}"
+            f"{r['p99_us']:>9.0f}{added[0]:>9}{added[1]:>9}{added[2]:>9}"
         )
     proc, sdk = res.get("process"), res.get("sdk")
     if proc and sdk:
         added50 = (proc["p50_us"] - sdk["p50_us"]) / 1000
-        lines += [
-            "",
-            f"target: added p50 through process isolation <= 1 ms: {added50:.2f} ms  "
-            f"{'ok' if added50 <= 1 else 'MISSED'}",
-        ]
+        verdict = "ok" if added50 <= 1 else "MISSED"
+        lines += ["", f"target: added p50 through process isolation <= 1 ms: {added50:.2f} ms  {verdict}"]
+    lines.append("p99 on a loaded machine is the scheduler's (a ready thread waiting for a core), not the code path's.")
     return "\n".join(lines)
 
 
