@@ -46,6 +46,10 @@ function showSpan(detail, s) {
   add("steps", a.stepCount);
   add("tool calls", a.toolCallCount);
   if (a.error) kv.append(h("span", { class: "muted" }, "error"), h("span", { class: "err", "data-testid": "span-error" }, `[${a.error.code || "error"}] ${a.error.message || ""}`));
+  for (const ap of a.approvals || []) {
+    add(ap.type === "approval.requested" ? "approval asked" : "approval decided",
+      `${ap.toolName}${ap.approved === undefined || ap.approved === null ? "" : ap.approved ? " · approved" : " · denied"}${ap.decidedBy ? " by " + ap.decidedBy : ""}${ap.reason ? " · " + ap.reason : ""}`);
+  }
   detail.replaceChildren(h("h3", {}, s.name), kv);
   if (a.llmInputMessages) {
     detail.append(h("h3", {}, `model input (${a.llmInputMessages.length} messages)`),
