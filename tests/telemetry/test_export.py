@@ -106,13 +106,17 @@ def _check_trace(spans: list[otel_kit.Got], records: dict[str, list[dict[str, An
     return by_id
 
 
-def test_inline_runtime_exports_one_trace_with_the_runtime_event_ids(tmp_path: Path, otlp: otel_kit.Receiver) -> None:
+def test_every_executor_exports_one_trace_with_the_runtime_event_ids(
+    tmp_path: Path, otlp: otel_kit.Receiver, executor: str
+) -> None:
+    """goondan.Runtime with each executor (inline, agent processes, Ray actors): the host exports
+    the spans of every instance, wherever it ran."""
     root = otel_kit.two_agent_bundle(tmp_path / "b")
     state_root = tmp_path / "state"
-    env = _clean_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=otlp.endpoint, OTEL_SERVICE_NAME="inline-suite")
+    env = _clean_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=otlp.endpoint, OTEL_SERVICE_NAME="suite")
 
     async def main() -> goondan.TurnResult:
-        async with goondan.Runtime(root, state_root=state_root, executor="inline", env=env) as rt:
+        async with goondan.Runtime(root, state_root=state_root, executor=executor, env=env) as rt:
             return await rt.request("hello boom")
 
     result = asyncio.run(main())
@@ -122,7 +126,7 @@ def test_inline_runtime_exports_one_trace_with_the_runtime_event_ids(tmp_path: P
     spans = list(otlp.spans)
     assert len(spans) == _expected_count(records)
     _check_trace(spans, records)
-    assert {s.resource["service.name"] for s in spans} == {"inline-suite"}
+    assert {s.resource["service.name"] for s in spans} == {"suite"}
     assert {s.resource["goondan.swarm.name"] for s in spans} == {"default"}
     assert set(otlp.paths) == {"/v1/traces"}
 
