@@ -84,7 +84,12 @@ FILES = {
         handlers = {"check": check}
         """,
     "keeper.py": """\
+        CONFIG_SCHEMA = {"type": "object", "properties": {"apiKey": {"type": "string", "pattern": "^sk-"}}}
+
+
         def register(api, config):
+            api.logger.info("keeper config: %r", config)  # a habit the secret must survive
+
             async def remember(ctx):
                 await api.state.set({"keyLength": len(config["apiKey"])})
                 return await ctx.next()
@@ -113,6 +118,7 @@ def test_dotenv_secret_reaches_tool_and_extension_and_nothing_else(tmp_path: Pat
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == f"digest {digest(SECRET)}"
     assert "checking the token for region eu" in ran.stderr  # debug logging was on
+    assert "keeper config: {'apiKey': '***'}" in ran.stderr
     keeper_state = list(state.rglob("extensions/keeper.json"))
     assert keeper_state and f'"keyLength": {len(SECRET)}'.replace(" ", "") in keeper_state[0].read_text().replace(
         " ", ""
@@ -128,17 +134,17 @@ def test_precedence_env_file_over_env_local_over_env_over_environment(tmp_path: 
     extra = tmp_path / "ci.env"
 
     def run(*args: str) -> str:
-        proc = gdn(tmp_path, "run", str(app), "--input", "go", *args, VAULT_TOKEN="from-environment")
+        proc = gdn(tmp_path, "run", str(app), "--input", "go", *args, VAULT_TOKEN="sk-from-environment")
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.strip().removeprefix("digest ")
 
-    assert run() == digest("from-environment")
-    (app / ".env").write_text("VAULT_TOKEN=from-dotenv\n")
-    assert run() == digest("from-dotenv")
-    (app / ".env.local").write_text("# per machine\nexport VAULT_TOKEN='from-dotenv-local'\n")
-    assert run() == digest("from-dotenv-local")
-    extra.write_text('VAULT_TOKEN="from-env-file"\n')
-    assert run("--env-file", str(extra)) == digest("from-env-file")
+    assert run() == digest("sk-from-environment")
+    (app / ".env").write_text("VAULT_TOKEN=sk-from-dotenv\n")
+    assert run() == digest("sk-from-dotenv")
+    (app / ".env.local").write_text("# per machine\nexport VAULT_TOKEN='sk-from-dotenv-local'\n")
+    assert run() == digest("sk-from-dotenv-local")
+    extra.write_text('VAULT_TOKEN="sk-from-env-file"\n')
+    assert run("--env-file", str(extra)) == digest("sk-from-env-file")
 
 
 def test_unset_secret_is_a_validation_error_at_the_config_entry(tmp_path: Path) -> None:
@@ -159,3 +165,12 @@ def test_malformed_value_source_in_config_is_a_schema_error(tmp_path: Path) -> N
     proc = gdn(tmp_path, "validate", str(app))
     assert proc.returncode == 4
     assert "E_CONFIG_SCHEMA_INVALID" in proc.stdout and "valueFrom" in proc.stdout
+
+
+def test_a_secret_failing_the_extensions_config_schema_is_not_echoed(tmp_path: Path) -> None:
+    keeper = FILES["keeper.py"].replace('"^sk-"', '"^pk-"')
+    app = write_files(tmp_path / "app", {**FILES, "keeper.py": keeper, ".env": f"VAULT_TOKEN={SECRET}\n"})
+    proc = gdn(tmp_path, "validate", str(app))
+    assert proc.returncode == 4
+    assert "E_CONFIG_EXTENSION_CONFIG_INVALID" in proc.stdout and "'***'" in proc.stdout
+    assert SECRET not in proc.stdout + proc.stderr

@@ -44,6 +44,7 @@ from ._schemas import (
     ToolSpec,
 )
 from ._values import (
+    SecretValue,
     env_missing_message,
     env_missing_suggestion,
     is_config_value_source,
@@ -931,9 +932,10 @@ class Loader:
 
         base = ext.raw.get("spec", {}).get("config") or {}
         config = {**base, **override}
-        for key, value in config.items():  # checked against the schema as the string the env will give
+        for key, value in config.items():  # checked as the string the environment gives (repr hidden)
             if is_config_value_source(value):
-                config[key] = f"<{key} from the environment>"
+                found = lookup_value_source(value, self.env)[0] if value_source_problem(value) is None else None
+                config[key] = SecretValue(found if found is not None else f"<{key} from the environment>")
         if ext.name == "required-tools-guard" and spec.required_tools and not config.get("requiredTools"):
             config["requiredTools"] = list(spec.required_tools)  # the runtime fills it in the same way
         properties = schema.get("properties")

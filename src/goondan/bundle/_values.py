@@ -104,6 +104,21 @@ def env_missing_suggestion(variable: str) -> str:
     return f"export {variable}=... before running, or put {variable}=... in the bundle's .env file"
 
 
+class SecretValue(str):
+    """A config value read from the environment: the string itself, but ``repr()`` hides it.
+
+    Code uses it as the plain string it is (``str()``, f-strings, comparisons, JSON all give the
+    value); only the representation Python prints for containers, ``%r`` log arguments and
+    jsonschema's messages (``'...' is too short``) shows ``'***'``, so logging a config dict or
+    failing a ``CONFIG_SCHEMA`` check does not write the secret anywhere.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+
 def is_config_value_source(value: Any) -> bool:
     """A config entry read from the environment: a mapping whose only key is ``valueFrom``."""
     return isinstance(value, Mapping) and set(value) == {"valueFrom"}
@@ -122,5 +137,5 @@ def resolve_config(config: Mapping[str, Any], env: Mapping[str, str], *, path: s
     out = dict(config)
     for key, value in config.items():
         if is_config_value_source(value):
-            out[key] = resolve_value_source(value, env, required=True, path=f"{path}.{key}")
+            out[key] = SecretValue(resolve_value_source(value, env, required=True, path=f"{path}.{key}") or "")
     return out
