@@ -81,3 +81,26 @@ def test_without_uvicorn_a_webhook_connector_fails_with_what_to_install(monkeypa
     with pytest.raises(GoondanError) as info:
         asyncio.run(serve_http(handler, "127.0.0.1", 0))
     assert info.value.code == "E_CONNECTOR_DEPENDENCY" and "uvicorn" in (info.value.suggestion or "")
+
+
+def test_closing_lets_a_request_in_flight_finish_then_frees_the_port() -> None:
+    async def handler(req: HttpRequest) -> HttpResponse:
+        await asyncio.sleep(0.3)
+        return HttpResponse.text(200, "finished")
+
+    async def main() -> tuple[bytes, float]:
+        server = await serve_http(handler, "127.0.0.1", 0)
+        port = server.port
+        in_flight = asyncio.create_task(_exchange(port, b"GET / HTTP/1.1\r\nHost: h\r\n\r\n"))
+        await asyncio.sleep(0.1)  # the request is being handled
+        started = asyncio.get_running_loop().time()
+        async with server:
+            pass  # leaving the block stops the server
+        stopped_after = asyncio.get_running_loop().time() - started
+        with pytest.raises(OSError):
+            await asyncio.open_connection("127.0.0.1", port)
+        return await in_flight, stopped_after
+
+    answer, stopped_after = asyncio.run(main())
+    assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"finished")
+    assert stopped_after < 2.0  # within the shutdown grace, not the keep-alive or read timeouts
