@@ -123,7 +123,9 @@ def test_request_times_out_and_the_callee_keeps_running(tmp_path: Path, state_ro
     [ask] = pk.out(root, "ask")
     assert ask["error"] == "AGENT_REQUEST_TIMEOUT"
     assert "timed out after 100ms" in ask["message"]
-    assert time.monotonic() - t0 < 10
+    # (bounded by the session, not by the callee's 0.5 s; a Ray session also starts two actors,
+    # each a worker process that imports goondan: seconds on a loaded machine)
+    assert time.monotonic() - t0 < (10 if executor != "ray" else 40)
     # the callee finished its turn anyway (wait_idle waited for it)
     b_turns = [r for r in pk.out(root, "model") if r["agent"] == "b"]
     assert b_turns[-1]["messages"][-1]["role"] == "tool"

@@ -265,7 +265,8 @@ def _why(served: asyncio.Future[Any]) -> str:
     exc = served.exception()
     if exc is None:
         return f"it exited with code {served.result()!r} before connecting"
-    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+    detail = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {detail[:400]}"
 
 
 __all__ = ["KILLED", "RaySpawner", "actor_name", "import_ray", "namespace_for"]
