@@ -26,7 +26,7 @@ from ..._ids import parse_iso
 from .._identity import WorkspaceIdentity
 from .._lease import locked_error
 from .._workspace import InstanceInfo
-from ._db import LEASE_EXPIRY_S, Database, redact
+from ._db import LEASE_EXPIRY_S, Database, forget_shared, redact, shared_database
 from ._instance import PostgresInstanceStore, _delete_data
 from ._reader import PostgresInstanceReader
 
@@ -160,7 +160,7 @@ class PostgresStoreBackend:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._db = Database(url)
+        self._db = shared_database(url)  # validates the URL; connects on first use
 
     def workspace(self, workspace_id: str, *, identity: WorkspaceIdentity | None = None) -> PostgresWorkspaceStore:
         return PostgresWorkspaceStore(self._db, workspace_id, identity=identity)
@@ -175,7 +175,9 @@ class PostgresStoreBackend:
         return [str(r[0]) for r in rows]
 
     def close(self) -> None:
-        """Close the pool and the lease session (every lease of this backend is given back)."""
+        """Close the pool and the lease session of this URL in this process: every lease this
+        process holds through it is given back. (Runtimes never call it; tests and tools do.)"""
+        forget_shared(self._db)
         self._db.close()
 
     def __repr__(self) -> str:

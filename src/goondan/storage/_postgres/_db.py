@@ -463,6 +463,28 @@ class Database:
             _ABANDONED.append(pool)
 
 
+_SHARED: dict[str, Database] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_database(url: str) -> Database:
+    """The one :class:`Database` of ``url`` in this process. Runtimes never close their store, so a
+    program that opens many runtimes on one URL must not get a pool and a lease session each; and
+    one lease session per process is what lets two runtimes of one process refuse each other an
+    instance (the in-process lease table) like two processes do (the advisory lock)."""
+    with _SHARED_LOCK:
+        db = _SHARED.get(url)
+        if db is None:
+            db = _SHARED[url] = Database(url)
+        return db
+
+
+def forget_shared(db: Database) -> None:
+    with _SHARED_LOCK:
+        if _SHARED.get(db.url) is db:
+            del _SHARED[db.url]
+
+
 def _close_quietly(pool: Any) -> None:
     with contextlib.suppress(Exception):
         pool.close(timeout=1.0)
@@ -485,4 +507,14 @@ def _missing_extra() -> GoondanError:
     )
 
 
-__all__ = ["CODE_QUERY", "CODE_UNAVAILABLE", "LEASE_EXPIRY_S", "Database", "parse_url", "redact", "unavailable"]
+__all__ = [
+    "CODE_QUERY",
+    "CODE_UNAVAILABLE",
+    "LEASE_EXPIRY_S",
+    "Database",
+    "forget_shared",
+    "parse_url",
+    "redact",
+    "shared_database",
+    "unavailable",
+]
