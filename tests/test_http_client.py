@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import socket
 import threading
 import time
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from goondan import _http_client as hc
 
@@ -175,3 +178,13 @@ def test_without_httpx_the_error_says_what_to_install(monkeypatch: pytest.Monkey
     with pytest.raises(GoondanError) as info:
         arun(lambda: hc.request("GET", "http://127.0.0.1:9/"))
     assert info.value.code == "E_HTTPX_MISSING" and "pip install httpx" in (info.value.suggestion or "")
+
+
+@settings(max_examples=200, deadline=None)
+@given(header=st.text(max_size=40), body=st.binary(max_size=80), seconds=st.integers(0, 10**6))
+def test_retry_after_never_fails_and_never_goes_negative(header: str, body: bytes, seconds: int) -> None:
+    wait = hc.retry_after_seconds({"retry-after": header}, body)
+    assert wait is None or wait >= 0
+    assert hc.retry_after_seconds({"retry-after": str(seconds)}, body) == seconds
+    telegram = json.dumps({"ok": False, "parameters": {"retry_after": seconds}}).encode()
+    assert hc.retry_after_seconds({}, telegram) == seconds
