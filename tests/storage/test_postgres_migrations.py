@@ -89,3 +89,18 @@ def test_a_database_migrated_by_a_newer_goondan_is_refused(postgres_url: str) ->
         backend.workspace("ws").list_instances()
     assert info.value.code == "E_STORE_SCHEMA" and info.value.suggestion
     assert f"version {LATEST + 1}" in str(info.value)
+
+
+def test_a_user_who_may_not_create_the_tables_gets_a_clear_query_error(postgres_url: str) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS goondan_reader")
+        conn.execute("CREATE ROLE goondan_reader LOGIN")  # PostgreSQL 15: no CREATE on public for others
+    limited = postgres_url.replace("postgresql://postgres@", "postgresql://goondan_reader@")
+    backend = open_store(limited, state_root="/nonexistent")
+    with pytest.raises(GoondanError) as info:
+        backend.workspace("ws").list_instances()
+    assert info.value.code == "E_STORE_QUERY" and "permission denied" in str(info.value)
+    assert "privileges" in (info.value.suggestion or "")
+    backend.close()  # type: ignore[attr-defined]
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("DROP ROLE goondan_reader")
