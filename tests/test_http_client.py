@@ -188,3 +188,31 @@ def test_retry_after_never_fails_and_never_goes_negative(header: str, body: byte
     assert hc.retry_after_seconds({"retry-after": str(seconds)}, body) == seconds
     telegram = json.dumps({"ok": False, "parameters": {"retry_after": seconds}}).encode()
     assert hc.retry_after_seconds({}, telegram) == seconds
+
+
+def test_a_lost_answer_is_retried_only_for_idempotent_methods_even_when_safe() -> None:
+    """A server that reads the request and hangs up: it may have acted, so a POST is not repeated."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    received: list[bytes] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                received.append(conn.recv(65536).split(b" ", 1)[0])
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/x"
+    policy = hc.RetryPolicy(retries=2, base_delay=0.01)
+    try:
+        with pytest.raises(hc.HttpClientError):
+            arun(lambda: hc.request("POST", url, json_body={}, safe=True, retry=policy))
+        assert received == [b"POST"]
+        with pytest.raises(hc.HttpClientError):
+            arun(lambda: hc.request("GET", url, retry=policy))
+        assert received == [b"POST", b"GET", b"GET", b"GET"]
+    finally:
+        listener.close()

@@ -8,7 +8,8 @@ connections instead of handshaking for every reply, and nothing blocks a worker 
 Retries are deliberately narrow, because a retried POST can post a chat message twice:
 
 - a request that never reached the server (connection refused, connect timeout) is retried for
-  any method;
+  any method; one whose answer was lost on the way (read timeout, dropped connection) only for
+  idempotent methods;
 - a ``429 Too Many Requests`` or ``503 Service Unavailable`` answer is retried only for idempotent
   methods (GET, HEAD, OPTIONS, PUT, DELETE) or when the caller says the call is safe to repeat
   (``safe=True``: the API documents that a 429 means the call was not carried out, as Telegram's
@@ -193,7 +194,8 @@ async def request(
 
     method = method.upper()
     client = shared_client()
-    repeatable = safe or method in IDEMPOTENT_METHODS
+    idempotent = method in IDEMPOTENT_METHODS
+    repeatable = safe or idempotent  # on 429 / 503: the server says it did not carry the call out
     attempt = 0
     while True:
         try:
@@ -224,7 +226,9 @@ async def request(
         except TimeoutError:
             raise HttpClientError(f"{method} {_safe_url(url)} timed out after {timeout:g}s") from None
         except httpx.HTTPError as exc:
-            if repeatable and attempt < retry.retries and isinstance(exc, httpx.TransportError):
+            # the request may have been carried out (a read timeout, a dropped answer): only an
+            # idempotent one is sent again, whatever ``safe`` says about 429s
+            if idempotent and attempt < retry.retries and isinstance(exc, httpx.TransportError):
                 await asyncio.sleep(_backoff(retry, attempt))
                 attempt += 1
                 continue
