@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import psycopg
@@ -20,36 +19,9 @@ from storage_testkit import child_env
 from goondan.errors import GoondanError, StorageError
 from goondan.storage import open_store
 from goondan.testing.store_conformance import build_events, expected, fold, records, run_turn
+from kit import simple_bundle
 
-BUNDLE = """\
-apiVersion: goondan.ai/v1
-kind: Model
-metadata:
-  name: echo
-spec:
-  provider: scripted
-  model: echo
-  options:
-    rules:
-      - reply:
-          text: "echo: {{last}}"
----
-apiVersion: goondan.ai/v1
-kind: Agent
-metadata:
-  name: talker
-spec:
-  modelConfig:
-    modelRef: Model/echo
----
-apiVersion: goondan.ai/v1
-kind: Swarm
-metadata:
-  name: default
-spec:
-  entryAgent: Agent/talker
-  agents: [Agent/talker]
-"""
+ECHO_MODEL = "def generate(request):\n    return {'text': 'echo: ' + request.messages[-1]['content']}\n"
 
 RUNTIME_CHILD = """
 import asyncio, json, sys
@@ -74,8 +46,7 @@ asyncio.run(main())
 def _start(tmp_path: Path, executor: str, store: str, text: str, hold: bool) -> subprocess.Popen[str]:
     bundle = tmp_path / "bundle"
     if not bundle.exists():
-        bundle.mkdir()
-        (bundle / "goondan.yaml").write_text(textwrap.dedent(BUNDLE))
+        simple_bundle(tmp_path, files={"model.py": ECHO_MODEL})
     args = [str(bundle), str(tmp_path / "state"), executor, store, text, "hold" if hold else "once"]
     return subprocess.Popen(
         [sys.executable, "-c", RUNTIME_CHILD, *args],
