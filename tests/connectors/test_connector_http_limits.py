@@ -113,6 +113,29 @@ def test_body_over_the_limit_gets_413_even_while_it_is_being_sent(caplog: pytest
     _no_tracebacks(caplog)
 
 
+def test_a_chunked_body_is_cut_off_at_the_limit_while_it_streams(caplog: pytest.LogCaptureFixture) -> None:
+    chunk = b"x" * 65536
+    with server() as port, socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        sent = 0
+        sock.settimeout(0.01)
+        response = b""
+        while not response and sent < (8 << 20):  # keep streaming until the server answers
+            try:
+                sock.sendall(b"10000\r\n" + chunk + b"\r\n")
+                sent += len(chunk)
+                response = sock.recv(4096)
+            except TimeoutError:
+                continue
+            except (BrokenPipeError, ConnectionResetError):
+                break
+        sock.settimeout(5)
+        response = response or sock.recv(4096)
+    assert status(response) == 413
+    assert (1 << 20) <= sent < (5 << 20)  # refused soon after the 1 MiB limit, not after the whole body
+    _no_tracebacks(caplog)
+
+
 def test_slow_client_gets_408_and_does_not_delay_other_clients(caplog: pytest.LogCaptureFixture) -> None:
     with server(read_timeout=0.6) as port:
         slow = socket.create_connection(("127.0.0.1", port), timeout=5)
