@@ -49,9 +49,9 @@ def test_the_plugin_runs_a_real_bundle_and_shows_the_transcript_of_a_failure(pyt
 
 
 def test_the_record_option_is_offered_and_checked(pytester: pytest.Pytester) -> None:
-    help_text = pytester.runpytest_subprocess("--help")
+    help_text = pytester.runpytest("--help")
     help_text.stdout.fnmatch_lines(["*--goondan-record*"])
-    bad = pytester.runpytest_subprocess("--goondan-record=sometimes")
+    bad = pytester.runpytest("--goondan-record=sometimes")
     assert bad.ret != 0
     bad.stderr.fnmatch_lines(["*invalid choice: 'sometimes'*"])
 
@@ -68,5 +68,5 @@ def test_needs_cassette(goondan_runner, goondan_cassette):
     assert info.value.code == "E_CASSETTE_MISSING"
 """
     )
-    result = pytester.runpytest_subprocess("--goondan-record=none")
+    result = pytester.runpytest("--goondan-record=none")
     result.assert_outcomes(passed=1)

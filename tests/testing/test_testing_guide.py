@@ -36,7 +36,7 @@ def test_the_guides_offline_tests_pass_against_the_quickstart(pytester: pytest.P
     shutil.copytree(ROOT / "examples" / "quickstart", pytester.path / "examples" / "quickstart")
     for index, block in enumerate(offline):
         pytester.makepyfile(**{f"test_guide_{index}": block})
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest()
     result.assert_outcomes(passed=3)
 
 
@@ -70,11 +70,11 @@ def test_the_guides_cassette_test_records_once_and_replays_offline(
             files={"calc.py": "handlers = {'add': lambda ctx, a: {'sum': a['a'] + a['b']}}\n"},
         )
         monkeypatch.setenv("MY_KEY", "sk-guide-SECRET")
-        recorded = pytester.runpytest_subprocess()
+        recorded = pytester.runpytest()
         recorded.assert_outcomes(passed=1)
         assert len(server.requests) == 2
     cassette = pytester.path / "cassettes" / "test_cassette_guide" / "test_the_agent_answers_from_the_real_model.json"
     assert cassette.is_file() and "sk-guide-SECRET" not in cassette.read_text(encoding="utf-8")
     monkeypatch.delenv("MY_KEY")
-    replayed = pytester.runpytest_subprocess("--goondan-record=none")
+    replayed = pytester.runpytest("--goondan-record=none")
     replayed.assert_outcomes(passed=1)
