@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ._init import package_name
 from ._output import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, CliError
 
 LOCK = "goondan.lock"
@@ -121,9 +122,9 @@ def add_dependency(text: str, dep: dict[str, str], default_name: str) -> str:
         return header + text
     spec_key, spec = _entry(first, "spec")
     if spec is None or spec_key is None:
-        return _rewrite_first(text, docs, first, dep)
+        return _rewrite_first(text, first, dep)
     if not isinstance(spec, yaml.MappingNode) or spec.flow_style:
-        return _rewrite_first(text, docs, first, dep)
+        return _rewrite_first(text, first, dep)
     deps_key, deps = _entry(spec, "dependencies")
     if deps is None or deps_key is None:
         indent = spec.value[0][0].start_mark.column if spec.value else spec_key.start_mark.column + 2
@@ -131,7 +132,7 @@ def add_dependency(text: str, dep: dict[str, str], default_name: str) -> str:
         new = f"{' ' * indent}dependencies:\n{' ' * (indent + 2)}- {item}\n"
         return "".join([*lines[:at], new, *lines[at:]])
     if not isinstance(deps, yaml.SequenceNode) or deps.flow_style or not deps.value:
-        return _rewrite_first(text, docs, first, dep)
+        return _rewrite_first(text, first, dep)
     for node in deps.value:
         if getattr(_get(node, "name"), "value", None) == dep["name"]:
             start = node.start_mark
@@ -168,11 +169,11 @@ def _entry(node: Any, key: str) -> tuple[Any, Any]:
     return None, None
 
 
-def _rewrite_first(text: str, docs: list[Any], first: Any, dep: dict[str, str]) -> str:
+def _rewrite_first(text: str, first: Any, dep: dict[str, str]) -> str:
     """Flow-style or empty Package spec: re-emit just that document (its comments are lost)."""
     import yaml
 
-    data = yaml.safe_load(text.split("\n---", 1)[0]) if len(docs) > 1 else yaml.safe_load(text)
+    data = yaml.safe_load(text[: first.end_mark.index])
     spec = data.setdefault("spec", None) or {}
     data["spec"] = spec
     deps = [d for d in spec.get("dependencies") or [] if isinstance(d, dict) and d.get("name") != dep["name"]]
@@ -243,7 +244,7 @@ def cmd_package_add(args: argparse.Namespace) -> int:
         dep = {"name": ep.name, "version": str(req.specifier) or f">={dist.version}"}
         if canonical(default_distribution(ep.name)) != canonical(str(dist.metadata["Name"])):
             dep["distribution"] = str(dist.metadata["Name"])
-        text = add_dependency(text, dep, Path(args.path).resolve().name)
+        text = add_dependency(text, dep, package_name(Path(args.path).resolve().name))
         if not args.quiet:
             sys.stdout.write(f"added {ep.name} ({dist.metadata['Name']} {dist.version}) to {manifest}\n")
     _check_written(text, [ep.name for ep in provided])
