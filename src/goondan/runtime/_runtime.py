@@ -184,7 +184,13 @@ class Runtime:
         self.persist = self.store.durable
         self._adopt(self._load())
         self._start_telemetry()
-        await self.executor.start(self._host)
+        try:
+            await self.executor.start(self._host)
+        except BaseException:
+            if self._telemetry is not None:  # never started: nobody will close() it
+                self._telemetry.shutdown(0.5)
+                self._telemetry = None
+            raise
         self._started = True
         if self.watch:
             from ._watch import agent_fingerprints
