@@ -62,6 +62,8 @@ class PostgresInstanceStore:
         self._closed = False
         self._base_count = 0
         self._pending: list[str | None] = []
+        # set after a commit failed with an unknown outcome (see commit)
+        self._force_rewrite = False
         self._created = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -171,6 +173,7 @@ class PostgresInstanceStore:
         events = [event_from_record(loads(r[0])) for r in ev_rows]
         self._base_count = len(base)
         self._pending = [e["message"].id if e["type"] == "append" else None for e in events]
+        self._force_rewrite = False
         self._loaded = True
         return LoadedConversation(base, events, [])
 
@@ -219,6 +222,7 @@ class PostgresInstanceStore:
         n = self._base_count
         delta = (
             appended is not None
+            and not self._force_rewrite
             and len(next_messages) == n + len(appended)
             and self._pending == [m.id for m in appended]
             and all(a is b or a.id == b.id for a, b in zip(next_messages[n:], appended, strict=True))
@@ -226,7 +230,8 @@ class PostgresInstanceStore:
         rows = appended if delta else next_messages
         assert rows is not None
         texts = [_text(dumps_line(m.to_record())) for m in rows]
-        params = (instance_id, token, delta, n if delta else 0, texts, bool(self._pending))
+        clear_events = bool(self._pending) or self._force_rewrite
+        params = (instance_id, token, delta, n if delta else 0, texts, clear_events)
         try:
             with self._db.connection("commit the turn") as conn:
                 if _atomic.CRASH_AT is not None and _atomic.CRASH_AT.startswith("pg_"):
@@ -241,9 +246,13 @@ class PostgresInstanceStore:
         except Exception as exc:
             if self._is_lease_lost(exc):
                 raise self._lost() from None
+            # The connection may have died after the server committed: the next commit rewrites
+            # base and clears every event, which is right whether this one landed or not.
+            self._force_rewrite = True
             raise
         self._base_count = len(next_messages)
         self._pending = []
+        self._force_rewrite = False
 
     # ------------------------------------------------------------------ runtime events
 
