@@ -52,6 +52,25 @@ def _env_actor_options() -> dict[str, Any]:
     return value
 
 
+def _check_reachable(address: str) -> None:
+    """Fail at once on a ``HOST:PORT`` nothing listens on: ``ray.init`` itself retries for minutes
+    before it gives up. ``auto`` and ``ray://`` addresses are left to Ray."""
+    host, sep, port = address.rpartition(":")
+    if not sep or "://" in address or not port.isdigit():
+        return
+    import socket
+
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as exc:
+        raise GoondanError(
+            "E_RAY_CONNECT",
+            f"no Ray cluster answers at {address}: {exc}",
+            suggestion="Start the cluster with `ray start --head` and pass its address (HOST:6379 by "
+            "default) or --ray-address auto on the head machine.",
+        ) from None
+
+
 class RayExecutor(ProcessExecutor):
     """Runs every instance as a named Ray actor (``executor="ray"``)."""
 
@@ -75,6 +94,8 @@ class RayExecutor(ProcessExecutor):
         if ray.is_initialized():
             return
         address = self.address or os.environ.get(ENV_ADDRESS) or os.environ.get("RAY_ADDRESS") or None
+        if address:
+            _check_reachable(address)
         try:
             ray.init(
                 address=address,
