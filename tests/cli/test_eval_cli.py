@@ -40,6 +40,9 @@ async def generate(request):
             total += 1
         return {"text": f"The sum is {total}.", "usage": usage}
     content = last["content"]
+    images = [p for p in content if p.get("type") == "image"] if isinstance(content, list) else []
+    if images:
+        return {"text": f"an image of {len(images[0].get('data', ''))} base64 characters", "usage": usage}
     text = content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
     m = re.search(r"add (\\d+) and (\\d+)", text)
     if m:
@@ -208,6 +211,27 @@ def test_studio_opens_a_kept_scenario_and_shows_its_conversation(tmp_path: Path)
         with urllib.request.urlopen(f"{studio.url.rstrip('/')}/api/conversation?{query}", timeout=10) as response:
             conversation = response.read().decode()
     assert "calc__add" in conversation and "The sum is 5." in conversation
+
+
+PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+
+
+def test_a_part_path_is_relative_to_the_suite_file_not_the_working_directory(tmp_path: Path) -> None:
+    import base64
+
+    suite = write_project(
+        tmp_path,
+        "bundle: ./bundle\nscenarios:\n"
+        "  - name: looks\n"
+        "    input: [{type: text, text: 'what is this?'}, {type: image, path: ./pic.png}]\n"
+        "    expect: {textRegex: 'an image of [1-9]\\d* base64'}\n",
+    )
+    (tmp_path / "pic.png").write_bytes(base64.b64decode(PNG_1PX))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = gdn(elsewhere, "eval", str(suite))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "[1/1] PASS looks" in out.stderr
 
 
 def test_an_invalid_suite_lists_every_problem_with_its_line(tmp_path: Path) -> None:

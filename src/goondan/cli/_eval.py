@@ -122,6 +122,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         keep_state=args.keep_state,
         suite_name=suite.name or Path(args.suite).stem,
         env=load_env(run_bundle_dir(bundle, suite, suite_dir), args.env_file),
+        on_result=None if args.quiet or args.json else _progress(len(suite.scenarios)),
     )
     report = asyncio.run(run.run())
     if args.output:
@@ -130,6 +131,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render(report, args.format))
     return EXIT_OK if report.passed else EXIT_BELOW_THRESHOLD
+
+
+def _progress(total: int) -> Any:
+    """Prints each scenario to stderr as it finishes (stdout keeps the report)."""
+    import sys
+
+    done = 0
+
+    def show(result: Any) -> None:
+        nonlocal done
+        done += 1
+        status = "PASS" if result.passed else "FAIL"
+        sys.stderr.write(f"[{done}/{total}] {status} {result.name} ({result.latency_ms / 1000:.1f} s)\n")
+        sys.stderr.flush()
+
+    return show
 
 
 def run_bundle_dir(bundle: Path | None, suite: Any, suite_dir: Path) -> Path:

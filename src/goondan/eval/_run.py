@@ -13,7 +13,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -124,6 +124,19 @@ def _input_text(value: str | list[dict[str, Any]]) -> str:
     return value if isinstance(value, str) else content_text(value)
 
 
+def resolve_parts(value: str | list[dict[str, Any]], root: Path) -> str | list[dict[str, Any]]:
+    """Content parts with a relative ``path`` name files next to the suite, wherever ``gdn eval`` runs."""
+    if isinstance(value, str):
+        return value
+    out: list[dict[str, Any]] = []
+    for part in value:
+        path = part.get("path") if isinstance(part, dict) else None
+        if isinstance(path, str) and path and not Path(path).is_absolute():
+            part = {**part, "path": str(root / path)}
+        out.append(part)
+    return out
+
+
 def _check(name: str, ok: bool, detail: str = "") -> CriterionResult:
     return CriterionResult(name, "check", 1.0 if ok else 0.0, ok, "" if ok else detail)
 
@@ -195,6 +208,7 @@ class SuiteRun:
         executor: str = "inline",
         suite_name: str | None = None,
         env: Mapping[str, str] | None = None,
+        on_result: Callable[[ScenarioResult], None] | None = None,
     ) -> None:
         self.suite = suite
         self.suite_dir = suite_dir
@@ -212,6 +226,7 @@ class SuiteRun:
         self.executor = executor
         self.name = suite_name or suite.name or "suite"
         self.env = env
+        self.on_result = on_result
         self.judge: JudgeModel | None = None
         self.judge_tokens = 0
         self._prices = {k: (p.input, p.output) for k, p in suite.prices.items()}
@@ -225,7 +240,10 @@ class SuiteRun:
 
         async def one(scenario: Scenario) -> ScenarioResult:
             async with gate:
-                return await self.scenario(scenario)
+                result = await self.scenario(scenario)
+            if self.on_result is not None:
+                self.on_result(result)
+            return result
 
         try:
             results = await asyncio.gather(*(one(s) for s in self.suite.scenarios))
@@ -262,7 +280,9 @@ class SuiteRun:
             models = _agent_models(runner.runtime.bundle)
             for value in scenario.inputs:
                 turn = await runner.request(
-                    value, agent=scenario.agent or self.suite.agent, instance_key=scenario.instance_key
+                    resolve_parts(value, self.suite_dir),
+                    agent=scenario.agent or self.suite.agent,
+                    instance_key=scenario.instance_key,
                 )
                 turns.append(turn)
                 for event in turn.events:
