@@ -101,6 +101,11 @@ def test_the_conversation_is_read_back_from_the_stored_files(tmp_path: Path) -> 
     # a later runner on the same state root sees the same history, as a restart would
     with AgentRunner(QUICKSTART, override_models={"scripted": ["three"]}, state_root=tmp_path) as runner:
         assert [m.data for m in runner.conversation()] == stored
+    turn.assert_conversation(["user", "system", "assistant", "user", "assistant"], contains="two")
+    with pytest.raises(AssertionError, match=r"have roles \['user'\]; it has \['user', 'system'"):
+        turn.assert_conversation(["user"])
+    with pytest.raises(AssertionError, match="no stored message contains 'three'"):
+        turn.assert_conversation(contains="three")
     instance = kit.instance_dir(tmp_path, "assistant", "quickstart")
     assert len(kit.read_jsonl(instance / "messages" / "base.jsonl")) == 5
 

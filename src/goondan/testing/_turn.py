@@ -276,6 +276,15 @@ class Turn:
         if self.steps > limit:
             raise self._fail(f"expected at most {limit} step(s); the turn took {self.steps}")
 
+    def assert_conversation(self, roles: Sequence[str] | None = None, *, contains: str | None = None) -> None:
+        """The stored conversation has exactly these ``roles`` in order (system messages included), and/or
+        a message whose text contains ``contains``."""
+        stored = [m.role for m in self.conversation]
+        if roles is not None and stored != list(roles):
+            raise self._fail(f"expected the stored conversation to have roles {list(roles)}; it has {stored}")
+        if contains is not None and not any(contains in m.text for m in self.conversation):
+            raise self._fail(f"no stored message contains {contains!r} (the conversation has {len(stored)} messages)")
+
     def assert_event(self, event_type: str, **fields: Any) -> dict[str, Any]:
         """A runtime event of ``event_type`` whose fields contain ``fields`` was emitted; returns it."""
         candidates = [e for e in self.events if e.get("type") == event_type]
