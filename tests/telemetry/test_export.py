@@ -311,3 +311,29 @@ def test_batch_settings_the_sdk_refuses_are_a_config_error(
         asyncio.run(main())
     assert info.value.code == "E_TELEMETRY_CONFIG"
     assert "max_export_batch_size" in info.value.message
+
+
+def test_message_content_is_exported_only_when_asked(
+    tmp_path: Path, otlp: otel_kit.Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GOONDAN_TRACE_LLM_INPUT", "1")  # the step records its model input
+    root = otel_kit.two_agent_bundle(tmp_path / "b")
+
+    def chats(capture: str, key: str) -> list[otel_kit.Got]:
+        otlp.spans.clear()
+        env = _clean_env(
+            tmp_path,
+            OTEL_EXPORTER_OTLP_ENDPOINT=otlp.endpoint,
+            OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=capture,
+        )
+
+        async def main() -> None:
+            async with goondan.Runtime(root, state_root=tmp_path / "state", executor="inline", env=env) as rt:
+                await rt.request("the secret word is swordfish", instance_key=key)
+
+        asyncio.run(main())
+        return [s for s in otlp.spans if s.attributes.get("gen_ai.operation.name") == "chat"]
+
+    assert all("gen_ai.input.messages" not in s.attributes for s in chats("false", "k1"))
+    captured = chats("true", "k2")
+    assert captured and all("swordfish" in s.attributes["gen_ai.input.messages"] for s in captured)
