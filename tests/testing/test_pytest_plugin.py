@@ -44,6 +44,8 @@ def test_the_plugin_runs_a_real_bundle_and_shows_the_transcript_of_a_failure(pyt
             "*expected a call to calc__add; tools called: none*",
             "*turn turn_* of assistant@quickstart: text_response, 1 step(s)*",
             "*assistant: no tools today*",
+            "*goondan state roots*",
+            "gdn logs --state-root */goondan-state-0",
         ]
     )
 

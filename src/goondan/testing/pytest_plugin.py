@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ._runner import AgentRunner
 
 _RECORD_MODES = {"new": "auto", "all": "record", "none": "replay"}
+_STATE_ROOTS = pytest.StashKey[list[Path]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -59,6 +60,7 @@ def goondan_runner(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[C
 
     runners: list[AgentRunner] = []
     mode = _cassette_mode(request.config)
+    roots = request.node.stash.setdefault(_STATE_ROOTS, [])
 
     def start(bundle: Any, **options: Any) -> AgentRunner:
         options.setdefault("state_root", tmp_path / f"goondan-state-{len(runners)}")
@@ -66,8 +68,20 @@ def goondan_runner(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[C
             options.setdefault("cassette_mode", mode)
         runner = AgentRunner(bundle, **options)
         runners.append(runner)
+        roots.append(runner.state_root)
         return runner.start()
 
     yield start
     for runner in reversed(runners):
         runner.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A failed test that ran agents says where their state is (``gdn logs --state-root DIR``)."""
+    report = yield
+    roots = item.stash.get(_STATE_ROOTS, None)
+    if roots and report.failed and call.when == "call":
+        lines = [f"gdn logs --state-root {root}" for root in roots]
+        report.sections.append(("goondan state roots", "\n".join(lines)))
+    return report
