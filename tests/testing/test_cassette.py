@@ -178,3 +178,13 @@ def test_an_anthropic_turn_records_and_replays_the_same_way(tmp_path: Path) -> N
         replayed = runner.request("add 4 and 5")
     assert replayed.text == recorded.text
     replayed.assert_tool_called("calc__add", {"a": 4, "b": 5})
+
+
+def test_recording_reads_the_key_from_the_bundles_env_file_like_gdn_run(tmp_path: Path) -> None:
+    with FakeServer(chat) as server:
+        root = bundle(tmp_path / "b", server.url + "/v1")
+        (root / ".env").write_text(f"CASSETTE_KEY={KEY}\n", encoding="utf-8")
+        with AgentRunner(root, cassette=tmp_path / "c.json") as runner:
+            runner.request("what is 2 + 3?").assert_text(equals="sum=5")
+        assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+    assert KEY not in (tmp_path / "c.json").read_text(encoding="utf-8")

@@ -62,8 +62,9 @@ class AsyncAgentRunner:
     ``override_models`` maps Model names to a function ``fn(request) -> dict | str`` (sync or async),
     a list of replies (one per model call, in order), ``"provider/model"`` or a dict of Model spec
     fields. ``cassette`` (a path or :class:`Cassette`) records or replays the HTTP traffic of the
-    bundle's network Models. ``state_root=None`` uses a fresh temporary directory, removed at close
-    unless ``keep_state=True``. Overrides and cassettes change the loaded bundle, not its files, so
+    bundle's network Models. ``env`` defaults to what ``gdn run`` uses (the process environment, then
+    the bundle's ``.env`` and ``.env.local``). ``state_root=None`` uses a fresh temporary directory,
+    removed at close unless ``keep_state=True``. Overrides and cassettes change the loaded bundle, not its files, so
     they need the turns to run in this process: ``executor="inline"`` (the default here).
     """
 
@@ -88,7 +89,7 @@ class AsyncAgentRunner:
         self.state_root = Path(state_root) if state_root is not None else self._scratch / "state"
         self._executor = executor
         self._swarm = swarm
-        self._env: Mapping[str, str] = os.environ if env is None else env
+        self._env: Mapping[str, str] = _bundle_env(self.bundle_path) if env is None else env
         if cassette is not None and not isinstance(cassette, Cassette):
             cassette = Cassette(cassette, cassette_mode)
         self.cassette: Cassette | None = cassette
@@ -218,6 +219,14 @@ class AsyncAgentRunner:
             shutil.rmtree(
                 self._scratch / "models" if self._keep and self._own_root else self._scratch, ignore_errors=True
             )
+
+
+def _bundle_env(bundle: Path) -> dict[str, str]:
+    """The environment ``gdn run`` would use: the process's, then the bundle's ``.env`` and
+    ``.env.local`` (where a developer keeps the provider key a recording needs)."""
+    from ..cli._env import load_env
+
+    return load_env(bundle.parent if bundle.suffix in (".yaml", ".yml") else bundle, None)
 
 
 def _jsonl(path: Path) -> list[Any]:
