@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import json
 import random
 import re
+import ssl
 import time
 import weakref
 from collections.abc import Mapping
@@ -96,6 +98,16 @@ def load_httpx() -> Any:
     return httpx
 
 
+@functools.cache
+def ssl_context() -> ssl.SSLContext:
+    """One verifying TLS context for every client: loading the CA bundle costs tens of milliseconds,
+    and a client is made per event loop (tests and tools often run a loop per call)."""
+    load_httpx()
+    import httpx
+
+    return httpx.create_ssl_context(trust_env=False)
+
+
 def shared_client() -> httpx.AsyncClient:
     """The running loop's pooled client, made on first use.
 
@@ -114,6 +126,7 @@ def shared_client() -> httpx.AsyncClient:
             limits=httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=30.0),
             mounts=direct,
             follow_redirects=True,
+            verify=ssl_context(),
         )
         _clients[loop] = client
     return client
@@ -271,4 +284,5 @@ __all__ = [
     "request",
     "retry_after_seconds",
     "shared_client",
+    "ssl_context",
 ]

@@ -27,7 +27,7 @@ from email.message import Message
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from goondan._http_client import load_httpx
+from goondan._http_client import load_httpx, ssl_context
 from goondan.base.tools._common import (
     ToolExecutionError,
     ToolInputError,
@@ -65,11 +65,11 @@ def _client(policy: AddressPolicy) -> httpx.AsyncClient:
     per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
     client = per_loop.get(policy)
     if client is None or client.is_closed:
-        transport = httpx.AsyncHTTPTransport(trust_env=False)
+        transport = httpx.AsyncHTTPTransport(verify=ssl_context(), trust_env=False)
         # httpx builds its httpcore pool without a way to pass a network backend; this is the same
         # pool with the guarded backend (connections are checked, TLS and pooling unchanged)
         transport._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(trust_env=False),
+            ssl_context=ssl_context(),
             max_connections=20,
             max_keepalive_connections=10,
             keepalive_expiry=30.0,
