@@ -143,6 +143,8 @@ def test_a_suite_runs_checks_and_a_judge_and_writes_json_and_junit(tmp_path: Pat
     assert multi["text"] == "The sum is 30." and multi["tokens"]["total"] == 45
     assert data["judgeTokens"] == 10 and data["passRate"] == 1.0
 
+    as_json = gdn(tmp_path, "--json", "eval", str(suite))
+    assert json.loads(as_json.stdout)["passRate"] == 1.0 and as_json.stderr == ""
     junit = gdn(tmp_path, "eval", str(suite), "--format", "junit", "--output", "a.xml")
     assert junit.returncode == 0, junit.stderr
     root = ET.parse(tmp_path / "a.xml").getroot()

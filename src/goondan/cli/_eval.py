@@ -125,11 +125,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         on_result=None if args.quiet or args.json else _progress(len(suite.scenarios)),
     )
     report = asyncio.run(run.run())
+    fmt = "json" if args.json and args.format == "text" else args.format  # --json: machine-readable
     if args.output:
-        Path(args.output).write_text(render(report, args.format), encoding="utf-8")
-        sys.stdout.write(text_report(report))
+        Path(args.output).write_text(render(report, fmt), encoding="utf-8")
+        sys.stdout.write(text_report(report) if not args.json else "")
     else:
-        sys.stdout.write(render(report, args.format))
+        sys.stdout.write(render(report, fmt))
     return EXIT_OK if report.passed else EXIT_BELOW_THRESHOLD
 
 
