@@ -10,11 +10,18 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from collections.abc import Iterator
 
 import pytest
 from cn_testkit import echo_server as server
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+
+@pytest.fixture(scope="module")
+def shared_port() -> Iterator[int]:
+    with server() as port:
+        yield port
 
 
 def exchange(port: int, raw: bytes, *, half_close: bool = True, timeout: float = 5.0) -> bytes:
@@ -188,10 +195,9 @@ _HEADER = st.tuples(
     newline=st.sampled_from([b"\r\n", b"\n"]),
 )
 def test_any_bytes_get_a_status_line_or_a_clean_close_never_a_traceback(
-    head: bytes, headers: list[bytes], tail: bytes, newline: bytes, caplog: pytest.LogCaptureFixture
+    head: bytes, headers: list[bytes], tail: bytes, newline: bytes, caplog: pytest.LogCaptureFixture, shared_port: int
 ) -> None:
     raw = newline.join([head, *headers]) + newline + newline + tail
-    with server() as port:
-        response = exchange(port, raw)
+    response = exchange(shared_port, raw)  # one server for all examples: it must survive every one
     assert response == b"" or (response.startswith(b"HTTP/1.1 ") and response[9:12].isdigit()), response[:100]
     _no_tracebacks(caplog)
