@@ -178,15 +178,16 @@ def test_the_lease_session_asks_the_server_to_drop_it_about_25_s_after_its_machi
     postgres_url: str,
 ) -> None:
     """The documented lease expiry for a node that vanishes (no FIN, no RST) is the server's TCP
-    keepalive on the lease session: 10 s idle, then 3 probes 5 s apart."""
+    keepalive on the lease session: 10 s idle, then 3 probes 5 s apart (and a 25 s TCP user timeout
+    while data is in flight)."""
     from goondan.storage._postgres import LEASE_EXPIRY_S
 
     backend = open_store(postgres_url, state_root="/nonexistent")
     store = backend.workspace("ws").instance("agent", "k")
     store.load()
     session = backend._db._lease_conn  # type: ignore[attr-defined]
-    names = ("tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count")
+    names = ("tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count", "tcp_user_timeout")
     shown = [session.execute(f"SHOW {name}").fetchone()[0] for name in names]
-    assert shown == ["10", "5", "3"] and LEASE_EXPIRY_S == 25
+    assert shown == ["10", "5", "3", "25000"] and LEASE_EXPIRY_S == 25
     store.close()
     backend.close()  # type: ignore[attr-defined]

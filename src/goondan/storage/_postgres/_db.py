@@ -259,7 +259,9 @@ class Database:
                 conn.execute(
                     f"SET tcp_keepalives_idle = {KEEPALIVE_IDLE_S}; "
                     f"SET tcp_keepalives_interval = {KEEPALIVE_INTERVAL_S}; "
-                    f"SET tcp_keepalives_count = {KEEPALIVE_COUNT}"
+                    f"SET tcp_keepalives_count = {KEEPALIVE_COUNT}; "
+                    # the same bound while the server has unacknowledged data in flight to it
+                    f"SET tcp_user_timeout = {LEASE_EXPIRY_S * 1000}"
                 )
             # re-take what this process held before the connection was lost; a lock someone else
             # took meanwhile stays theirs (their token is higher: our next commit is refused)
