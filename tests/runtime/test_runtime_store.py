@@ -87,7 +87,7 @@ def test_goondan_store_in_the_runtime_env_selects_the_store(tmp_path: Path, stat
 @pytest.mark.parametrize(
     ("kwargs", "code"),
     [
-        ({"store": "postgresql://db/goondan"}, "E_STORE_UNSUPPORTED"),
+        ({"store": "postgresql://db/goondan?pool_size=0"}, "E_STORE_URL_INVALID"),
         ({"store": "nosuch://x"}, "E_STORE_UNSUPPORTED"),
         ({"store": "file://relative"}, "E_STORE_URL_INVALID"),
         ({"store": "/tmp/x", "persist": False}, "E_RUNTIME_OPTION"),

@@ -3,6 +3,8 @@ process writes) land in the database and the conversation continues in the next 
 
 from __future__ import annotations
 
+import socket
+import time
 from pathlib import Path
 
 import psycopg
@@ -46,3 +48,27 @@ def test_turns_of_both_local_executors_are_committed_to_postgres_and_continue_ac
     assert _count(postgres_url, "goondan_events") == 0
     assert _count(postgres_url, "goondan_runtime_events") > 0
     assert list(state_root.glob("workspaces/*/instances/*")) == []
+
+
+def test_a_runtime_on_an_unreachable_server_fails_its_turn_fast_with_store_unavailable(
+    tmp_path: Path, state_root: Path
+) -> None:
+    k.MODEL = None
+    root = simple_bundle(tmp_path, files={"model.py": COUNTING_MODEL})
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    async def main() -> object:
+        url = f"postgresql://u:hunter2@127.0.0.1:{port}/db"
+        async with goondan.Runtime(root, state_root=state_root, executor="inline", store=url) as rt:
+            try:
+                return await rt.request("one")
+            except goondan.GoondanError as exc:
+                return exc
+
+    started = time.monotonic()
+    outcome = k.run(main())
+    code = getattr(outcome, "code", None) or (getattr(outcome, "error", None) or {}).get("code")
+    assert code == "E_STORE_UNAVAILABLE", outcome
+    assert "hunter2" not in str(outcome) and time.monotonic() - started < 20
