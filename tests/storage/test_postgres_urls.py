@@ -53,3 +53,14 @@ def test_any_text_after_the_scheme_opens_a_backend_lazily_or_is_an_invalid_url(r
 def test_redact_never_shows_a_password(password: str) -> None:
     shown = redact(f"postgresql://user:{password}@host:5432/db")
     assert f":{password}@" not in shown and "host:5432/db" in shown
+
+
+def test_without_the_postgres_extra_the_url_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "psycopg" else real(name, *a))
+    with pytest.raises(GoondanError) as info:
+        open_store("postgresql://u:secret@h/db", state_root="/x")
+    assert info.value.code == "E_STORE_UNSUPPORTED" and "psycopg" in str(info.value)
+    assert "goondan-runtime[postgres]" in (info.value.suggestion or "")

@@ -26,7 +26,7 @@ from ..._ids import parse_iso
 from .._identity import WorkspaceIdentity
 from .._lease import locked_error
 from .._workspace import InstanceInfo
-from ._db import LEASE_EXPIRY_S, Database, forget_shared, redact, shared_database
+from ._db import LEASE_EXPIRY_S, Database, forget_shared, missing_extra, redact, shared_database
 from ._instance import PostgresInstanceStore, _delete_data
 from ._reader import PostgresInstanceReader
 
@@ -185,7 +185,12 @@ class PostgresStoreBackend:
 
 
 def open_postgres(url: str, *, state_root: Path) -> PostgresStoreBackend:
-    """The :class:`~goondan.storage.StoreFactory` of ``postgresql://`` and ``postgres://``."""
+    """The :class:`~goondan.storage.StoreFactory` of ``postgresql://`` and ``postgres://``.
+    Nothing connects yet; an installation without the ``postgres`` extra is told so now."""
+    import importlib.util
+
+    if importlib.util.find_spec("psycopg") is None or importlib.util.find_spec("psycopg_pool") is None:
+        raise missing_extra()
     return PostgresStoreBackend(url)
 
 

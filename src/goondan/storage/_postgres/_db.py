@@ -174,7 +174,7 @@ class Database:
                 import psycopg
                 import psycopg_pool
             except ImportError as exc:  # pragma: no cover - the extra brings it
-                raise _missing_extra() from exc
+                raise missing_extra() from exc
             if not self._migrated:
                 # on a connection of its own, so a server that is down fails now and fast
                 # instead of after the pool's timeout
@@ -210,8 +210,11 @@ class Database:
     def connection(self, what: str) -> Iterator[psycopg.Connection[Any]]:
         """A pooled autocommit connection; connection failures become ``E_STORE_UNAVAILABLE``
         and other server errors ``E_STORE_QUERY`` (our own StorageErrors pass through)."""
-        import psycopg
-        import psycopg_pool
+        try:
+            import psycopg
+            import psycopg_pool
+        except ImportError as exc:
+            raise missing_extra() from exc
 
         pool = self._pool if self._pool is not None else self._open_pool()
         try:
@@ -501,11 +504,11 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_all_after_fork)
 
 
-def _missing_extra() -> GoondanError:
+def missing_extra() -> GoondanError:
     return GoondanError(
         "E_STORE_UNSUPPORTED",
         "the PostgreSQL store needs psycopg 3 and psycopg_pool, which are not installed",
-        suggestion="pip install 'goondan[postgres]'",
+        suggestion="pip install 'goondan-runtime[postgres]'",
     )
 
 
@@ -515,6 +518,7 @@ __all__ = [
     "LEASE_EXPIRY_S",
     "Database",
     "forget_shared",
+    "missing_extra",
     "parse_url",
     "redact",
     "shared_database",
