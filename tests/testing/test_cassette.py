@@ -14,7 +14,7 @@ import kit
 from goondan.errors import GoondanError
 from goondan.testing import AgentRunner, Cassette, CassetteMismatch
 from goondan.testing._cassette import body_diff
-from models.providers.fake_http import FakeServer, Reply, Req
+from models.providers.fake_http import FakeServer, Reply, Req, sse_event
 
 KEY = "sk-cassette-SECRET-7"
 
@@ -188,3 +188,40 @@ def test_recording_reads_the_key_from_the_bundles_env_file_like_gdn_run(tmp_path
             runner.request("what is 2 + 3?").assert_text(equals="sum=5")
         assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
     assert KEY not in (tmp_path / "c.json").read_text(encoding="utf-8")
+
+
+def streamed_chat(req: Req) -> Reply:
+    """The OpenAI chat server answering ``stream: true`` requests with Server-Sent Events."""
+    body = req.json
+    assert body.get("stream") is True
+    last = body["messages"][-1]
+
+    def chunk(delta: dict[str, Any], finish: str | None) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return sse_event(
+            {"id": "s", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [choice]}
+        )
+
+    if last["role"] == "tool":
+        words = ["The ", "sum ", "is ", str(json.loads(last["content"])["sum"])]
+        events = [chunk({"content": w}, None) for w in words] + [chunk({}, "stop")]
+    else:
+        call = {"index": 0, "id": "call_s", "type": "function"}
+        call["function"] = {"name": "calc__add", "arguments": '{"a": 1, "b": 6}'}
+        events = [chunk({"role": "assistant", "tool_calls": [call]}, "tool_calls")]
+    return Reply(sse=[*events, "data: [DONE]\n\n"])
+
+
+def test_a_streamed_turn_replays_its_events_chunk_for_chunk(tmp_path: Path) -> None:
+    cassette = tmp_path / "stream.json"
+    with FakeServer(streamed_chat) as server:
+        root = bundle(tmp_path / "b", server.url + "/v1")
+        with AgentRunner(root, cassette=cassette, env={"CASSETTE_KEY": KEY}) as runner:
+            recorded = runner.request("add 1 and 6", stream=True)
+    assert recorded.text_deltas == ["The ", "sum ", "is ", "7"]
+    first = json.loads(cassette.read_text(encoding="utf-8"))["interactions"][0]["response"]
+    assert first["contentType"].startswith("text/event-stream") and "data: [DONE]" in first["body"]
+    with AgentRunner(root, cassette=cassette, cassette_mode="replay", env={}) as runner:
+        replayed = runner.request("add 1 and 6", stream=True)
+    assert replayed.text_deltas == recorded.text_deltas and replayed.text == "The sum is 7"
+    replayed.assert_tool_result("calc__add", equals={"sum": 7})

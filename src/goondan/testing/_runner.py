@@ -159,23 +159,30 @@ class AsyncAgentRunner:
         agent: str | None = None,
         instance_key: str | None = None,
         metadata: dict[str, Any] | None = None,
+        stream: bool = False,
     ) -> Turn:
-        """Run one turn and return it; a cassette mismatch fails here with the diff."""
+        """Run one turn and return it; a cassette mismatch fails here with the diff. ``stream=True``
+        listens to text deltas as ``gdn run`` does (providers then stream) and keeps them in
+        :attr:`Turn.text_deltas`."""
         rt = self.runtime
         if rt is None:
             await self.start()
             rt = self.runtime
         events: list[dict[str, Any]] = []
+        deltas: list[str] = []
         off = rt.on_runtime_event(lambda record: events.append(dict(record)))
+        off_deltas = rt.on_text_delta(lambda record: deltas.append(str(record.get("delta", "")))) if stream else None
         started = time.perf_counter()
         try:
             result = await rt.request(input, agent=agent, instance_key=instance_key, metadata=metadata)
             await asyncio.sleep(0)  # let listeners scheduled by the turn's last events run
         finally:
             off()
+            if off_deltas is not None:
+                off_deltas()
         latency = (time.perf_counter() - started) * 1000
         agent_name, key = rt._resolve_target(agent, instance_key)
-        turn = Turn(result, agent_name, key, events, await self.conversation(agent_name, key), latency)
+        turn = Turn(result, agent_name, key, events, await self.conversation(agent_name, key), latency, deltas)
         self.turns.append(turn)
         if self.proxy is not None:
             mismatches = self.proxy.take_mismatches()
@@ -282,8 +289,11 @@ class AgentRunner:
         agent: str | None = None,
         instance_key: str | None = None,
         metadata: dict[str, Any] | None = None,
+        stream: bool = False,
     ) -> Turn:
-        return self._run(self._async.request(input, agent=agent, instance_key=instance_key, metadata=metadata))
+        return self._run(
+            self._async.request(input, agent=agent, instance_key=instance_key, metadata=metadata, stream=stream)
+        )
 
     def conversation(self, agent: str | None = None, instance_key: str | None = None) -> list[Message]:
         return self._run(self._async.conversation(agent, instance_key))

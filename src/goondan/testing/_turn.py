@@ -69,6 +69,8 @@ class Turn:
     events: list[dict[str, Any]] = field(default_factory=list)
     conversation: list[Message] = field(default_factory=list)
     latency_ms: float = 0.0
+    text_deltas: list[str] = field(default_factory=list)
+    """The streamed text, chunk by chunk (``request(..., stream=True)`` only)."""
 
     # --- what happened ---------------------------------------------------------------------------
 
