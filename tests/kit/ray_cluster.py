@@ -21,6 +21,8 @@ def ray_session() -> Iterator[Any]:
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        # "local": a Ray of its own even when another cluster runs on this machine (a benchmark, a
+        # failover test's child), which ray.init() would otherwise join
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield ray
     ray.shutdown()

@@ -98,7 +98,7 @@ class RayExecutor(ProcessExecutor):
             _check_reachable(address)
         try:
             ray.init(
-                address=address,
+                address=address or "local",  # never join a cluster someone else started unasked
                 include_dashboard=False,
                 log_to_driver=False,
                 configure_logging=False,
