@@ -100,6 +100,7 @@ class PostgresWorkspaceStore:
                 out.append(InstanceInfo(agent, key, status, parse_iso(created), parse_iso(updated), Path()))
             except (TypeError, ValueError):
                 continue
+        out.sort(key=lambda i: (i.agent_name, i.instance_key))  # Python's order, not the collation's
         return out
 
     def delete_instance(self, agent_name: str, instance_key: str, *, force: bool = False) -> bool:
@@ -169,10 +170,9 @@ class PostgresStoreBackend:
         """Workspaces with a record or at least one instance, sorted."""
         with self._db.connection("list workspaces") as conn:
             rows = conn.execute(
-                "SELECT workspace_id FROM goondan_workspaces"
-                " UNION SELECT workspace_id FROM goondan_instances ORDER BY 1"
+                "SELECT workspace_id FROM goondan_workspaces UNION SELECT workspace_id FROM goondan_instances"
             ).fetchall()
-        return [str(r[0]) for r in rows]
+        return sorted(str(r[0]) for r in rows)  # Python's order, not the database collation's
 
     def close(self) -> None:
         """Close the pool and the lease session of this URL in this process: every lease this
