@@ -292,7 +292,9 @@ def render(figures: dict[str, Any]) -> list[str]:
         ratio = ray2["turns_per_s"] / ray1["turns_per_s"]
         lines.append(
             f"ray 2 nodes / 1 node throughput: {ratio:.2f}x (target >= 1.6x needs cores per node; "
-            f"this machine has {figures['cpus']} CPUs shared by every node)"
+            f"this machine has {figures['cpus']} CPUs shared by every node: a ratio here comes from Ray "
+            "starting at most num_cpus (1) worker processes at a time per node, i.e. from faster actor "
+            "starts, not from more CPU)"
         )
     return lines
 
