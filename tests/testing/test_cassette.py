@@ -225,3 +225,17 @@ def test_a_streamed_turn_replays_its_events_chunk_for_chunk(tmp_path: Path) -> N
         replayed = runner.request("add 1 and 6", stream=True)
     assert replayed.text_deltas == recorded.text_deltas and replayed.text == "The sum is 7"
     replayed.assert_tool_result("calc__add", equals={"sum": 7})
+
+
+def test_an_authentication_failure_is_passed_on_but_never_recorded(tmp_path: Path) -> None:
+    def refuse(req: Req) -> Reply:
+        return Reply(status=401, body={"error": {"message": "Incorrect API key", "type": "invalid_request_error"}})
+
+    cassette = tmp_path / "auth.json"
+    with FakeServer(refuse) as server:
+        root = bundle(tmp_path / "b", server.url + "/v1")
+        with AgentRunner(root, cassette=cassette, env={"CASSETTE_KEY": "wrong"}) as runner:
+            turn = runner.request("hi")
+    assert turn.finish_reason == "error" and turn.result.error is not None
+    assert turn.result.error["code"] == "E_MODEL_AUTH"
+    assert not cassette.exists()

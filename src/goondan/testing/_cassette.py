@@ -11,6 +11,7 @@ Secrets never reach the file: request headers are not stored at all (``Authoriza
 response headers only ``content-type`` is kept. A replayed request that matches no recorded one gets
 HTTP 400 (not retried by the SDKs or by goondan) and is kept in :attr:`CassetteProxy.mismatches`;
 the runner turns it into :class:`CassetteMismatch` with a diff of messages, tools and params.
+Authentication failures (401, 403, 407) while recording are passed on but not recorded.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ _DROP_REQUEST_HEADERS = frozenset({"host", "content-length", "connection", "acce
 _MESSAGE_KEYS = frozenset({"messages", "contents", "input", "system", "systemInstruction", "system_instruction"})
 _TOOL_KEYS = frozenset({"tools", "tool_choice", "toolConfig", "tool_config", "parallel_tool_calls"})
 _REDIRECTED_PROVIDERS = ("openai", "anthropic", "google")
+# answers about the caller's credentials, not about the request: passed on, never recorded
+_NOT_RECORDED = frozenset({401, 403, 407})
 
 
 class CassetteMismatch(AssertionError):
@@ -187,7 +190,8 @@ class Cassette:
             ) from None
 
     def save(self) -> None:
-        if not self.recording:
+        """Write what was recorded; a recording that caught nothing leaves any older file alone."""
+        if not self.recording or not self.interactions:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = {"version": FORMAT_VERSION, "interactions": [i.to_json() for i in self.interactions]}
@@ -324,6 +328,10 @@ class CassetteProxy:
             return
         content = response.content
         content_type = response.headers.get("content-type", "application/octet-stream")
+        if response.status_code in _NOT_RECORDED:  # a bad key must not be replayed forever
+            self.errors.append(f"{url}: HTTP {response.status_code} (not recorded)")
+            self._reply(handler, response.status_code, content_type, content)
+            return
         try:
             text, binary = content.decode("utf-8"), False
         except UnicodeDecodeError:
