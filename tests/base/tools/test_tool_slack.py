@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -9,8 +10,10 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from tools_testkit import FakeCtx, run
+from tools_testkit import FakeCtx, calls_then_text, last_results, output_value, run, tools_bundle
 
+import goondan
+import kit
 from connectors.cn_testkit import FakeApi
 from goondan.base.tools import slack
 from goondan.base.tools._common import ToolExecutionError, ToolInputError
@@ -189,12 +192,6 @@ def test_missing_token_and_bad_arguments_fail_before_any_call(
 def test_slack_and_telegram_tools_run_through_a_bundle_and_the_runtime(
     tmp_path: Path, api: FakeApi, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import asyncio
-
-    from tools_testkit import calls_then_text, last_results, output_value, tools_bundle
-
-    import goondan
-    import kit
 
     monkeypatch.setenv("SLACK_BOT_TOKEN", TOKEN)
     monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "42:tg")
