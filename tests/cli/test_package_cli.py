@@ -174,6 +174,26 @@ def test_pip_does_the_same_when_uv_is_not_there(tmp_path: Path, wheels: Path) ->
     assert gdn_in(python, tmp_path, "run", "app", "--input", "hi").stdout.strip() == "tool said: Hello, Ada!"
 
 
+def test_lock_pins_the_installed_version_not_the_newest_in_range(tmp_path: Path, wheels: Path) -> None:
+    newer = tmp_path / "newer"
+    assert gdn(tmp_path, "init", "-t", "package", "acme2", "--name", "acme-tools").returncode == 0
+    pyproject = tmp_path / "acme2" / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('version = "0.1.0"', 'version = "0.2.0"'))
+    assert gdn(tmp_path, "package", "build", "--path", "acme2", "--no-isolation", "-o", str(newer)).returncode == 0
+    links = ["--no-index", "--find-links", str(wheels), "--find-links", str(newer)]
+    app = write_files(tmp_path / "app", {"goondan.yaml": BUNDLE})
+    python = fresh_venv(tmp_path / "venv")
+    assert gdn_in(python, tmp_path, "package", "add", "acme-tools<0.2", "--path", "app", *links).returncode == 0
+    manifest = app / "goondan.yaml"
+    manifest.write_text(manifest.read_text().replace('version: "<0.2"', 'version: ">=0.1"'))
+    relocked = gdn_in(python, tmp_path, "package", "lock", "--path", "app", *links)
+    assert relocked.returncode == 0, relocked.stderr
+    assert "acme-tools==0.1.0" in (app / "goondan.lock").read_text()
+    manifest.write_text(manifest.read_text().replace('version: ">=0.1"', 'version: ">=0.2"'))
+    assert gdn_in(python, tmp_path, "package", "lock", "--path", "app", *links).returncode == 0
+    assert "acme-tools==0.2.0" in (app / "goondan.lock").read_text()  # outside the range: resolved anew
+
+
 def test_install_refuses_a_wheel_whose_hash_differs_from_the_lock(tmp_path: Path, wheels: Path) -> None:
     write_files(tmp_path / "app", {"goondan.yaml": BUNDLE})
     assert gdn(tmp_path, "package", "lock", "--path", "app").returncode == 0  # no dependency yet: empty lock

@@ -80,6 +80,17 @@ def _as_specifier(version: str) -> str:
     return f"=={text}" if _EXACT.match(text) else text
 
 
+def satisfies(installed: str, version: str | None) -> bool:
+    """Whether version ``installed`` is inside the dependency's range (a PEP 440 specifier or ``1.2.3``)."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return SpecifierSet(_as_specifier(version or "")).contains(Version(installed), prereleases=True)
+    except InvalidVersion:
+        return False
+
+
 def requirement(distribution: str, version: str | None) -> str:
     """A PEP 508 requirement string for install commands: ``acme-tools>=1.0,<2``."""
     return distribution + (_as_specifier(version) if version else "")
@@ -124,9 +135,6 @@ def find_package(
     name: str, version: str | None = None, distribution: str | None = None
 ) -> InstalledPackage | PackageProblem:
     """The installed package ``name`` whose distribution satisfies ``version`` (a PEP 440 range)."""
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import InvalidVersion, Version
-
     dist_name = distribution or default_distribution(name)
     req = requirement(dist_name, version)
     install = f"gdn package add '{req}'   (or: pip install '{req}')"
@@ -138,16 +146,11 @@ def find_package(
             f"entry point group {ENTRY_POINT_GROUP})",
             f"install it into the environment gdn runs in: {install}",
         )
-    specifier = SpecifierSet(_as_specifier(version or ""))
     seen: list[str] = []
     for ep, dist in found:
         dist_version = dist.version
         seen.append(f"{dist.metadata['Name']} {dist_version}")
-        try:
-            ok = specifier.contains(Version(dist_version), prereleases=True)
-        except InvalidVersion:
-            ok = False
-        if not ok:
+        if not satisfies(dist_version, version):
             continue
         root = _root_of(ep.value)
         if root is None or not (root / MANIFEST).is_file():

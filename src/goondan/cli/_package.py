@@ -269,10 +269,10 @@ def cmd_package_lock(args: argparse.Namespace) -> int:
 
 
 def _lock(args: argparse.Namespace, manifest: Path) -> None:
-    from ..bundle._packages import default_distribution, requirement
+    from ..bundle._packages import default_distribution
 
     reqs = [
-        requirement(str(d.get("distribution") or default_distribution(d["name"])), d.get("version"))
+        _installed_or_range(str(d.get("distribution") or default_distribution(d["name"])), d.get("version"))
         for d in read_dependencies(manifest)
     ]
     lock = manifest.parent / LOCK
@@ -285,6 +285,19 @@ def _lock(args: argparse.Namespace, manifest: Path) -> None:
     lock.write_text(header + body, encoding="utf-8")
     if not args.quiet:
         sys.stdout.write(f"locked {len(reqs)} package(s) in {lock}\n")
+
+
+def _installed_or_range(dist: str, version: str | None) -> str:
+    """``dist==<installed>`` when the installed version is in range: the lock pins what runs here."""
+    from importlib import metadata
+
+    from ..bundle._packages import requirement, satisfies
+
+    try:
+        installed = metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return requirement(dist, version)
+    return f"{dist}=={installed}" if satisfies(installed, version) else requirement(dist, version)
 
 
 def _compile_uv(uv: str, reqs: list[str], args: argparse.Namespace) -> str:
