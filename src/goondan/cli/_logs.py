@@ -115,6 +115,10 @@ def _render_line(record: dict[str, Any], style: Style) -> str:
             continue
         if key == "duration":
             parts.append(f"{value}ms")
+        elif key == "model" and isinstance(value, dict):  # a step's model call: name, time, why it stopped
+            took = value.get("duration")
+            took_text = f" {took:.1f}ms" if isinstance(took, int | float) else ""
+            parts.append(f"model={value.get('name')}{took_text} {value.get('finishReason') or ''}".rstrip())
         elif isinstance(value, dict | list):
             parts.append(f"{key}={json.dumps(value, ensure_ascii=False)}")
         else:
