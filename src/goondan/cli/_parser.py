@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._argparse import HelpFormatter, Parser, VersionAction, finish
+from ._argparse import HelpFormatter, Parser, VersionAction, cache_translations, finish
 from ._commands import (
     cmd_approvals_approve,
     cmd_approvals_deny,
@@ -76,6 +76,7 @@ def _sub(sub: Any, name: str, common: argparse.ArgumentParser, help_: str, descr
 
 
 def build_parser() -> argparse.ArgumentParser:
+    cache_translations()  # gettext lookups were most of `gdn --help` (cli/_argparse.py)
     common = _common(top=False)
     parser = Parser(
         prog="gdn",
