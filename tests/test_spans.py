@@ -90,6 +90,11 @@ def test_a_turn_step_and_tool_keep_the_records_ids_and_parentage() -> None:
     assert chat.attributes["gen_ai.usage.output_tokens"] == 4
     assert chat.attributes["gen_ai.response.finish_reasons"] == ["tool-calls"]
     assert "gen_ai.operation.name" not in step.attributes  # the step is not a GenAI operation itself
+    # OpenInference's names, for Phoenix
+    kinds = [s.attributes["openinference.span.kind"] for s in (turn, step, chat, tool)]
+    assert kinds == ["AGENT", "CHAIN", "LLM", "TOOL"]
+    assert (chat.attributes["llm.model_name"], chat.attributes["llm.system"]) == ("gpt-x", "openai")
+    assert (chat.attributes["llm.token_count.prompt"], chat.attributes["llm.token_count.completion"]) == (30, 4)
     start = timestamp_ns(_ts(1))
     assert start is not None
     assert (chat.start_ns, chat.end_ns) == (start + 1_000_000, start + 3_000_000)

@@ -9,7 +9,8 @@ the same span ``gdn logs`` shows, one trace across every agent process of a requ
 Attributes follow the OpenTelemetry GenAI semantic conventions (v1.37+: ``gen_ai.operation.name``
 ``invoke_agent`` for a turn, ``chat`` for a model call, ``execute_tool`` for a tool call;
 ``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.usage.*``, ``gen_ai.tool.*``,
-``error.type``). A step has no GenAI operation of its own: it is the model call plus the tool calls
+``error.type``), plus OpenInference's ``openinference.span.kind`` and ``llm.*`` names, which Phoenix
+reads. A step has no GenAI operation of its own: it is the model call plus the tool calls
 it asked for, so it is a plain ``step N`` span whose model call becomes a ``chat`` child (from the
 ``model`` field of the step's end record). That child is the one span without a record of its own;
 its id is :func:`model_span_id` of the step's span id, so every reader derives the same one.
@@ -35,6 +36,8 @@ _END_TYPES = frozenset(
     {"turn.completed", "turn.failed", "step.completed", "step.failed", "tool.completed", "tool.failed"}
 )
 _INSTANT_TYPES = frozenset({"approval.requested", "approval.decided"})
+#: OpenInference's span kind (AGENT, CHAIN, LLM, TOOL): Phoenix groups and draws spans by it
+OI_KIND = "openinference.span.kind"
 
 
 @dataclasses.dataclass(slots=True)
@@ -153,6 +156,7 @@ class SpanAssembler:
         agent = str(end.get("agentName") or "")
         span.name = f"invoke_agent {agent}"
         attrs["gen_ai.operation.name"] = "invoke_agent"
+        attrs[OI_KIND] = "AGENT"
         model = self._turn_model.pop(span.span_id, None)
         if model is not None:
             _model_attrs(attrs, *model)
@@ -168,6 +172,7 @@ class SpanAssembler:
         attrs = span.attributes
         index = end.get("stepIndex")
         span.name = f"step {index}"
+        attrs[OI_KIND] = "CHAIN"
         if isinstance(index, int):
             attrs["goondan.step.index"] = index
         if isinstance(end.get("stepId"), str):
@@ -201,6 +206,7 @@ class SpanAssembler:
         chat.attributes["gen_ai.operation.name"] = "chat"
         _model_attrs(chat.attributes, name, provider)
         _usage(chat.attributes, end.get("tokenUsage"))
+        _openinference_llm(chat.attributes, name, provider, end.get("tokenUsage"))
         reason = call.get("finishReason")
         if isinstance(reason, str) and reason:
             chat.attributes["gen_ai.response.finish_reasons"] = [reason]
@@ -217,6 +223,8 @@ class SpanAssembler:
         span.name = f"execute_tool {tool}"
         attrs["gen_ai.operation.name"] = "execute_tool"
         attrs["gen_ai.tool.name"] = tool
+        attrs[OI_KIND] = "TOOL"
+        attrs["tool.name"] = tool
         attrs["gen_ai.tool.type"] = "function"
         if isinstance(end.get("toolCallId"), str):
             attrs["gen_ai.tool.call.id"] = end["toolCallId"]
@@ -279,6 +287,24 @@ def _model_attrs(attrs: dict[str, AttrValue], name: str, provider: str) -> None:
         attrs["gen_ai.system"] = system  # the name before semantic conventions v1.37; older backends read it
 
 
+def _openinference_llm(attrs: dict[str, AttrValue], name: str, provider: str, usage: object) -> None:
+    """The OpenInference names of a model call, which Phoenix reads to show model, cost and tokens."""
+    attrs[OI_KIND] = "LLM"
+    if name:
+        attrs["llm.model_name"] = name
+    if provider:
+        attrs["llm.system"] = PROVIDER_NAMES.get(provider, provider)
+    if isinstance(usage, Mapping):
+        for key, attr in (
+            ("promptTokens", "llm.token_count.prompt"),
+            ("completionTokens", "llm.token_count.completion"),
+            ("totalTokens", "llm.token_count.total"),
+        ):
+            value = usage.get(key)
+            if isinstance(value, int):
+                attrs[attr] = value
+
+
 def _usage(attrs: dict[str, AttrValue], usage: object) -> None:
     if not isinstance(usage, Mapping):
         return
@@ -291,4 +317,4 @@ def _usage(attrs: dict[str, AttrValue], usage: object) -> None:
             attrs[attr] = value
 
 
-__all__ = ["PROVIDER_NAMES", "AttrValue", "Span", "SpanAssembler", "model_span_id", "timestamp_ns"]
+__all__ = ["OI_KIND", "PROVIDER_NAMES", "AttrValue", "Span", "SpanAssembler", "model_span_id", "timestamp_ns"]
