@@ -205,6 +205,14 @@ def test_install_refuses_a_wheel_whose_hash_differs_from_the_lock(tmp_path: Path
     assert not list((tmp_path / "venv" / "lib").glob("python3*/site-packages/acme_tools"))
 
 
+def test_add_to_a_goondan_yaml_that_does_not_parse_installs_nothing(tmp_path: Path) -> None:
+    write_files(tmp_path / "app", {"goondan.yaml": "kind: Package\nmetadata: {name: [\n"})
+    result = gdn(tmp_path, "package", "add", "acme-tools", "--path", "app", "--no-index")
+    assert result.returncode == 2
+    assert "E_CONFIG_PARSE_ERROR" in result.stderr and "Traceback" not in result.stderr
+    assert "$ " not in result.stderr  # no installer was started
+
+
 def test_install_without_a_lock_says_how_to_make_one(tmp_path: Path) -> None:
     write_files(tmp_path / "app", {"goondan.yaml": BUNDLE})
     result = gdn(tmp_path, "package", "install", "--path", "app")

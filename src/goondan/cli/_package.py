@@ -211,6 +211,7 @@ def cmd_package_add(args: argparse.Namespace) -> int:
     from ..bundle._packages import canonical, default_distribution
 
     manifest = _manifest(args)
+    read_dependencies(manifest)  # a goondan.yaml that does not parse is reported before installing anything
     try:
         req = Requirement(args.requirement)
     except InvalidRequirement as exc:
