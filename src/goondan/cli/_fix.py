@@ -98,6 +98,8 @@ def plan_fixes(path: str, env: dict[str, str], state_root: Path | None) -> FixPl
     given = Path(path)
     root = (given.parent if given.suffix in (".yaml", ".yml") else given).resolve()
     plan = FixPlan(root)
+    if not root.is_dir():
+        return plan  # nothing to fix; validation reports the path itself
     with tempfile.TemporaryDirectory(prefix="gdn-fix-") as scratch:
         work = Path(scratch) / "bundle"
         shutil.copytree(root, work, ignore=_SKIP, symlinks=True)
