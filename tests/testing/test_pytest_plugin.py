@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+import kit
+from models.providers.fake_http import FakeServer, Reply, Req
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 TESTS = f"""
@@ -72,3 +75,41 @@ def test_needs_cassette(goondan_runner, goondan_cassette):
     )
     result = pytester.runpytest("--goondan-record=none")
     result.assert_outcomes(passed=1)
+
+
+def test_the_record_option_records_every_cassette_again(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answer = {"text": "first"}
+
+    def chat(req: Req) -> Reply:
+        choice = {"index": 0, "message": {"role": "assistant", "content": answer["text"]}, "finish_reason": "stop"}
+        return Reply(body={"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": [choice]})
+
+    pytester.makepyfile(
+        test_rec="""
+def test_answer(goondan_runner, goondan_cassette):
+    goondan_runner("./agent", cassette=goondan_cassette).request("hi")
+"""
+    )
+    monkeypatch.setenv("REC_KEY", "sk-rec")
+    cassette = pytester.path / "cassettes" / "test_rec" / "test_answer.json"
+    with FakeServer(chat) as server:
+        model = kit.model_doc(
+            "main", "openai", "m", endpoint=server.url + "/v1", apiKey={"valueFrom": {"env": "REC_KEY"}}
+        )
+        kit.write_bundle(
+            pytester.path / "agent",
+            kit.package_doc("rec"),
+            model,
+            kit.agent_doc("a", model="main"),
+            kit.swarm_doc(["a"]),
+        )
+        pytester.runpytest().assert_outcomes(passed=1)
+        assert "first" in cassette.read_text(encoding="utf-8")
+        answer["text"] = "second"
+        pytester.runpytest().assert_outcomes(passed=1)  # default: the cassette exists, it replays
+        assert len(server.requests) == 1
+        pytester.runpytest("--goondan-record").assert_outcomes(passed=1)
+        assert len(server.requests) == 2
+    assert "second" in cassette.read_text(encoding="utf-8")
