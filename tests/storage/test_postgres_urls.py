@@ -36,7 +36,7 @@ def test_an_unavailable_error_names_the_server_without_the_password_and_says_wha
     assert "pg_isready" in (error.suggestion or "") and "Nothing committed is lost" in (error.suggestion or "")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.text(max_size=60))
 def test_any_text_after_the_scheme_opens_a_backend_lazily_or_is_an_invalid_url(rest: str) -> None:
     url = "postgresql://" + rest
