@@ -247,7 +247,8 @@ class Runtime:
             if ctx is not None:
                 ctx.close()
         if self._telemetry is not None:  # after the executor: the last turns' spans are in
-            await asyncio.to_thread(self._telemetry.shutdown)
+            # Ctrl+C promises an exit within about a second: the last batch gets half of one
+            await asyncio.to_thread(self._telemetry.shutdown, 0.5 if interrupt else 3.0)
 
     def kill_now(self) -> None:
         """End every agent process at once (SIGKILL) and leave no instance ``processing`` on disk:
