@@ -117,8 +117,10 @@ def test_bash_completion_completes_commands_actions_options_and_choices(tmp_path
     assert _bash_complete(script, "gdn", "validate", "--fo") == ["--format"]
     assert _bash_complete(script, "gdn", "validate", "--format", "") == ["text", "json", "github"]
     assert "--find-links" in _bash_complete(script, "gdn", "package", "add", "--")
-    # the value of an option is not mistaken for a command
+    # the value of an option is not mistaken for a command (options taking a value are per command)
     assert "validate" in _bash_complete(script, "gdn", "--state-root", "run", "")
+    assert _bash_complete(script, "gdn", "instance", "--state-root", "list", "") == ["list", "delete", "restart"]
+    assert _bash_complete(script, "gdn", "run", "-i", "--inp") == ["--input", "--input-file"]
 
 
 def test_zsh_and_fish_scripts_cover_every_command(tmp_path: Path) -> None:
