@@ -459,13 +459,23 @@ class Database:
         self._lease_lock = threading.RLock()
         self.leases = {}
         if conn is not None:
-            with contextlib.suppress(Exception):
-                devnull = os.open(os.devnull, os.O_RDWR)
-                os.dup2(devnull, conn.fileno())
-                os.close(devnull)
+            _blind(conn)
             _ABANDONED.append(conn)
         if pool is not None:
+            # nothing the child does with the inherited connections (a close, a finalizer) may
+            # reach the sockets it shares with the parent: a Terminate there ends its session
+            for idle in list(getattr(pool, "_pool", ())):
+                _blind(idle)
             _ABANDONED.append(pool)
+
+
+def _blind(conn: Any) -> None:
+    """Point an inherited connection's descriptor at ``/dev/null``: the child keeps no reference
+    to the parent's socket and anything libpq writes on it later goes nowhere."""
+    with contextlib.suppress(Exception):
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, conn.fileno())
+        os.close(devnull)
 
 
 _SHARED: dict[str, Database] = {}
