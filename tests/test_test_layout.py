@@ -87,3 +87,17 @@ def test_write_bundle_keeps_text_documents_as_written_after_dedent(tmp_path: Pat
 def test_write_files_dedents_bodies_and_drops_leading_blank_lines(tmp_path: Path) -> None:
     kit.write_bundle(tmp_path, kit.package_doc(), files={"tools/t.py": "\n    def f():\n        return 1\n"})
     assert (tmp_path / "tools" / "t.py").read_text(encoding="utf-8") == "def f():\n    return 1\n"
+
+
+def test_test_modules_outside_packages_have_unique_names() -> None:
+    """pytest imports a test file outside a package by its bare name, so two ``test_x.py`` in plain
+    directories stop the whole run at collection ("import file mismatch")."""
+    seen: dict[str, Path] = {}
+    clashes = []
+    for path in sorted(TESTS.rglob("test_*.py")):
+        if (path.parent / "__init__.py").exists():
+            continue
+        if path.name in seen:
+            clashes.append(f"{seen[path.name].relative_to(TESTS)} and {path.relative_to(TESTS)}")
+        seen.setdefault(path.name, path)
+    assert not clashes, "test files with the same name (rename one): " + "; ".join(clashes)
