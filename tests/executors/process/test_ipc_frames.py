@@ -96,3 +96,35 @@ def test_a_truncated_oversized_frame_is_end_of_stream() -> None:
         return await _ipc.read_message(reader)
 
     assert asyncio.run(main()) is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=12))
+def test_deferred_messages_keep_the_stream_order_and_a_burst_goes_out_in_one_write(deferred: list[bool]) -> None:
+    """An agent process defers its runtime events: whatever mix of deferred and sent messages, the
+    peer reads them in the order they were given, and deferred ones of one loop iteration (with the
+    send that ends the burst) reach the socket in a single write, which wakes the peer once."""
+
+    async def main() -> tuple[list[int], int]:
+        left, right = socket.socketpair()
+        a = Connection(*await asyncio.open_unix_connection(sock=left))
+        b = Connection(*await asyncio.open_unix_connection(sock=right))
+        writes: list[bytes] = []
+        real_write = a.writer.write
+        a.writer.write = lambda data: (writes.append(bytes(data)), real_write(data))[1]  # type: ignore[method-assign]
+        for n, defer in enumerate(deferred):
+            msg = message("event", "a", "orchestrator", {"kind": "x", "n": n})
+            assert (a.defer if defer else a.send)(msg)
+        await asyncio.sleep(0)  # the end of this iteration flushes what is still deferred
+        a.close()
+        got = []
+        while (msg := await b.recv()) is not None:
+            got.append(msg["payload"]["n"])
+        b.close()
+        return got, len(writes)
+
+    got, writes = asyncio.run(main())
+    assert got == list(range(len(deferred)))
+    # one write per plain send (carrying the deferred ones before it) plus one for a deferred tail
+    tail = 1 if deferred[-1] else 0
+    assert writes == deferred.count(False) + tail

@@ -233,7 +233,15 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
     _forward_logging(send, spec.get("logLevel"))
     backend = ProcessBackend(conn, agent)
     hub = AgentsHub(ctx, backend)
-    listeners = [lambda record: send(RuntimeEvent(record))]
+
+    def defer(record: Record) -> None:
+        """Runtime events: nobody waits on them, so a step's burst of them goes out in one write."""
+        try:
+            conn.defer(record.message(agent, ORCHESTRATOR))
+        except FrameTooLarge as exc:
+            log.warning("%s@%s: %s message dropped: %s", agent, key, record.KIND, exc)
+
+    listeners = [lambda record: defer(RuntimeEvent(record))]
     deltas = [lambda payload: send(TextDelta(payload))] if spec.get("deltas") else []
     instance = ctx.build_instance(agent, key, hub=hub, listeners=listeners, delta_listeners=deltas)
     try:

@@ -646,14 +646,20 @@ async def read_message(reader: asyncio.StreamReader) -> dict[str, Any] | None:
 
 class Connection:
     """One ordered message stream over an asyncio stream pair. ``send`` never blocks: frames are
-    queued on the transport (a peer that stops reading is a dead peer and gets killed)."""
+    queued on the transport (a peer that stops reading is a dead peer and gets killed).
 
-    __slots__ = ("closed", "reader", "writer")
+    :meth:`defer` is ``send`` for messages nobody waits on (an agent process's runtime events): they
+    are written together, in one ``write``, at the end of the current event-loop iteration or right
+    before the next :meth:`send`, whichever comes first, so the stream keeps its order and a turn's
+    burst of records wakes the peer once instead of once per record."""
+
+    __slots__ = ("_deferred", "closed", "reader", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
         self.closed = False
+        self._deferred: list[bytes] = []
 
     def send(self, msg: dict[str, Any]) -> bool:
         """Queue one message; ``False`` when the peer is gone. Raises ``TypeError`` for values
@@ -662,6 +668,32 @@ class Connection:
         if self.closed or self.writer.is_closing():
             return False
         data = encode(msg)
+        if self._deferred:
+            self._deferred.append(data)
+            return self.flush()
+        return self._write(data)
+
+    def defer(self, msg: dict[str, Any]) -> bool:
+        """:meth:`send`, written with whatever else is sent in this loop iteration (see the class)."""
+        if self.closed or self.writer.is_closing():
+            return False
+        data = encode(msg)
+        if not self._deferred:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._deferred.append(data)
+        return True
+
+    def flush(self) -> bool:
+        """Write the deferred messages now (nothing to do when there are none)."""
+        if not self._deferred:
+            return not self.closed
+        data = b"".join(self._deferred)
+        self._deferred.clear()
+        if self.closed or self.writer.is_closing():
+            return False
+        return self._write(data)
+
+    def _write(self, data: bytes) -> bool:
         try:
             self.writer.write(data)
         except (ConnectionError, RuntimeError):
@@ -683,6 +715,7 @@ class Connection:
 
     def close(self) -> None:
         if not self.closed:
+            self.flush()
             self.closed = True
             try:
                 self.writer.close()
