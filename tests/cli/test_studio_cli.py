@@ -39,5 +39,5 @@ def test_without_the_studio_extra_the_error_says_what_to_install(tmp_path: Path)
     )
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env_for(tmp_path))
     assert proc.returncode == 2
-    assert "E_STUDIO_EXTRA_MISSING" in proc.stderr and "pip install 'goondan[studio]'" in proc.stderr
+    assert "E_STUDIO_EXTRA_MISSING" in proc.stderr and "pip install 'goondan-runtime[studio]'" in proc.stderr
     assert "Traceback" not in proc.stderr

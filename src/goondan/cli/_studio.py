@@ -59,7 +59,7 @@ def _check_extra() -> None:
             "E_STUDIO_EXTRA_MISSING",
             f"gdn studio needs {' and '.join(missing)}, which are not installed",
             exit_code=EXIT_USAGE,
-            suggestion="pip install 'goondan[studio]'",
+            suggestion="pip install 'goondan-runtime[studio]'",
         )
 
 
