@@ -81,3 +81,23 @@ def test_gdn_run_with_a_ray_address_nobody_listens_on_fails_at_once_without_trac
     assert proc.returncode != 0
     assert f"[E_RAY_CONNECT] no Ray cluster answers at 127.0.0.1:{port}" in proc.stderr
     assert "ray start --head" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_second_runtime_on_the_same_cluster_is_refused_an_instance_the_first_runs(
+    tmp_path: Path, state_root: Path, ray_session: Any
+) -> None:
+    root = bundle(tmp_path / "b")
+
+    async def main() -> tuple[str | None, GoondanError, str | None]:
+        async with goondan.Runtime(root, state_root=state_root, executor="ray") as first:
+            await first.request("hi", agent="a", instance_key="k")
+            async with goondan.Runtime(root, state_root=state_root, executor="ray") as second:
+                with pytest.raises(GoondanError) as info:
+                    await second.request("me too", agent="a", instance_key="k")
+            again = await first.request("still mine", agent="a", instance_key="k")
+            return again.text, info.value, again.finish_reason
+
+    text, error, reason = asyncio.run(main())
+    assert error.code == "E_INSTANCE_LOCKED"
+    assert "a@k" in error.message and "pid " in error.message and error.suggestion
+    assert (text, reason) == ("a@k ok", "text_response")  # the holder goes on serving it

@@ -41,6 +41,8 @@ PLACEMENT_ATTEMPTS = 5
 # "pids" are unique in the process: the orchestrator keeps a reloaded runtime's old spawner next to
 # the new one until its actors are gone, and maps exits by pid
 _PIDS = itertools.count(1)
+# (namespace, name) of the actors this process ended: Ray may hold their names a moment longer
+_RELEASING: set[tuple[str, str]] = set()
 
 
 def import_ray() -> Any:
@@ -86,6 +88,7 @@ class RaySpawner:
         self._address: tuple[str, int] | None = None
         self._pending: dict[str, asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = {}
         self._handles: dict[int, Any] = {}
+        self._names: dict[int, str] = {}
         self._watchers: dict[int, asyncio.Task[None]] = {}
         self._remote_cls: Any = None
         self.children: set[int] = set()
@@ -116,6 +119,10 @@ class RaySpawner:
         return self._handles.get(pid)
 
     async def _create(self, name: str) -> Any:
+        """The named actor. Its name may still be held by an actor of this process that is going
+        away (Ray releases a name asynchronously): that is waited for, up to ``NAME_RETRY_S``. A
+        name held by anyone else is another runtime serving the same workspace on this cluster:
+        ``E_INSTANCE_LOCKED`` at once, naming the holder, as the store's lease would."""
         deadline = asyncio.get_running_loop().time() + NAME_RETRY_S
         opts = {"scheduling_strategy": "SPREAD", **self._actor_options}
         while True:
@@ -123,16 +130,27 @@ class RaySpawner:
                 return self._remote_cls.options(
                     name=name, namespace=self.namespace, max_restarts=0, max_task_retries=0, **opts
                 ).remote(list(self._init.get("sysPath") or []))
-            except ValueError as exc:  # the name is still held by an actor that is going away
+            except ValueError as exc:  # the name is taken
                 log.debug("ray actor name %s still taken: %s", name, exc)
-                if asyncio.get_running_loop().time() > deadline:
-                    raise GoondanError(
-                        "E_RAY_ACTOR_NAME_TAKEN",
-                        f"the Ray actor {name!r} (namespace {self.namespace!r}) already exists: {exc}",
-                        suggestion="Another runtime serves this workspace on the same Ray cluster; "
-                        "send the request through it or stop it.",
-                    ) from None
+                ours = (self.namespace, name) in _RELEASING
+                if not ours or asyncio.get_running_loop().time() > deadline:
+                    raise await self._locked(name, ours) from None
                 await asyncio.sleep(0.05)
+
+    async def _locked(self, name: str, ours: bool) -> GoondanError:
+        ray = import_ray()
+        holder = "an actor that is still going away" if ours else "another runtime"
+        with contextlib.suppress(Exception):
+            actor = ray.get_actor(name, namespace=self.namespace)
+            where = await asyncio.wait_for(asyncio.wrap_future(actor.where.remote().future()), 5.0)
+            holder += f" (Ray actor {name!r}: pid {where['pid']} on {where['host']}, node {where['nodeId'][:12]})"
+        return GoondanError(
+            "E_INSTANCE_LOCKED",
+            f"agent instance {name} is in use by {holder} in Ray namespace {self.namespace!r}",
+            suggestion="Another runtime (a `gdn run`, a program using goondan.Runtime) serves this workspace "
+            "on the same Ray cluster. Send the request through it, stop it first, or use another "
+            "--instance-key.",
+        )
 
     async def spawn(self, spec: dict[str, Any]) -> tuple[int, Connection]:
         """A new actor for the instance, connected back to this head. An actor that dies before it
@@ -175,8 +193,10 @@ class RaySpawner:
             self._pending.pop(token, None)
             raise
         pid = next(_PIDS)
+        _RELEASING.discard((self.namespace, name))
         served: asyncio.Future[Any] = asyncio.wrap_future(ref.future())
         self._handles[pid] = handle
+        self._names[pid] = name
         self.children.add(pid)
         try:
             await asyncio.wait(
@@ -209,6 +229,9 @@ class RaySpawner:
     def _forget(self, pid: int, *, kill: bool) -> None:
         handle = self._handles.pop(pid, None)
         self.children.discard(pid)
+        name = self._names.pop(pid, None)
+        if name is not None:
+            _RELEASING.add((self.namespace, name))
         if kill and handle is not None:
             ray = import_ray()
             with contextlib.suppress(Exception):
