@@ -76,24 +76,45 @@ def _constraints(node: dict[str, Any]) -> str:
     return ", ".join(bits)
 
 
-def _properties_table(node: dict[str, Any], defs: dict[str, Any]) -> list[str]:
-    props = node.get("properties") or {}
-    if not props:
-        return ["*(no fixed fields)*", ""]
+def _inline_objects(node: Any) -> list[dict[str, Any]]:
+    """The inline object schemas a property may take (directly, as list items, or as one of its forms)."""
+    if not isinstance(node, dict) or "$ref" in node:
+        return []
+    found = [node] if node.get("properties") else []
+    for key in ("anyOf", "oneOf"):
+        for branch in node.get(key, []):
+            found += _inline_objects(branch)
+    if isinstance(node.get("items"), dict):
+        found += _inline_objects(node["items"])
+    if isinstance(node.get("additionalProperties"), dict):
+        found += _inline_objects(node["additionalProperties"])
+    return found
+
+
+def _rows(node: dict[str, Any], defs: dict[str, Any], prefix: str) -> list[str]:
     required = set(node.get("required") or [])
-    lines = ["| field | type | required | default | description |", "|---|---|---|---|---|"]
-    for name, prop in props.items():
-        default = f"`{json.dumps(prop['default'])}`" if isinstance(prop, dict) and "default" in prop else ""
-        desc = prop.get("description", "") if isinstance(prop, dict) else ""
-        extra = _constraints(prop) if isinstance(prop, dict) else ""
+    lines = []
+    for name, prop in (node.get("properties") or {}).items():
+        prop = prop if isinstance(prop, dict) else {}
+        default = f"`{json.dumps(prop['default'])}`" if "default" in prop else ""
+        desc = prop.get("description", "")
+        extra = _constraints(prop)
         if extra:
             desc = f"{desc} ({extra})" if desc else extra
         lines.append(
-            f"| `{name}` | {_cell(_type_of(prop, defs))} | {'yes' if name in required else ''} | {_cell(default)} "
-            f"| {_cell(desc)} |"
+            f"| `{prefix}{name}` | {_cell(_type_of(prop, defs))} | {'yes' if name in required else ''} "
+            f"| {_cell(default)} | {_cell(desc)} |"
         )
-    lines.append("")
+        for inner in _inline_objects(prop):  # nested fields written inline (metadata.labels, valueFrom.env)
+            lines += _rows(inner, defs, f"{prefix}{name}.")
     return lines
+
+
+def _properties_table(node: dict[str, Any], defs: dict[str, Any]) -> list[str]:
+    if not node.get("properties"):
+        return ["*(no fixed fields)*", ""]
+    header = ["| field | type | required | default | description |", "|---|---|---|---|---|"]
+    return [*header, *_rows(node, defs, ""), ""]
 
 
 def resources_page() -> str:
@@ -319,9 +340,10 @@ def error_pages() -> dict[str, str]:
         if line.startswith("## "):
             section = line[3:].strip()
             continue
-        m = re.match(r"\|\s*`([A-Z][A-Z0-9_]+)`\s*\|(.*)\|\s*$", line)
-        if m:
-            code, meaning = m.group(1), m.group(2).strip()
+        m = re.match(r"\|([^|]*)\|(.*)\|\s*$", line)
+        codes = re.findall(r"`([A-Z][A-Z0-9_]+)`", m.group(1)) if m else []
+        for code in codes:
+            meaning = m.group(2).strip() if m else ""
             pages[code] = "\n".join(
                 [
                     f"# `{code}`",
