@@ -25,6 +25,8 @@ from ._retry import Failure, parse_retry_after
 from ._sdk import import_sdk
 
 PROVIDER_KEYS = frozenset({"apiVersion", "headers", "parallelToolCalls"})
+# id(genai client) -> the httpx2 client handed to it, closed with it
+_TRANSPORTS: dict[int, Any] = {}
 
 FINISH = {
     "STOP": "stop",
@@ -99,11 +101,22 @@ class GoogleModel(NetworkAdapter):
             http["api_version"] = self.options.extra["apiVersion"]
         if self.options.extra.get("headers"):
             http["headers"] = self.options.extra["headers"]
-        return self._genai.Client(api_key=key, http_options=self._types.HttpOptions(**http))
+        # The SDK switches its async transport to aiohttp whenever aiohttp is importable (Ray and many
+        # other packages install it), which changes the errors and headers _classify reads. Handing it
+        # our own httpx2 client keeps one transport whatever else is installed.
+        httpx2: Any = import_sdk("httpx2", provider="google", extra="google", package="httpx2")
+        transport = httpx2.AsyncClient(timeout=self.options.timeout)
+        http["httpx_async_client"] = transport
+        client = self._genai.Client(api_key=key, http_options=self._types.HttpOptions(**http))
+        _TRANSPORTS[id(client)] = transport  # the SDK leaves a client it was given open
+        return client
 
     async def _close_client(self, client: Any) -> None:
         await client.aio.aclose()
         client.close()
+        transport = _TRANSPORTS.pop(id(client), None)
+        if transport is not None:
+            await transport.aclose()
 
     def _classify(self, exc: BaseException) -> Failure | None:
         if isinstance(exc, self._errors.APIError):
