@@ -170,7 +170,7 @@ class Sandbox:
         shutil.copytree(
             DOCS / "cookbook", root / "docs" / "cookbook", ignore=shutil.ignore_patterns("__pycache__", "*.md")
         )
-        (root / ".venv").symlink_to(Path(sys.executable).resolve().parents[1], target_is_directory=True)
+        (root / ".venv").symlink_to(sys.prefix, target_is_directory=True)  # the README says .venv/bin/gdn
         venv_bin = str(Path(sys.executable).parent)
         self.env = {
             **os.environ,
