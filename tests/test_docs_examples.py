@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -295,12 +296,30 @@ def test_output_matching_treats_dots_as_any_lines() -> None:
     assert not lines_match(["id appr_... ok"], ["id appr_12ab failed"])
 
 
-@pytest.mark.parametrize(
-    "page",
-    [p for p, blocks in ALL_BLOCKS.items() if any(b.kind != "skip" for b in blocks)],
-    ids=lambda p: str(p.relative_to(ROOT)),
-)
-def test_page_examples_run_and_print_what_the_page_shows(page: Path, tmp_path: Path) -> None:
-    box = Sandbox(tmp_path)
+def run_page(page: Path, root: Path) -> None:
+    box = Sandbox(root)
     for block in ALL_BLOCKS[page]:
         run_block(box, block)
+
+
+RUNNABLE_PAGES = [p for p, blocks in ALL_BLOCKS.items() if any(b.kind != "skip" for b in blocks)]
+
+
+@pytest.fixture(scope="module")
+def page_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Future[None]]:
+    """Start every selected page at once, two at a time: each page is a chain of child processes that
+    mostly wait on each other, so the pages share the machine well and the whole run takes about half
+    the time of one page after another. Each test then waits for its own page and reports it."""
+    selected = [
+        item.callspec.params["page"]
+        for item in request.session.items
+        if item.originalname == "test_page_examples_run_and_print_what_the_page_shows"
+    ]
+    pool = ThreadPoolExecutor(max_workers=2)
+    request.addfinalizer(lambda: pool.shutdown(wait=True, cancel_futures=True))
+    return {page: pool.submit(run_page, page, tmp_path_factory.mktemp("docs-page")) for page in selected}
+
+
+@pytest.mark.parametrize("page", RUNNABLE_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_page_examples_run_and_print_what_the_page_shows(page: Path, page_runs: dict[Path, Future[None]]) -> None:
+    page_runs[page].result()
