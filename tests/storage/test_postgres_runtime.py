@@ -3,6 +3,7 @@ process writes) land in the database and the conversation continues in the next 
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 from pathlib import Path
@@ -50,8 +51,9 @@ def test_turns_of_both_local_executors_are_committed_to_postgres_and_continue_ac
     assert list(state_root.glob("workspaces/*/instances/*")) == []
 
 
+@pytest.mark.parametrize("executor", ["inline", "process"])
 def test_a_runtime_on_an_unreachable_server_fails_its_turn_fast_with_store_unavailable(
-    tmp_path: Path, state_root: Path
+    tmp_path: Path, state_root: Path, executor: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     k.MODEL = None
     root = simple_bundle(tmp_path, files={"model.py": COUNTING_MODEL})
@@ -61,14 +63,18 @@ def test_a_runtime_on_an_unreachable_server_fails_its_turn_fast_with_store_unava
 
     async def main() -> object:
         url = f"postgresql://u:hunter2@127.0.0.1:{port}/db"
-        async with goondan.Runtime(root, state_root=state_root, executor="inline", store=url) as rt:
+        async with goondan.Runtime(root, state_root=state_root, executor=executor, store=url) as rt:
             try:
                 return await rt.request("one")
             except goondan.GoondanError as exc:
                 return exc
 
     started = time.monotonic()
-    outcome = k.run(main())
+    with caplog.at_level(logging.WARNING):
+        outcome = k.run(main())
     code = getattr(outcome, "code", None) or (getattr(outcome, "error", None) or {}).get("code")
     assert code == "E_STORE_UNAVAILABLE", outcome
     assert "hunter2" not in str(outcome) and time.monotonic() - started < 20
+    # an agent process that cannot open its conversation says why (not E_AGENT_START_FAILED), and
+    # the host logs no traceback of its own about it
+    assert [r.getMessage() for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR] == []

@@ -243,8 +243,10 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
 
     listeners = [lambda record: defer(RuntimeEvent(record))]
     deltas = [lambda payload: send(TextDelta(payload))] if spec.get("deltas") else []
-    instance = ctx.build_instance(agent, key, hub=hub, listeners=listeners, delta_listeners=deltas)
     try:
+        # opening the conversation is part of starting: a store that cannot be reached (a database
+        # that is down) is reported as what it is, not as a process that died before it was ready
+        instance = ctx.build_instance(agent, key, hub=hub, listeners=listeners, delta_listeners=deltas)
         await instance.start()
     except BaseException as exc:
         send(StartError(error_dict(exc)))

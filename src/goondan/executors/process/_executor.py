@@ -174,7 +174,13 @@ class ProcessExecutor:
         ctx = self._context
         if not ctx.persist:
             return
-        store = ctx.workspace.instance(handle.agent, handle.key)
+        try:
+            store = ctx.workspace.instance(handle.agent, handle.key)
+        except GoondanError as exc:
+            # the store is out of reach (a database that is down): the caller already has the
+            # failure of the turn itself; there is no status to correct that anyone could read
+            log.debug("could not mark %s idle: %s", handle.name, exc.message)
+            return
         meta = store.read_metadata()
         if meta is not None and meta.get("status") != "idle":
             with contextlib.suppress(Exception):
