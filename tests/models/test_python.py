@@ -98,6 +98,17 @@ def test_module_without_generate_is_a_load_error(tmp_path: Path) -> None:
     assert info.value.code == "E_MODEL_LOAD"
 
 
+def test_an_entry_file_that_does_not_exist_is_a_load_error_naming_the_file_not_a_module(tmp_path: Path) -> None:
+    # a gdn eval judge's entry is not checked by gdn validate: this message is all its author gets
+    m = create_model_adapter("python", model="m-1", options={"entry": "./judge.py"}, root=tmp_path)
+    with pytest.raises(ModelError) as info:
+        asyncio.run(m.generate(req()))
+    assert info.value.code == "E_MODEL_LOAD"
+    assert str(tmp_path / "judge.py") in info.value.message and "does not exist" in info.value.message
+    assert "goondan_bundle" not in info.value.message and "ModuleNotFoundError" not in info.value.message
+    assert info.value.suggestion and "options.entry" in info.value.suggestion
+
+
 # --- through the runtime ----------------------------------------------------------------------------
 
 BUNDLE = """\

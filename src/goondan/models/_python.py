@@ -45,6 +45,13 @@ class PythonModel:
 
     def _load(self) -> Any:
         if self._fn is None:
+            if not self._entry.is_file():  # else the import names a synthetic module, not the file
+                raise ModelError(
+                    "E_MODEL_LOAD",
+                    f"python model entry {self._entry} does not exist",
+                    suggestion="Check the Model's options.entry: it is relative to the bundle root (for a "
+                    "gdn eval judge, to the suite file).",
+                )
             try:
                 module = import_path(self._entry)
             except Exception as exc:
