@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -200,27 +201,42 @@ def test_a_failing_receiver_never_fails_a_turn_and_is_logged_once(
     assert "could not export spans" in warnings[0].getMessage()
 
 
-def test_a_receiver_that_is_down_does_not_hold_the_runtime_at_close(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def _request_then_close(tmp_path: Path, endpoint: str) -> tuple[str | None, float]:
+    """One turn exporting to ``endpoint``; returns its answer and how long closing the runtime took."""
     root = otel_kit.two_agent_bundle(tmp_path / "b")
-    closed = otel_kit.Receiver()
-    closed.close()  # nothing listens on this port any more: every export attempt is refused
-    env = _clean_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=closed.endpoint)
+    env = _clean_env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=endpoint)
 
     async def main() -> tuple[str | None, float]:
-        rt = goondan.Runtime(root, state_root=tmp_path / "state", executor="inline", env=env)
-        async with rt:
+        async with goondan.Runtime(root, state_root=tmp_path / "state", executor="inline", env=env) as rt:
             result = await rt.request("hi")
             t0 = time.monotonic()
         return result.text, time.monotonic() - t0
 
+    return asyncio.run(main())
+
+
+def test_a_receiver_that_is_down_does_not_hold_the_runtime_at_close(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    closed = otel_kit.Receiver()
+    closed.close()  # nothing listens on this port any more: every export attempt is refused
     with caplog.at_level(logging.WARNING):
-        text, closing = asyncio.run(main())
+        text, closing = _request_then_close(tmp_path, closed.endpoint)
     assert text == "front done"
     # the exporter would retry with back-off for 10 s; the close gives the last batch about 3 s
     assert closing < 6
     assert [r.name for r in caplog.records if "export" in r.getMessage()] == ["goondan.telemetry"]
+
+
+def test_a_receiver_that_accepts_and_never_answers_does_not_hold_the_runtime_at_close(tmp_path: Path) -> None:
+    # a hung collector: the connection is accepted (kernel backlog), no response ever comes; the
+    # exporter's own timeout is 10 s, which the processor's shutdown used to wait out
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(16)
+        text, closing = _request_then_close(tmp_path, f"http://127.0.0.1:{hung.getsockname()[1]}")
+    assert text == "front done"
+    assert closing < 5, f"close took {closing:.1f} s"
 
 
 def test_grpc_protocol_fails_the_run_with_a_clear_error(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import Any
@@ -191,13 +192,19 @@ class SpanExport:
         if self._closed:
             return
         self._closed = True
+        deadline = time.monotonic() + timeout_s
         worker = threading.Thread(target=self._processor.force_flush, name="goondan-otel-flush", daemon=True)
         worker.start()
         worker.join(min(timeout_s, 0.5) if self._exporter.warned else timeout_s)
         # from here an export fails at once (an export still in its retry back-off wakes up), so
         # the processor's own last flush cannot hold the process either
         self._exporter.shutdown()
-        self._processor.shutdown()  # type: ignore[no-untyped-call]
+        # but a request already sent to a receiver that never answers runs to the exporter's own
+        # timeout (10 s), and the processor's shutdown joins its thread: it is waited for only
+        # within what is left of the bound (both threads are daemons and die with the process)
+        closer = threading.Thread(target=self._processor.shutdown, name="goondan-otel-shutdown", daemon=True)
+        closer.start()
+        closer.join(max(0.1, deadline - time.monotonic()))
 
 
 __all__ = ["SpanExport"]
