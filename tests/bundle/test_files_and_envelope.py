@@ -51,11 +51,12 @@ def test_more_than_one_hundred_documents_is_rejected(tmp_path: Path) -> None:
     assert issue.file == "goondan.yaml"
 
 
-def test_parse_error_carries_parser_line_and_column(tmp_path: Path) -> None:
+def test_parse_error_carries_parser_line_and_column_and_a_suggestion(tmp_path: Path) -> None:
     report = check(tmp_path, {"goondan.yaml": MODEL_DOC + "---\nkind: [Model\nmetadata: {}\n"})
     issue = only(report.errors, "E_CONFIG_PARSE_ERROR")
     assert (issue.file, issue.line) == ("goondan.yaml", 13)
     assert issue.column is not None
+    assert issue.suggestion and "unclosed bracket" in issue.suggestion
 
 
 def test_alias_bomb_is_a_parse_error(tmp_path: Path) -> None:

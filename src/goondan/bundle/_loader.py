@@ -69,6 +69,8 @@ _YAML_SUGGESTIONS = {
     "E_CONFIG_FILE_TOO_LARGE": "split the file into smaller ones",
     "E_CONFIG_TOO_MANY_DOCUMENTS": "split the file into smaller ones",
     "E_CONFIG_NESTING_TOO_DEEP": "flatten the data; resources never need more than a few levels",
+    "E_CONFIG_PARSE_ERROR": "fix the YAML at that line: indentation, an unclosed bracket or quote, a tab, or a "
+    "key written twice in one mapping",
 }
 _TOP_KEYS = ("apiVersion", "kind", "metadata", "spec")
 _META_KEYS = ("name", "labels", "annotations")
