@@ -7,6 +7,7 @@ import logging
 import socket
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -78,3 +79,38 @@ def test_a_runtime_on_an_unreachable_server_fails_its_turn_fast_with_store_unava
     # an agent process that cannot open its conversation says why (not E_AGENT_START_FAILED), and
     # the host logs no traceback of its own about it
     assert [r.getMessage() for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR] == []
+
+
+@pytest.mark.parametrize(
+    ("change", "code", "hint"),
+    [
+        (lambda url: url.rsplit("/", 1)[0] + "/no_such_db", "E_STORE_UNAVAILABLE", "createdb"),
+        (
+            lambda url: url.replace("postgresql://postgres@", "postgresql://no_such_role@"),
+            "E_STORE_UNAVAILABLE",
+            "user",
+        ),
+        (lambda url: url + "?no_such_option=1", "E_STORE_URL_INVALID", "postgresql://USER"),
+    ],
+    ids=["missing-database", "unknown-role", "unknown-option"],
+)
+def test_a_server_that_refuses_the_login_or_a_bad_option_is_not_reported_as_a_server_that_is_down(
+    tmp_path: Path, state_root: Path, postgres_url: str, change: Any, code: str, hint: str
+) -> None:
+    k.MODEL = None
+    root = simple_bundle(tmp_path, files={"model.py": COUNTING_MODEL})
+    url = change(postgres_url)
+    assert url != postgres_url
+
+    async def main() -> object:
+        async with goondan.Runtime(root, state_root=state_root, executor="inline", store=url) as rt:
+            try:
+                return await rt.request("one")
+            except goondan.GoondanError as exc:
+                return exc
+
+    outcome = k.run(main())
+    assert isinstance(outcome, goondan.GoondanError), outcome
+    assert outcome.code == code, outcome
+    assert outcome.suggestion and hint in outcome.suggestion
+    assert "server is running" not in outcome.suggestion

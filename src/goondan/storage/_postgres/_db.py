@@ -104,6 +104,13 @@ _URL_HINT = (
 
 def unavailable(url: str, exc: BaseException | None, what: str) -> StorageError:
     detail = f": {str(exc).strip().splitlines()[0]}" if exc is not None and str(exc).strip() else ""
+    if "FATAL:" in detail:  # the server answered and refused this login (role, password, database)
+        return StorageError(
+            CODE_UNAVAILABLE,
+            f"the PostgreSQL store {redact(url)} is unavailable ({what}){detail}",
+            suggestion="The server is up but refused the connection: check the user, password and database "
+            "name in the URL (the database must exist: createdb NAME) and the server's pg_hba.conf.",
+        )
     return StorageError(
         CODE_UNAVAILABLE,
         f"the PostgreSQL store {redact(url)} is unavailable ({what}){detail}",
@@ -187,6 +194,10 @@ class Database:
                         migrate(conn)
                 except psycopg.OperationalError as exc:
                     raise unavailable(self.url, exc, "connect") from None
+                except psycopg.ProgrammingError as exc:  # libpq refused the URL itself (an unknown option)
+                    raise GoondanError(
+                        CODE_URL, f"invalid store URL {redact(self.url)!r}: {exc}", suggestion=_URL_HINT
+                    ) from None
                 except psycopg.Error as exc:
                     raise query_error(self.url, exc, "prepare the schema") from None
                 self._migrated = True
