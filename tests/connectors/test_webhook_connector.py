@@ -168,6 +168,7 @@ def test_a_busy_port_fails_the_start_with_the_connectors_error(tmp_path: Path) -
         )
     assert proc.returncode == 1
     assert "[E_CONNECTOR_START] Connection/hook (webhook)" in proc.stderr and "in use" in proc.stderr
+    assert "OSError" not in proc.stderr and "config.port" in proc.stderr  # what to change, not an errno
 
 
 def test_connector_processes_exit_when_gdn_run_is_killed(tmp_path: Path) -> None:

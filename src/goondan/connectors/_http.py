@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import socket
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from .._http_client import ClientResponse, request
+from ..errors import GoondanError
 
 if TYPE_CHECKING:
     import uvicorn
@@ -215,6 +217,11 @@ def _ingress_modules() -> tuple[Any, Any]:
     return uvicorn, _http_protocol
 
 
+class PortInUseError(GoondanError, OSError):
+    """The port is taken: a :class:`GoondanError` saying what to change, and still the ``OSError``
+    that callers of :func:`serve_http` have always been able to catch."""
+
+
 async def serve_http(
     handler: Handler,
     host: str = "127.0.0.1",
@@ -226,10 +233,21 @@ async def serve_http(
 ) -> HttpServer:
     """Start serving ``handler`` on ``host:port`` (``0`` picks a free port, see ``server.port``).
 
-    The port is bound before this returns, so a port in use is an ``OSError`` here, at start.
+    The port is bound before this returns, so a port in use is an ``OSError`` here, at start
+    (:class:`PortInUseError`, which names the port and what to change).
     """
     uvicorn, protocol = _ingress_modules()
-    sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise PortInUseError(
+            "E_CONNECTOR_START",
+            f"port {port} on {host} is already in use",
+            suggestion="Another program (or another gdn run of a bundle with the same port) listens there: stop "
+            "it, or give this Connection another config.port.",
+        ) from None
     sock.setblocking(False)
     guarded = type("ConnectorH11Protocol", (protocol.GuardedH11Protocol,), {"read_timeout": read_timeout})
     config = uvicorn.Config(

@@ -222,7 +222,10 @@ class ConnectorProcess:
                 str(err.get("code") or "E_CONNECTOR_START"),
                 f"Connection/{self.plan.name} ({self.plan.connector}): "
                 f"{err.get('message') or 'the connector process exited during start'}",
-                suggestion="Check the connector's config and secrets in the Connection, and its entry module.",
+                suggestion=str(
+                    err.get("suggestion")
+                    or "Check the connector's config and secrets in the Connection, and its entry module."
+                ),
             )
         self._backoff.started()
         self._reader_task = asyncio.create_task(self._read_loop(child))

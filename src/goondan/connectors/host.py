@@ -19,6 +19,7 @@ import traceback
 from pathlib import Path
 
 from .._http_client import aclose_shared
+from ..errors import GoondanError
 from ..executors.process._ipc import (
     Connection,
     ConnectorReply,
@@ -127,7 +128,10 @@ async def _serve(fd: int) -> int:
     if task in done and not announced.is_set():
         early = task.exception()
         if early is not None:
-            send(StartError({"code": "E_CONNECTOR_START", "message": f"{type(early).__name__}: {early}"}))
+            if isinstance(early, GoondanError):  # it says what went wrong and what to do
+                send(StartError(early.to_dict()))
+            else:
+                send(StartError({"code": "E_CONNECTOR_START", "message": f"{type(early).__name__}: {early}"}))
             await writer.drain()
             return 1
     on_ready()  # still running after the grace period (or already announced): it is up
