@@ -241,7 +241,12 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
         except FrameTooLarge as exc:
             log.warning("%s@%s: %s message dropped: %s", agent, key, record.KIND, exc)
 
-    listeners = [lambda record: defer(RuntimeEvent(record))]
+    def event(record: dict[str, Any]) -> None:
+        # a tool call is announced at once (with what was deferred before it, in order): a tool
+        # may block this process's event loop for minutes, and the host must know it is running
+        (send if record.get("type") == "tool.called" else defer)(RuntimeEvent(record))
+
+    listeners = [event]
     deltas = [lambda payload: send(TextDelta(payload))] if spec.get("deltas") else []
     try:
         # opening the conversation is part of starting: a store that cannot be reached (a database
