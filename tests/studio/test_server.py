@@ -42,6 +42,15 @@ def test_a_non_loopback_host_without_a_token_is_refused_before_listening(state_r
     assert "Traceback" not in proc.stderr and proc.stdout == ""
 
 
+def test_a_non_loopback_host_with_a_guessable_token_is_refused_before_listening(state_root: Path) -> None:
+    for weak in (" ", "abc", "   eleven-ch   "):
+        env = {**studio_env(), "GOONDAN_STUDIO_TOKEN": weak}
+        proc = gdn("studio", "--host", "0.0.0.0", "--port", "0", "--state-root", str(state_root), env=env)
+        assert proc.returncode == 2, proc.stderr
+        assert "E_STUDIO_TOKEN_WEAK" in proc.stderr and "token_urlsafe" in proc.stderr
+        assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
 def test_with_a_token_every_request_must_carry_it(state_root: Path) -> None:
     env = {**studio_env(), "GOONDAN_STUDIO_TOKEN": "s3cret-token"}
     with gdn_studio("--host", "0.0.0.0", "--state-root", str(state_root), env=env) as studio:

@@ -15,7 +15,7 @@ from ._output import EXIT_OK, EXIT_USAGE, CliError
 
 ENV_TOKEN = "GOONDAN_STUDIO_TOKEN"
 # what the user asked for cannot be served: a usage error (exit 2), not an internal one
-_USAGE_CODES = ("E_STUDIO_HOST_NOT_LOOPBACK", "E_STUDIO_PORT_IN_USE", "E_STUDIO_BIND")
+_USAGE_CODES = ("E_STUDIO_HOST_NOT_LOOPBACK", "E_STUDIO_TOKEN_WEAK", "E_STUDIO_PORT_IN_USE", "E_STUDIO_BIND")
 
 
 def add_studio_parser(sub: Any, common: argparse.ArgumentParser) -> None:

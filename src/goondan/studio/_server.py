@@ -32,8 +32,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+# a token guards every conversation on a reachable address: short ones are guessed
+MIN_TOKEN_LENGTH = 12
+
+
 def check_host(host: str, token: str | None) -> None:
-    """Refuse a non-loopback host without a token (``E_STUDIO_HOST_NOT_LOOPBACK``)."""
+    """Refuse a non-loopback host without a token (``E_STUDIO_HOST_NOT_LOOPBACK``) or with one short
+    enough to guess (``E_STUDIO_TOKEN_WEAK``)."""
     if not is_loopback(host) and not token:
         raise GoondanError(
             "E_STUDIO_HOST_NOT_LOOPBACK",
@@ -41,6 +46,15 @@ def check_host(host: str, token: str | None) -> None:
             suggestion=(
                 f"Studio shows whole conversations. Keep the default --host {DEFAULT_HOST}, or set a token "
                 f"(--token T or {ENV_TOKEN}) that every request must then carry."
+            ),
+        )
+    if not is_loopback(host) and token is not None and len(token.strip()) < MIN_TOKEN_LENGTH:
+        raise GoondanError(
+            "E_STUDIO_TOKEN_WEAK",
+            f"refusing to serve Studio on {host} with a token of {len(token.strip())} characters",
+            suggestion=(
+                f"Anyone who reaches {host} can guess a short token. Use at least {MIN_TOKEN_LENGTH} characters, "
+                "for example: python -c 'import secrets; print(secrets.token_urlsafe(24))'"
             ),
         )
 
