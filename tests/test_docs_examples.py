@@ -41,7 +41,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PAGES = sorted(
-    [p for p in DOCS.rglob("*.md") if "_hooks" not in p.parts],
+    [p for p in DOCS.rglob("*.md") if "_hooks" not in p.parts] + [ROOT / "README.md"],
 )
 RUNNABLE = {"console", "bash", "sh", "python"}
 PARSED = {"yaml", "json", "toml"}
