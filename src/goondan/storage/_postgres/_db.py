@@ -194,7 +194,10 @@ class Database:
                         migrate(conn)
                 except psycopg.OperationalError as exc:
                     raise unavailable(self.url, exc, "connect") from None
-                except psycopg.ProgrammingError as exc:  # libpq refused the URL itself (an unknown option)
+                except psycopg.ProgrammingError as exc:
+                    if exc.sqlstate:  # the server refused a statement (InsufficientPrivilege is one too)
+                        raise query_error(self.url, exc, "prepare the schema") from None
+                    # no SQLSTATE: libpq refused the URL itself (an unknown option)
                     raise GoondanError(
                         CODE_URL, f"invalid store URL {redact(self.url)!r}: {exc}", suggestion=_URL_HINT
                     ) from None
