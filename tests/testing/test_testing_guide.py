@@ -1,4 +1,4 @@
-"""docs/guides/testing.md (and the README's example) runs as written: its tests pass under pytest
+"""docs/guides/testing.md (and the handbook's example) runs as written: its tests pass under pytest
 with the plugin against examples/quickstart, and its cassette test records against a loopback OpenAI-compatible server,
 then replays with the server stopped, no API key, and ``--goondan-record=none``."""
 
@@ -24,8 +24,8 @@ def python_blocks() -> list[str]:
 
 
 def readme_block() -> str:
-    """The example of README.md's "Testing and evaluating" section."""
-    section = (ROOT / "README.md").read_text(encoding="utf-8").split("## Testing and evaluating", 1)[1]
+    """The example of the handbook's "Testing and evaluating" section (moved there from the README)."""
+    section = (ROOT / "docs" / "handbook.md").read_text(encoding="utf-8").split("## Testing and evaluating", 1)[1]
     return re.findall(r"```python\n(.*?)```", section, re.DOTALL)[0]
 
 
