@@ -146,9 +146,13 @@ def _messages(state: Path) -> list[dict[str, object]]:
     return out
 
 
-def _check_after(tmp_path: Path, bundle: Path, state: Path, interrupted_input: str) -> list[dict[str, object]]:
+def _check_after(
+    tmp_path: Path, bundle: Path, state: Path, interrupted_input: str, *, ended_like_a_crash: bool = False
+) -> list[dict[str, object]]:
     statuses = [json.loads(p.read_text()).get("status") for p in _metadata(state)]
-    assert statuses and "processing" not in statuses, statuses
+    # a process that ends itself mid-call (inline, blocked loop) leaves what a crash leaves: the next
+    # run takes the instance over and answers the cut call
+    assert statuses and (ended_like_a_crash or "processing" not in statuses), statuses
     nxt = gdn(tmp_path, "run", str(bundle), "--state-root", str(state), "--input", "ok", GOONDAN_ISOLATION="process")
     assert nxt.returncode == 0, nxt.stderr
     assert nxt.stdout == "fine\n"
@@ -241,13 +245,15 @@ def test_a_second_ctrl_c_during_a_chat_turn_exits_at_once(tmp_path: Path) -> Non
     _check_after(tmp_path, bundle, state, "block")
 
 
-def _start_input(tmp_path: Path, bundle: Path, state: Path, text: str) -> subprocess.Popen[bytes]:
+def _start_input(
+    tmp_path: Path, bundle: Path, state: Path, text: str, executor: str = "process"
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "goondan", "run", str(bundle), "--state-root", str(state), "--input", text],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env_for(tmp_path, GOONDAN_ISOLATION="process"),
+        stderr=subprocess.PIPE,
+        env=env_for(tmp_path, GOONDAN_ISOLATION=executor),
         cwd=tmp_path,
         start_new_session=True,
     )
@@ -287,3 +293,44 @@ def test_a_second_ctrl_c_exits_at_once(tmp_path: Path) -> None:
     assert took < 1.0, f"exit took {took:.1f} s"
     # the agent process died with the host (parent-death signal): the next run takes over
     _check_after(tmp_path, bundle, state, "block")
+
+
+def test_inline_ctrl_c_while_synchronous_code_blocks_the_loop_exits_130_after_the_bound(tmp_path: Path) -> None:
+    """Inline, a blocking model or tool holds the event loop: the press is still seen at once and, the loop
+    never answering, the process ends after the cancel bound instead of after the 30 s call."""
+    bundle = _bundle(tmp_path)
+    state = tmp_path / "state"
+    proc = _start_input(tmp_path, bundle, state, "block", executor="inline")
+    try:
+        _wait_processing(state, proc)
+        code, took = _interrupt(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        stderr = proc.stderr.read().decode() if proc.stderr else ""
+        proc.wait()
+    assert code == 130, stderr
+    assert took < EXIT_BOUND_SECONDS, f"exit took {took:.1f} s"
+    assert "blocked by synchronous code" in stderr
+    assert "Traceback" not in stderr, stderr
+    _check_after(tmp_path, bundle, state, "block", ended_like_a_crash=True)
+    assert [json.loads(p.read_text()).get("status") for p in _metadata(state)] == ["idle"]
+
+
+def test_inline_second_ctrl_c_while_synchronous_code_blocks_the_loop_exits_at_once(tmp_path: Path) -> None:
+    bundle = _bundle(tmp_path)
+    state = tmp_path / "state"
+    proc = _start_input(tmp_path, bundle, state, "block", executor="inline")
+    try:
+        _wait_processing(state, proc)
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.3)
+        assert proc.poll() is None
+        code, took = _interrupt(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    assert code == 130
+    assert took < 1.0, f"exit took {took:.1f} s"
+    _check_after(tmp_path, bundle, state, "block", ended_like_a_crash=True)

@@ -24,6 +24,7 @@ import contextvars
 import os
 import signal
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -43,6 +44,7 @@ class Interrupts:
         self._before_exit: list[Callable[[], None]] = []
         self._cancel: Callable[[], Awaitable[bool]] | None = None
         self._watch: asyncio.Task[None] | None = None
+        self._loop_answered = True
 
     def cancel_turn_with(self, cancel: Callable[[], Awaitable[bool]]) -> Callable[[], None]:
         """While a turn runs: the first Ctrl+C calls ``cancel`` (``Runtime.cancel`` of that turn,
@@ -82,17 +84,44 @@ class Interrupts:
 
         return undo
 
-    def fire(self) -> None:
+    def press(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The SIGINT handler proper. It runs in the main thread as soon as the signal arrives, even
+        while the event loop is blocked (a synchronous tool running inline): the first press is
+        answered at once and its work queued on the loop; a second one ends the process here."""
         self.count += 1
-        if self.count == 1 and self._cancel is not None:
+        if self.count >= 2:
+            self.force_exit()
+        if self._cancel is not None:
             with contextlib.suppress(Exception):
                 sys.stderr.write(f"\n{CANCELLING_TEXT}\n")
                 sys.stderr.flush()
+        self._loop_answered = False
+        loop.call_soon_threadsafe(self.fire)
+        # an event loop blocked by synchronous user code (a tool or model running inline) never runs
+        # fire(): end the process after the same bound a blocked agent process gets
+        watchdog = threading.Timer(CANCEL_BOUND_SECONDS + 1.0, self._blocked_check)
+        watchdog.daemon = True
+        watchdog.start()
+
+    def _blocked_check(self) -> None:
+        if not self._loop_answered and self.count == 1:
+            with contextlib.suppress(Exception):
+                sys.stderr.write("\nthe event loop is blocked by synchronous code (a tool or model running inline)\n")
+                sys.stderr.flush()
+            self.force_exit()
+
+    def fire(self) -> None:
+        """The first press's work, on the event loop."""
+        self._loop_answered = True
+        if self.count != 1:  # reset meanwhile (the turn ended) or already forced
+            return
+        if self._cancel is not None:
             self._watch = asyncio.ensure_future(self._cancelling(self._cancel))
             return
-        if self.count == 1 and not self.task.done():
+        if not self.task.done():
             self.task.cancel()
-            return
+
+    def force_exit(self) -> None:
         for callback in list(self._before_exit):
             with contextlib.suppress(Exception):
                 callback()
@@ -115,8 +144,11 @@ async def interruptible(coro: Coroutine[Any, Any, int]) -> int:
     assert task is not None
     handler = Interrupts(task)
     installed = False
-    with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):  # not the main thread
-        loop.add_signal_handler(signal.SIGINT, handler.fire)
+    previous: Any = None
+    # signal.signal rather than loop.add_signal_handler: the loop's handler only runs once the loop
+    # gets control back, so presses during a blocking synchronous tool were lost
+    with contextlib.suppress(ValueError):  # not the main thread
+        previous = signal.signal(signal.SIGINT, lambda *_: handler.press(loop))
         installed = True
     token = _current.set(handler)
     try:
@@ -129,9 +161,10 @@ async def interruptible(coro: Coroutine[Any, Any, int]) -> int:
     finally:
         _current.reset(token)
         if installed:
-            loop.remove_signal_handler(signal.SIGINT)
             if handler.count:  # still ending: a further Ctrl+C must not raise at a random point
                 signal.signal(signal.SIGINT, lambda *_: os._exit(EXIT_INTERRUPTED))
+            else:
+                signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
 
 
 __all__ = ["Interrupts", "current", "interruptible"]
