@@ -84,6 +84,19 @@ def test_typos_that_need_judgement_are_reported_not_guessed(tmp_path: Path) -> N
     assert "unknown field 'promt'" in proc.stdout and "did you mean 'prompt'" in proc.stdout
 
 
+def test_a_field_written_in_both_spellings_is_left_for_the_user_not_duplicated(tmp_path: Path) -> None:
+    both = BROKEN.replace(
+        "  entry_agent: Agent/a\n", "  entryAgent: Agent/a\n  agents: [Agent/a]\n  entry_agent: Agent/a\n", 1
+    )
+    both = both.replace("  agents: [Agent/a]\n", "", 1)  # the original agents line, after the new one
+    app = write_files(tmp_path / "app", {"goondan.yaml": both})
+    proc = gdn(tmp_path, "validate", str(app), "--fix", "--yes")
+    text = (app / "goondan.yaml").read_text()
+    assert text.count("entryAgent:") == 1 and "entry_agent: Agent/a" in text  # never two entryAgent keys
+    assert "E_CONFIG_PARSE_ERROR" not in proc.stdout + proc.stderr
+    assert "unknown field 'entry_agent'" in proc.stdout and proc.returncode == 4
+
+
 def test_fix_with_json_output_keeps_stdout_json(tmp_path: Path) -> None:
     app = write_files(tmp_path / "app", {"goondan.yaml": BROKEN})
     proc = gdn(tmp_path, "validate", str(app), "--fix", "--yes", "--format", "json")

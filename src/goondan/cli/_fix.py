@@ -69,6 +69,27 @@ class FixPlan:
             (self.root / name).write_text(text, encoding="utf-8")
 
 
+def _has_sibling_key(lines: list[str], index: int, column: int, key: str) -> bool:
+    """Whether the block mapping holding ``lines[index]`` (keys at ``column``) already has ``key``:
+    renaming onto it would make a duplicate key, which stops the file from loading at all."""
+
+    def indent(text: str) -> int:
+        return len(text) - len(text.lstrip(" "))
+
+    for step in (-1, 1):
+        at = index + step
+        while 0 <= at < len(lines):
+            text = lines[at]
+            stripped = text.strip()
+            if stripped and not stripped.startswith("#"):
+                if indent(text) < column or stripped == "---" or (indent(text) == column and stripped.startswith("- ")):
+                    break
+                if indent(text) == column and stripped.split(":", 1)[0].strip().strip("'\"") == key:
+                    return True
+            at += step
+    return False
+
+
 def _fix_issue(lines: list[str], issue: Any) -> str | None:
     """Change ``lines`` (one file) for one issue; return a note saying what, or None."""
     if not issue.line or not issue.column or issue.line > len(lines):
@@ -85,6 +106,8 @@ def _fix_issue(lines: list[str], issue: Any) -> str | None:
         mean = _MEAN.search(issue.suggestion or "")
         if unknown and mean and _same_name(unknown.group(1), mean.group(1)):
             old, new = unknown.group(1), mean.group(1)
+            if _has_sibling_key(lines, index, column, new):
+                return None  # both spellings are there: which value is meant needs judgement
             if line[column:].startswith(old) and line[column + len(old) :].lstrip().startswith(":"):
                 lines[index] = line[:column] + new + line[column + len(old) :]
                 return f"{issue.file}:{issue.line}: renamed {old} to {new}"
