@@ -98,3 +98,9 @@ def test_a_missing_extra_fails_with_the_install_command(tmp_path: Path) -> None:
     found = checks(proc)
     assert found["extra:local"]["status"] == "fail"
     assert found["extra:local"]["suggestion"] == "pip install 'goondan-runtime[local]'"
+
+
+def test_a_path_that_does_not_exist_fails_instead_of_passing(tmp_path: Path) -> None:
+    proc = gdn(tmp_path, "doctor", str(tmp_path / "no-such-bundle"))
+    assert proc.returncode == 1, proc.stdout
+    assert "does not exist" in proc.stdout and "All required checks passed" not in proc.stdout

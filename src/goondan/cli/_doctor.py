@@ -144,6 +144,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             add("bundle", "ok", f"{manifest} is valid ({len(report.warnings)} warning(s))")
         if report.bundle is not None:
             needs = bundle_needs(report.bundle, env)
+    elif not directory.exists():  # a mistyped path must not pass as "nothing to check"
+        add("bundle", "fail", f"{directory} does not exist", "Give the bundle's directory (or its goondan.yaml).")
     else:
         add("bundle", "warn", f"no goondan.yaml at {directory} (create one with `gdn init`)")
     if needs is not None:
