@@ -85,7 +85,8 @@ def build_plan(bundle: Bundle, agent: Resource, swarm: Resource | None) -> Agent
         base = ext.raw.get("spec", {}).get("config") or {}
         config = resolve_config({**base, **use.config}, bundle.env, path=f"{agent.key} config of {ext.key}")
         extensions.append(ExtensionBinding(ext, config))
-    for tool in tools:  # valueFrom entries become the variables' values (README.md#secrets-for-tools-and-extensions)
+    # valueFrom entries become the variables' values (docs/handbook.md#environment-env-files-and-secrets)
+    for tool in tools:
         tool_configs[tool.name] = resolve_config(
             tool_configs.get(tool.name) or {}, bundle.env, path=f"{agent.key} config of {tool.key}"
         )

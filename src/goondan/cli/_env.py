@@ -1,4 +1,4 @@
-"""The environment a command runs with (README.md#environment-and-env-files).
+"""The environment a command runs with (docs/handbook.md#environment-env-files-and-secrets).
 
 Precedence, highest first: ``--env-file FILE`` > ``.env.local`` > ``.env`` > the process environment.
 The files sit in the bundle directory; ``.env.local`` is the untracked per-machine override of a
