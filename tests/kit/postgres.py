@@ -203,7 +203,8 @@ def postgres_server() -> Iterator[PostgresServer]:
     """A PostgreSQL server for the whole session (started on first use, ~1-2 s)."""
     bin_dir = find_pg_bin()
     if bin_dir is None or not (bin_dir / "initdb").exists():
-        pytest.skip("PostgreSQL binaries not found (apt-get install postgresql; .ci/run installs it)")
+        # a failure, not a skip: a suite that silently skipped the store's tests would look green
+        pytest.fail("PostgreSQL binaries not found: install Debian's postgresql package (.ci/run does)")
     server = PostgresServer(bin_dir)
     try:
         server.init()
