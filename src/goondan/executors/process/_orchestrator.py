@@ -30,6 +30,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import signal
 from collections import deque
 from collections.abc import Callable
@@ -635,7 +636,9 @@ class Orchestrator:
             else:
                 h.status = "crashed"
                 h.next_spawn_allowed_at = now
-                where = f"; its output is in {h.output.path}" if h.output is not None and h.output.path else ""
+                # name the output file only when the process wrote one (an early failure may not have)
+                path = h.output.path if h.output is not None else None
+                where = f"; its output is in {path}" if path and os.path.exists(path) else ""
                 log.warning("agent process %s (pid %d) crashed with exit code %d%s", h.name, pid, code, where)
         if h.exited is not None and not h.exited.done():
             h.exited.set_result(code)
