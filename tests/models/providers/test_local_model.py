@@ -177,7 +177,8 @@ def test_the_local_model_makes_two_tool_calls_in_one_step_and_the_runtime_runs_b
     assert result.finish_reason == "text_response", (result.finish_reason, result.error)
     completed = [e for e in events if e.get("type") == "tool.completed"]
     first_step = [e for e in completed if e["stepId"] == completed[0]["stepId"]]
-    assert [e["toolName"] for e in first_step] == ["calc__add", "calc__multiply"]
+    # tool.completed events come in completion order (the calls run concurrently)
+    assert sorted(e["toolName"] for e in first_step) == ["calc__add", "calc__multiply"]
     assert all(e["status"] == "ok" for e in first_step)
     assert len({e["toolCallId"] for e in first_step}) == 2
     calls = [json.loads(line) for line in (bundle / "tools" / "calls.jsonl").read_text().splitlines()]
