@@ -181,7 +181,11 @@ class GoondanAdapter(h.Adapter):
         bundle = write_bundle(Path(tmp) / "bundle", layers, str(self._probe_file) if probe else "")
         try:
             rt = goondan.Runtime(
-                bundle, state_root=Path(tmp) / "state", isolation=self.isolation, persist=self.persist, store=self.store
+                bundle,
+                state_root=Path(tmp) / "state",
+                isolation=self.isolation,
+                persist=self.persist,
+                **({"store": self.store} if self.store else {}),  # older sources (--goondan-src) have no store=
             )
         except goondan.GoondanError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
