@@ -29,6 +29,8 @@ from typing import Any
 
 import goondan
 
+PARTS = ("roundtrip", "spawn", "memory", "conversations")
+
 MODEL = """
 import json
 def generate(request):
@@ -129,6 +131,49 @@ def smaps(pid: int) -> dict[str, int]:
     return out
 
 
+def smaps_by_mapping(pid: int) -> dict[str, dict[str, int]]:
+    """kB of Pss and Private_* per kind of mapping in /proc/<pid>/smaps: the malloc heap, anonymous
+    memory (pymalloc arenas, thread stacks, mmap'd buffers), the interpreter, other shared libraries,
+    the stack and the rest."""
+    out: dict[str, dict[str, int]] = {}
+    kind = "other"
+    try:
+        with open(f"/proc/{pid}/smaps", encoding="utf-8") as fh:
+            for line in fh:
+                parts = line.split()
+                if not parts:
+                    continue
+                head = parts[0]
+                if "-" in head and not head.endswith(":"):
+                    name = parts[5] if len(parts) > 5 else ""
+                    if name == "[heap]":
+                        kind = "malloc heap"
+                    elif not name:
+                        kind = "anonymous"
+                    elif "libpython" in name or os.path.basename(name).startswith("python"):
+                        kind = "interpreter"
+                    elif name.startswith("["):
+                        kind = name
+                    elif ".so" in name:
+                        kind = "other libraries"
+                    else:
+                        kind = "files"
+                    continue
+                if head in ("Pss:", "Private_Clean:", "Private_Dirty:", "Rss:"):
+                    slot = out.setdefault(kind, {})
+                    slot[head[:-1]] = slot.get(head[:-1], 0) + int(parts[1])
+    except OSError:
+        pass
+    return out
+
+
+def print_breakdown(rows: dict[str, dict[str, float]]) -> None:
+    print("    where an idle agent's memory is (avg kB per process; USS = private pages)")
+    print(f"    {'mapping':<18}{'RSS':>9}{'PSS':>9}{'USS':>9}")
+    for kind, m in sorted(rows.items(), key=lambda kv: -kv[1].get("USS", 0)):
+        print(f"    {kind:<18}{m.get('Rss', 0):9.0f}{m.get('Pss', 0):9.0f}{m.get('USS', 0):9.0f}")
+
+
 def uss(m: dict[str, int]) -> int:
     return m.get("Private_Clean", 0) + m.get("Private_Dirty", 0)
 
@@ -176,7 +221,7 @@ async def spawn_latency(tmp: Path, count: int, persist: bool) -> tuple[list[floa
     return ready, first
 
 
-async def memory(tmp: Path, count: int) -> dict[str, Any]:
+async def memory(tmp: Path, count: int, breakdown: bool = False) -> dict[str, Any]:
     root = make_bundle(tmp / f"mem-{count}")
     async with goondan.Runtime(root, state_root=tmp / f"state-mem-{count}", isolation="process", persist=False) as rt:
         t0 = time.perf_counter()
@@ -194,7 +239,17 @@ async def memory(tmp: Path, count: int) -> dict[str, Any]:
         agents = [smaps(pid) for pid in pids]
         host = smaps(os.getpid())
         server = smaps(orch.spawner.pid)
+        rows: dict[str, dict[str, float]] = {}
+        if breakdown:
+            per = [smaps_by_mapping(pid) for pid in pids]
+            for kinds in per:
+                for kind, m in kinds.items():
+                    slot = rows.setdefault(kind, {})
+                    slot["Rss"] = slot.get("Rss", 0) + m.get("Rss", 0) / len(per)
+                    slot["Pss"] = slot.get("Pss", 0) + m.get("Pss", 0) / len(per)
+                    slot["USS"] = slot.get("USS", 0) + uss(m) / len(per)
         return {
+            "breakdown": rows,
             "live": len(pids),
             "spawn_s": elapsed,
             "rss_kb": statistics.mean(m.get("Rss", 0) for m in agents),
@@ -265,59 +320,77 @@ async def main(args: argparse.Namespace) -> None:
     except (ImportError, ValueError, OSError):
         pass
     quick = args.quick
+    parts = set(args.only or PARTS)
     print(f"goondan swarm bench | Python {platform.python_version()} | {platform.machine()} | {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory(prefix="goondan-swarm-bench-") as tmpdir:
         tmp = Path(tmpdir)
-        calls = 300 if quick else 2000
-        inline = await round_trip(tmp, "inline", calls)
-        process = await round_trip(tmp, "process", calls)
-        print(f"\n(a) inter-agent request round trip, trivial callee, {calls} calls")
-        print(f"    inline   p50 {pct(inline, 50):7.0f} µs   p99 {pct(inline, 99):7.0f} µs")
-        print(f"    process  p50 {pct(process, 50):7.0f} µs   p99 {pct(process, 99):7.0f} µs")
-        overhead = pct(process, 50) - pct(inline, 50)
-        print(f"    process isolation adds {overhead:.0f} µs at p50 (target: runtime overhead < 1000 µs)")
+        if "roundtrip" in parts:
+            calls = 300 if quick else 2000
+            inline = await round_trip(tmp, "inline", calls)
+            process = await round_trip(tmp, "process", calls)
+            print(f"\n(a) inter-agent request round trip, trivial callee, {calls} calls")
+            print(f"    inline   p50 {pct(inline, 50):7.0f} µs   p99 {pct(inline, 99):7.0f} µs")
+            print(f"    process  p50 {pct(process, 50):7.0f} µs   p99 {pct(process, 99):7.0f} µs")
+            overhead = pct(process, 50) - pct(inline, 50)
+            print(f"    process isolation adds {overhead:.0f} µs at p50 (target: runtime overhead < 1000 µs)")
 
-        n = 30 if quick else 100
-        ready, first = await spawn_latency(tmp, n, persist=False)
-        ready_p, first_p = await spawn_latency(tmp, n, persist=True)
-        print(f"\n(b) new-instance spawn latency, {n} new instances one after another (target < 50 ms)")
-        print(
-            f"    persist=False  ready p50 {pct(ready, 50):5.1f} ms p99 {pct(ready, 99):5.1f} ms | "
-            f"first turn answered p50 {pct(first, 50):5.1f} ms p99 {pct(first, 99):5.1f} ms"
-        )
-        print(
-            f"    persist=True   ready p50 {pct(ready_p, 50):5.1f} ms p99 {pct(ready_p, 99):5.1f} ms | "
-            f"first turn answered p50 {pct(first_p, 50):5.1f} ms p99 {pct(first_p, 99):5.1f} ms"
-        )
+        if "spawn" in parts:
+            n = 30 if quick else 100
+            ready, first = await spawn_latency(tmp, n, persist=False)
+            ready_p, first_p = await spawn_latency(tmp, n, persist=True)
+            print(f"\n(b) new-instance spawn latency, {n} new instances one after another (target < 50 ms)")
+            print(
+                f"    persist=False  ready p50 {pct(ready, 50):5.1f} ms p99 {pct(ready, 99):5.1f} ms | "
+                f"first turn answered p50 {pct(first, 50):5.1f} ms p99 {pct(first, 99):5.1f} ms"
+            )
+            print(
+                f"    persist=True   ready p50 {pct(ready_p, 50):5.1f} ms p99 {pct(ready_p, 99):5.1f} ms | "
+                f"first turn answered p50 {pct(first_p, 50):5.1f} ms p99 {pct(first_p, 99):5.1f} ms"
+            )
 
-        small = await memory(tmp, 100)
-        print("\n(c) memory per idle instance (100 live, after one turn each)")
-        print(
-            f"    RSS {small['rss_kb'] / 1024:.1f} MiB   PSS {small['pss_kb'] / 1024:.2f} MiB   "
-            f"USS {small['uss_kb'] / 1024:.2f} MiB"
-        )
-        big_n = 300 if quick else 1000
-        big = await memory(tmp, big_n)
-        print(f"\n(d) {big['live']} live instances (spawned in {big['spawn_s']:.1f} s)")
-        print(
-            f"    total PSS {big['total_pss_kb'] / 1024 / 1024:.2f} GiB (host {big['host_pss_kb'] / 1024:.0f} MiB, "
-            f"fork server {big['server_pss_kb'] / 1024:.0f} MiB; agents avg PSS {big['pss_kb'] / 1024:.2f} MiB, "
-            f"USS {big['uss_kb'] / 1024:.2f} MiB)   target < 8 GiB"
-        )
-        print(f"    (sum of RSS {big['total_rss_kb'] / 1024 / 1024:.1f} GiB counts shared pages once per process)")
+        if "memory" in parts:
+            small = await memory(tmp, 100, breakdown=args.breakdown)
+            print("\n(c) memory per idle instance (100 live, after one turn each)")
+            print(
+                f"    RSS {small['rss_kb'] / 1024:.1f} MiB   PSS {small['pss_kb'] / 1024:.2f} MiB   "
+                f"USS {small['uss_kb'] / 1024:.2f} MiB"
+            )
+            if args.breakdown:
+                print_breakdown(small["breakdown"])
+            big_n = args.live or (300 if quick else 1000)
+            big = await memory(tmp, big_n)
+            print(f"\n(d) {big['live']} live instances (spawned in {big['spawn_s']:.1f} s)")
+            print(
+                f"    total PSS {big['total_pss_kb'] / 1024 / 1024:.2f} GiB (host {big['host_pss_kb'] / 1024:.0f} MiB, "
+                f"fork server {big['server_pss_kb'] / 1024:.0f} MiB; agents avg PSS {big['pss_kb'] / 1024:.2f} MiB, "
+                f"USS {big['uss_kb'] / 1024:.2f} MiB)   target < 8 GiB"
+            )
+            print(f"    (sum of RSS {big['total_rss_kb'] / 1024 / 1024:.1f} GiB counts shared pages once per process)")
 
-        conv_n = 1000 if quick else 10000
-        conv = await conversations(tmp, conv_n, concurrency=50)
-        print(f"\n(e) {conv['count']} conversations, 50 at a time, ttlSeconds=1, reconcile every 250 ms, persist on")
-        print(
-            f"    served in {conv['elapsed_s']:.1f} s ({conv['count'] / conv['elapsed_s']:.0f}/s), "
-            f"failures {conv['failures']}, "
-            f"peak live processes {conv['peak_live']}, peak agents PSS {conv['peak_pss_mb']:.0f} MiB"
-        )
-        print(f"    after idle TTL: {conv['live_after']} live processes; {conv['stored']} conversations kept on disk")
+        if "conversations" in parts:
+            conv_n = 1000 if quick else 10000
+            conv = await conversations(tmp, conv_n, concurrency=50)
+            print(
+                f"\n(e) {conv['count']} conversations, 50 at a time, ttlSeconds=1, reconcile every 250 ms, persist on"
+            )
+            print(
+                f"    served in {conv['elapsed_s']:.1f} s ({conv['count'] / conv['elapsed_s']:.0f}/s), "
+                f"failures {conv['failures']}, "
+                f"peak live processes {conv['peak_live']}, peak agents PSS {conv['peak_pss_mb']:.0f} MiB"
+            )
+            print(
+                f"    after idle TTL: {conv['live_after']} live processes; {conv['stored']} conversations kept on disk"
+            )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller counts (about a minute)")
+    parser.add_argument(
+        "--only", action="append", choices=PARTS, help="run only this part (repeatable): " + ", ".join(PARTS)
+    )
+    parser.add_argument("--live", type=int, default=0, help="live instances for (d) (default 1000, --quick 300)")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="(c): where an idle agent's private memory is, by mapping, from smaps"
+    )
     asyncio.run(main(parser.parse_args()))
