@@ -69,10 +69,13 @@ Fork-server channel (host ↔ fork server, datagrams):
 Connector channel (``gdn run`` ↔ connector host, ``python -m goondan.connectors.host --fd N``):
   → ``connector_start`` {entry, connection, connector, config, secrets}: first message.
   → ``connector_reply`` {id, text?, finishReason?, error?}: the turn result of event ``id``.
+  → ``connector_delta`` {id, delta, step?}: streamed text of event ``id``'s turn (model step
+    ``step``), sent only for events emitted with ``stream``, always before their ``connector_reply``.
   → ``shutdown`` {reason, gracePeriodMs}: cancel ``run(ctx)``, answer ``connector_stopped`` and
     ``shutdown_ack``, exit.
   ← ``ready`` {pid} / ``start_error`` {error}: the connector is up, or failed to load/start.
-  ← ``connector_event`` {id, event{name, message, properties, instanceKey}}.
+  ← ``connector_event`` {id, event{name, message, properties, instanceKey}, stream?}: ``stream``
+    asks for the turn's text deltas (``connector_delta``) ahead of its reply.
   ← ``connector_stopped`` {reason: returned|shutdown|failed, error?{code, message, traceback}}.
   ← ``shutdown_ack`` {}.
 """
@@ -490,6 +493,16 @@ class ConnectorEvent(Record):
     KIND: ClassVar[str] = "connector_event"
     id: str
     event: JsonObject
+    stream: bool = False
+
+
+@_record
+@dataclasses.dataclass(slots=True)
+class ConnectorDelta(Record):
+    KIND: ClassVar[str] = "connector_delta"
+    id: str
+    delta: str
+    step: int = 0
 
 
 @_record
