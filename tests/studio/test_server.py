@@ -95,6 +95,47 @@ def test_a_bundle_path_that_is_not_a_bundle_is_a_config_error(tmp_path: Path, st
     assert proc.returncode == 3 and "[E_" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def _start_refused(*args: str) -> subprocess.CompletedProcess[str]:
+    """``gdn studio`` that must exit by itself: before the store check it served forever, so the
+    timeout (a TimeoutExpired failure) is what the old behaviour looks like."""
+    return subprocess.run(
+        [sys.executable, "-m", "goondan", "studio", "--port", "0", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=studio_env(),
+    )
+
+
+def test_an_unreachable_postgresql_store_fails_at_start_with_the_store_code() -> None:
+    with socket.socket() as probe:  # a port nothing listens on any more
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    proc = _start_refused("--store", f"postgresql://u:secret@127.0.0.1:{closed}/goondan")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("[E_STORE_UNAVAILABLE]") and "suggestion: " in proc.stderr
+    assert "Studio:" not in proc.stdout and "secret" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_state_root_that_cannot_be_read_fails_at_start(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "state-root-file"
+    not_a_dir.write_text("not a directory\n", encoding="utf-8")
+    proc = _start_refused("--state-root", str(not_a_dir))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("[E_STORE_UNAVAILABLE]") and str(not_a_dir) in proc.stderr
+    assert "--state-root" in proc.stderr and "Studio:" not in proc.stdout
+    broken = tmp_path / "root"
+    broken.mkdir()
+    (broken / "workspaces").write_text("", encoding="utf-8")  # where the workspaces should be
+    proc = _start_refused("--state-root", str(broken))
+    assert proc.returncode == 1 and "[E_STORE_UNAVAILABLE]" in proc.stderr and "workspaces" in proc.stderr
+
+
+def test_a_state_root_nothing_has_run_in_yet_still_starts(tmp_path: Path) -> None:
+    with gdn_studio("--state-root", str(tmp_path / "fresh")) as studio:
+        assert httpx.get(f"{studio.url.rstrip('/')}/api/overview").json()["workspaces"] == []
+
+
 def test_a_new_turn_of_a_live_run_arrives_as_a_server_sent_event(tmp_path: Path, state_root: Path) -> None:
     bundle = delegation_bundle(tmp_path / "bundle")
     run_turns(bundle, state_root, ["first"])

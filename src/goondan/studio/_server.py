@@ -143,6 +143,7 @@ def make_server(
 
     bundle = bundle_info(bundle_path) if bundle_path is not None else None
     backend = open_store(store, state_root=state_root)
+    check_store(backend)
     sock = bind(host, port)
     info = {"store": _redacted(backend.url), "bundle": bundle.root if bundle else None}
     local = frozenset({"127.0.0.1", "localhost", "::1", host.strip("[]").lower()})
@@ -152,10 +153,59 @@ def make_server(
     return StudioServer(app, sock, host, token, stopping)
 
 
+def check_store(backend: Any) -> None:
+    """Read the store once before serving: a store Studio cannot read is the store's error now.
+
+    Without this, Studio started and then answered every page with an empty list (a state root that
+    is a file or unreadable: the filesystem store's listing treats it as "no workspaces yet") or a
+    500 (a PostgreSQL server that is down), so the user saw a blank Studio and no cause. A state root
+    that does not exist yet is fine: nothing has run there, and Studio shows runs as they appear.
+    """
+    from ..storage import FileStoreBackend
+
+    where = _redacted(str(getattr(backend, "url", backend)))
+    if isinstance(backend, FileStoreBackend):
+        for directory in (backend.root, backend.root / "workspaces"):
+            try:
+                with os.scandir(directory):
+                    pass
+            except FileNotFoundError:
+                return
+            except OSError as exc:
+                raise GoondanError(
+                    "E_STORE_UNAVAILABLE",
+                    f"Studio cannot read the state root {backend.root}: {exc.strerror or exc} ({directory})",
+                    suggestion=(
+                        "Give the directory gdn run writes to with --state-root DIR (or GOONDAN_STATE_ROOT); "
+                        "it must be a directory this user can read."
+                    ),
+                ) from exc
+        return
+    try:
+        backend.list_workspaces()
+    except GoondanError:
+        raise  # the store's own code and suggestion (E_STORE_UNAVAILABLE for a server that is down)
+    except Exception as exc:  # a third-party store: still its failure, said at start
+        raise GoondanError(
+            "E_STORE_UNAVAILABLE",
+            f"Studio cannot read the store {where}: {type(exc).__name__}: {exc}",
+            suggestion="Check --store (or GOONDAN_STORE) and that the store is reachable from this machine.",
+        ) from exc
+
+
 def _redacted(url: str) -> str:
     from ..storage._backends import _redact
 
     return _redact(url)
 
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "ENV_TOKEN", "StudioServer", "check_host", "is_loopback", "make_server"]
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "ENV_TOKEN",
+    "StudioServer",
+    "check_host",
+    "check_store",
+    "is_loopback",
+    "make_server",
+]
