@@ -29,7 +29,7 @@ from typing import Any
 
 import goondan
 
-PARTS = ("roundtrip", "spawn", "memory", "conversations")
+PARTS = ("roundtrip", "spawn", "memory", "memory-openai", "conversations")
 
 MODEL = """
 import json
@@ -103,13 +103,76 @@ spec:
 """
 
 
-def make_bundle(root: Path, ttl_seconds: int | None = None) -> Path:
+OPENAI_MODEL = """\
+apiVersion: goondan.ai/v1
+kind: Model
+metadata: {{name: m}}
+spec: {{provider: openai, model: fake, endpoint: "http://127.0.0.1:{port}/v1", apiKey: {{value: sk-bench}}}}
+"""
+
+
+def make_bundle(root: Path, ttl_seconds: int | None = None, openai_port: int | None = None) -> Path:
+    """The bench bundle; with ``openai_port`` its model is the ``openai`` provider (the real SDK) talking
+    to the fake OpenAI server on that port, so the memory figures include what a provider SDK costs."""
     root.mkdir(parents=True, exist_ok=True)
     policy = f"  policy: {{lifecycle: {{ttlSeconds: {ttl_seconds}}}}}" if ttl_seconds is not None else ""
-    (root / "goondan.yaml").write_text(BUNDLE.format(policy=policy), encoding="utf-8")
+    text = BUNDLE.format(policy=policy)
+    if openai_port is not None:
+        head, _, rest = text.partition("kind: Model")
+        _, _, rest = rest.partition("---")
+        text = head.rsplit("apiVersion", 1)[0] + OPENAI_MODEL.format(port=openai_port) + "---" + rest
+    (root / "goondan.yaml").write_text(text, encoding="utf-8")
     (root / "model.py").write_text(MODEL, encoding="utf-8")
     (root / "tool.py").write_text(TOOL, encoding="utf-8")
     return root
+
+
+async def fake_openai() -> tuple[asyncio.AbstractServer, int]:
+    """A minimal OpenAI chat-completions server on 127.0.0.1 that answers every request with "ok"."""
+    import json
+
+    answer = {
+        "id": "c",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "fake",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+    chunk = {**answer, "object": "chat.completion.chunk"}
+    chunk["choices"] = [{"index": 0, "delta": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                body = json.loads(await reader.readexactly(length) or b"{}")
+                if body.get("stream"):
+                    payload = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
+                    kind = b"text/event-stream"
+                else:
+                    payload, kind = json.dumps(answer).encode(), b"application/json"
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: "
+                    + kind
+                    + b"\r\ncontent-length: "
+                    + str(len(payload)).encode()
+                    + b"\r\n\r\n"
+                    + payload
+                )
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
 
 
 def pct(values: list[float], p: float) -> float:
@@ -221,9 +284,10 @@ async def spawn_latency(tmp: Path, count: int, persist: bool) -> tuple[list[floa
     return ready, first
 
 
-async def memory(tmp: Path, count: int, breakdown: bool = False) -> dict[str, Any]:
-    root = make_bundle(tmp / f"mem-{count}")
-    async with goondan.Runtime(root, state_root=tmp / f"state-mem-{count}", isolation="process", persist=False) as rt:
+async def memory(tmp: Path, count: int, breakdown: bool = False, openai_port: int | None = None) -> dict[str, Any]:
+    name = f"mem-{count}-{'openai' if openai_port else 'python'}"
+    root = make_bundle(tmp / name, openai_port=openai_port)
+    async with goondan.Runtime(root, state_root=tmp / f"state-{name}", isolation="process", persist=False) as rt:
         t0 = time.perf_counter()
         batch = 100
         for start in range(0, count, batch):
@@ -366,6 +430,18 @@ async def main(args: argparse.Namespace) -> None:
                 f"USS {big['uss_kb'] / 1024:.2f} MiB)   target < 8 GiB"
             )
             print(f"    (sum of RSS {big['total_rss_kb'] / 1024 / 1024:.1f} GiB counts shared pages once per process)")
+
+        if "memory-openai" in parts:
+            server, port = await fake_openai()
+            async with server:
+                sdk = await memory(tmp, 100, breakdown=args.breakdown, openai_port=port)
+            print("\n(c') memory per idle instance of an openai-provider agent (100 live, one turn each, local server)")
+            print(
+                f"    RSS {sdk['rss_kb'] / 1024:.1f} MiB   PSS {sdk['pss_kb'] / 1024:.2f} MiB   "
+                f"USS {sdk['uss_kb'] / 1024:.2f} MiB   (fork server PSS {sdk['server_pss_kb'] / 1024:.0f} MiB)"
+            )
+            if args.breakdown:
+                print_breakdown(sdk["breakdown"])
 
         if "conversations" in parts:
             conv_n = 1000 if quick else 10000
