@@ -267,6 +267,21 @@ def test_an_invalid_suite_lists_every_problem_with_its_line(tmp_path: Path) -> N
     assert usage.returncode == 2 and "is not NAME=provider/model" in usage.stderr
 
 
+def test_a_bundle_that_is_not_there_fails_once_before_any_scenario(tmp_path: Path) -> None:
+    suite = write_project(tmp_path, SUITE.replace("bundle: ./bundle", "bundle: ./no-such-bundle"))
+    out = gdn(tmp_path, "eval", str(suite))
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert out.stderr.count("[E_EVAL_BUNDLE_NOT_FOUND]") == 1 and "suggestion: " in out.stderr
+    assert str(tmp_path / "no-such-bundle") in out.stderr and "`bundle: ./no-such-bundle`" in out.stderr
+    assert "FAIL" not in out.stdout + out.stderr and "[1/2]" not in out.stderr  # no scenario ran
+    (tmp_path / "empty").mkdir()
+    out = gdn(tmp_path, "eval", str(suite), "--bundle", str(tmp_path / "empty"))
+    assert out.returncode == 3 and "[E_EVAL_BUNDLE_NOT_FOUND]" in out.stderr and "--bundle" in out.stderr
+    assert "has no goondan.yaml" in out.stderr
+    out = gdn(tmp_path, "eval", str(write_project(tmp_path, SUITE.replace("bundle: ./bundle\n", ""))))
+    assert out.returncode == 3 and "[E_EVAL_NO_BUNDLE]" in out.stderr
+
+
 LOCAL_SUITE = f"""\
 name: local
 bundle: {EXAMPLES / "local-model"}

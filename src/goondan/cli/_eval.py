@@ -113,17 +113,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except GoondanError as exc:
         raise CliError(exc.code, exc.message, exit_code=EXIT_CONFIG, suggestion=exc.suggestion) from None
     bundle = Path(args.bundle) if args.bundle else None
-    run = SuiteRun(
-        suite,
-        suite_dir,
-        bundle=bundle,
-        overrides=overrides,
-        concurrency=args.concurrency,
-        keep_state=args.keep_state,
-        suite_name=suite.name or Path(args.suite).stem,
-        env=load_env(run_bundle_dir(bundle, suite, suite_dir), args.env_file),
-        on_result=None if args.quiet or args.json else _progress(len(suite.scenarios)),
-    )
+    try:
+        run = SuiteRun(
+            suite,
+            suite_dir,
+            bundle=bundle,
+            overrides=overrides,
+            concurrency=args.concurrency,
+            keep_state=args.keep_state,
+            suite_name=suite.name or Path(args.suite).stem,
+            env=load_env(run_bundle_dir(bundle, suite, suite_dir), args.env_file),
+            on_result=None if args.quiet or args.json else _progress(len(suite.scenarios)),
+        )
+    except GoondanError as exc:  # no bundle named, or none where it points: a broken suite, said once
+        raise CliError(exc.code, exc.message, exit_code=EXIT_CONFIG, suggestion=exc.suggestion) from None
     report = asyncio.run(run.run())
     fmt = "json" if args.json and args.format == "text" else args.format  # --json: machine-readable
     if args.output:

@@ -27,6 +27,8 @@ from ._judge import JudgeModel
 from ._pricing import cost, price_for
 from ._suite import Scenario, Suite, slug
 
+MANIFEST = "goondan.yaml"  # what makes a directory a bundle (CONTRACT section 2)
+
 
 @dataclass
 class CriterionResult:
@@ -220,6 +222,7 @@ class SuiteRun:
                 suggestion="Add `bundle: <dir>` to the suite (relative to it) or pass --bundle PATH.",
             )
         self.bundle = Path(bundle_path) if bundle is not None else (suite_dir / bundle_path)
+        _check_bundle_path(self.bundle, None if bundle is not None else str(bundle_path))
         self.overrides = {**suite.models, **(overrides or {})}
         self.concurrency = concurrency or suite.concurrency
         self.keep_state = Path(keep_state) if keep_state is not None else None
@@ -335,6 +338,29 @@ class SuiteRun:
         result.score = sum(c.score for c in criteria) / len(criteria) if criteria else 1.0
         result.passed = all(c.passed for c in criteria)
         return result
+
+
+def _check_bundle_path(path: Path, suite_value: str | None) -> None:
+    """Fail once, before any scenario, when the bundle is not there (``E_EVAL_BUNDLE_NOT_FOUND``).
+
+    Each scenario loads the bundle itself, so a wrong path used to fail every scenario with the same
+    loader error and a report of N failures, which reads like N problems with the agent.
+    ``suite_value`` is the suite's ``bundle:`` as written (``None`` when ``--bundle`` named it).
+    """
+    manifest = path / MANIFEST if path.is_dir() else path
+    if manifest.name == MANIFEST and manifest.is_file():
+        return
+    what = "does not exist" if not path.exists() else f"is not a bundle: it has no {MANIFEST}"
+    if suite_value is None:
+        source, fix = "--bundle", f"Pass --bundle the bundle directory (the one with {MANIFEST})"
+    else:
+        source = f"the suite's `bundle: {suite_value}`"
+        fix = "Fix `bundle:` in the suite (a path relative to the suite file), or pass --bundle PATH"
+    raise GoondanError(
+        "E_EVAL_BUNDLE_NOT_FOUND",
+        f"the bundle {path} ({source}) {what}",
+        suggestion=f"{fix}; no scenario was run.",
+    )
 
 
 def _agent_models(bundle: Any) -> dict[str, tuple[str, str]]:
