@@ -77,11 +77,23 @@ def test_multi_agent_template_delegates_to_the_researcher(tmp_path: Path) -> Non
 
 def test_init_refuses_an_existing_bundle_unless_forced(tmp_path: Path) -> None:
     write_bundle(tmp_path / "b", ECHO_BUNDLE)
+    (tmp_path / "b" / "prompts").mkdir()
+    (tmp_path / "b" / "prompts" / "assistant.md").write_text("mine\n")
+    (tmp_path / "b" / "notes.txt").write_text("mine\n")
+    before = (tmp_path / "b" / "goondan.yaml").read_text()
     proc = gdn(tmp_path, "init", "b")
     assert proc.returncode == 2
-    assert proc.stderr.startswith("[E_INIT_EXISTS]") and "suggestion: " in proc.stderr and "--force" in proc.stderr
+    assert proc.stderr.startswith(f"[E_INIT_EXISTS] {tmp_path / 'b'} already holds a bundle (goondan.yaml)")
+    # the way out both ways: a new directory, or --force naming exactly what it overwrites
+    assert "gdn init NEW_DIR" in proc.stderr
+    assert "gdn init b --force to overwrite goondan.yaml, prompts/assistant.md" in proc.stderr
+    assert "other files there are kept" in proc.stderr
+    assert (tmp_path / "b" / "goondan.yaml").read_text() == before
     assert gdn(tmp_path, "init", "b", "--force", "-n", "renamed").returncode == 0
     assert 'name: "renamed"' in (tmp_path / "b" / "goondan.yaml").read_text()
+    assert (tmp_path / "b" / "notes.txt").read_text() == "mine\n"
+    help_text = gdn(tmp_path, "init", "--help").stdout
+    assert "E_INIT_EXISTS" in help_text and "exit 2" in help_text
 
 
 def test_init_rejects_an_invalid_package_name(tmp_path: Path) -> None:

@@ -26,16 +26,30 @@ def package_name(raw: str) -> str:
     return name or "my-swarm"
 
 
+def _refuse_existing_bundle(target: Path, dests: list[Path], command: str) -> None:
+    """``E_INIT_EXISTS`` (exit 2) when ``target`` already holds a bundle: say which manifest is there,
+    exactly which files ``--force`` would overwrite (the user's other files are never touched), and
+    that a new directory is the other way."""
+    manifests = [d for d in [target / "goondan.yaml", *dests] if d.name == "goondan.yaml" and d.exists()]
+    if not manifests:
+        return
+    overwritten = ", ".join(str(d.relative_to(target)) for d in dests if d.exists())
+    force = (
+        f"to overwrite {overwritten} with the template (other files there are kept)"
+        if overwritten
+        else "to add the template's files beside it (none of them exists yet)"
+    )
+    raise CliError(
+        "E_INIT_EXISTS",
+        f"{target} already holds a bundle ({manifests[0].relative_to(target)}); gdn init did not change it",
+        exit_code=EXIT_USAGE,
+        suggestion=f"Create the new bundle in a directory of its own (gdn init NEW_DIR), or run {command} --force "
+        f"{force}.",
+    )
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     target = Path(args.path).resolve()
-    manifest = target / "goondan.yaml"
-    if manifest.exists() and not args.force:
-        raise CliError(
-            "E_INIT_EXISTS",
-            f"{manifest} already exists",
-            exit_code=EXIT_USAGE,
-            suggestion="Pick another directory, or pass --force to overwrite the template files.",
-        )
     name = package_name(args.name or target.name)
     if args.name and name != args.name:
         raise CliError(
@@ -49,19 +63,18 @@ def cmd_init(args: argparse.Namespace) -> int:
     # a package's import name: the distribution name as an identifier (acme-tools -> acme_tools)
     module = re.sub(r"[^a-z0-9_]", "_", name)
     module = module if module[:1].isalpha() else f"pkg_{module}"
-    if package and (target / module / "goondan.yaml").exists() and not args.force:
-        raise CliError(
-            "E_INIT_EXISTS",
-            f"{target / module / 'goondan.yaml'} already exists",
-            exit_code=EXIT_USAGE,
-            suggestion="Pick another directory, or pass --force to overwrite the template files.",
-        )
-    written: list[Path] = []
+    files: list[tuple[Path, Path]] = []
     for file in sorted(source.rglob("*")):
         if file.is_dir() or "__pycache__" in file.parts:
             continue
         relative = Path(*(module if part == "__MODULE__" else part for part in file.relative_to(source).parts))
-        dest = target / relative
+        files.append((file, target / relative))
+    if not args.force:
+        template = "" if args.template == "default" else f" -t {args.template}"
+        command = f"gdn init {shlex.quote(args.path)}{template}"
+        _refuse_existing_bundle(target, [dest for _, dest in files], command)
+    written: list[Path] = []
+    for file, dest in files:
         dest.parent.mkdir(parents=True, exist_ok=True)
         text = file.read_text(encoding="utf-8").replace("__NAME__", name).replace("__MODULE__", module)
         dest.write_text(text, encoding="utf-8")

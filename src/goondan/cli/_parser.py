@@ -107,7 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="what to start from",
     )
     i.add_argument("-n", "--name", help="package name (default: the directory name)")
-    i.add_argument("-f", "--force", action="store_true", help="overwrite an existing goondan.yaml")
+    i.add_argument(
+        "-f",
+        "--force",
+        action="store_true",
+        help="write into a directory that already holds a bundle, overwriting the template's files there "
+        "(without it: E_INIT_EXISTS, exit 2)",
+    )
     i.add_argument("--git", action=argparse.BooleanOptionalAction, default=False, help="run git init (default: no)")
     i.set_defaults(func=cmd_init)
 
