@@ -1,4 +1,4 @@
-"""Prompt-cache benchmark (issue 17, item 4). Run: ``python bench/prompt_cache.py`` (``--quick``: fewer turns).
+"""Prompt-cache benchmark (issue 17, item 4). Run: ``python bench/prompt_cache.py`` (``--quick``: 12 turns, 2 variants).
 
 A real Goondan runtime replays one 50-turn conversation against a loopback Anthropic Messages API
 (``tests/models/providers/fake_http.py``: ``CachingMessagesAPI``) that validates ``cache_control``
@@ -264,7 +264,7 @@ def render(results: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--turns", type=int, default=50)
+    parser.add_argument("--turns", type=int, help="turns per variant (default 50, with --quick 12)")
     parser.add_argument("--quick", action="store_true", help="12 turns, default variant and cache-off only")
     parser.add_argument("--json", type=Path, help="write the raw figures (per request too) here")
     parser.add_argument("--per-request", action="store_true", help="print the default variant's requests")
@@ -272,9 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     fake = _fake_http()
     chosen = variants()
-    turns = args.turns
+    turns = args.turns if args.turns is not None else 12 if args.quick else 50
     if args.quick:
-        turns = min(turns, 12)
         chosen = {k: v for i, (k, v) in enumerate(chosen.items()) if i == 0 or v[1] == []}
     selected: list[tuple[str, tuple[list[dict[str, Any]], list[str] | None]]] = list(chosen.items())
     results = [run_variant(fake, name, ext, cache, turns) for name, (ext, cache) in selected]

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import goondan
 import kit
 from goondan.conversation import ConversationState
 from goondan.engine._info import AgentInfo, InboundInfo, PromptInfo, RuntimeInfo, SwarmInfo
@@ -251,6 +252,17 @@ def bundle(
         kit.swarm_doc(["a", *other_agents], name="s", max_steps=max_steps),
         files={"model.py": FORWARDING_MODEL, "tool.py": ECHO_TOOL, **(files or {})},
     )
+
+
+def ask(root: Path, state_root: Path, questions: Sequence[str]) -> None:
+    """Run one real (inline) runtime over ``root`` and send ``questions`` as consecutive turns."""
+
+    async def go() -> None:
+        async with goondan.Runtime(root, state_root=state_root, isolation="inline") as rt:
+            for question in questions:
+                await rt.request(question)
+
+    asyncio.run(go())
 
 
 def scripted(*replies: Any) -> Callable[[Any], Any]:

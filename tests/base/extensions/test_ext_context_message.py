@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from pathlib import Path
 from typing import Any
@@ -10,7 +9,6 @@ from typing import Any
 import policy_kit as k
 import pytest
 
-import goondan
 from goondan.engine._info import CallInfo, InboundInfo, SwarmInfo
 from goondan.errors import ExtensionError
 from goondan.messages import system_message, user_message
@@ -155,12 +153,7 @@ def test_in_real_turns_the_prompt_reaches_the_model_once_and_returns_after_a_win
     )
     k.MODEL = k.scripted(*[k.text_reply(f"answer {i}") for i in range(3)])
 
-    async def go() -> None:
-        async with goondan.Runtime(root, state_root=tmp_path / "state", isolation="inline") as rt:
-            for i in range(3):
-                await rt.request(f"q{i}")
-
-    asyncio.run(go())
+    k.ask(root, tmp_path / "state", [f"q{i}" for i in range(3)])
     first, second, third = k.REQUESTS
     system = {"role": "system", "content": PROMPT}
     assert first == [{"role": "user", "content": "q0"}, system]

@@ -3,7 +3,6 @@ tail, summaries (static and from a real summary model), modes, always as message
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +10,9 @@ import policy_kit as k
 import pytest
 from policy_kit import assistant, call, result, system, user
 
-import goondan
 from goondan.base.extensions._compaction_plan import Limits, message_characters, plan_compaction
 from goondan.base.extensions._integrity import violations
+from goondan.base.extensions.context_message import MARKER
 from goondan.conversation import ConversationState
 from goondan.errors import ExtensionError
 
@@ -108,8 +107,8 @@ def test_untriggered_compaction_still_drops_broken_pairs_without_a_summary() -> 
 def test_remove_mode_emits_removes_and_puts_the_summary_where_the_history_was() -> None:
     conversation, seen, _ = k.run_turn("message_compaction", _history(5), {"maxMessages": 3, "retainLastMessages": 1})
     events = k.event_summary(conversation)
-    assert events[0][0] == "replace" and events[0][1] == "m1"
-    assert events[1:] == [("remove", "m2"), ("remove", "m3")]
+    # the summary takes the place of the newest dropped message: where the dropped history ended
+    assert events == [("remove", "m1"), ("remove", "m2"), ("replace", "m3")]
     summary = seen[0]
     assert summary.role == "system"
     assert summary.text == "[message-compaction] mode=remove removed=3 chars=6"
@@ -123,7 +122,7 @@ def test_remove_mode_emits_removes_and_puts_the_summary_where_the_history_was() 
     assert k.ids(seen[1:]) == ["m4", "m5"]
 
 
-def test_truncate_mode_emits_truncate_then_the_summary_and_the_protected_messages() -> None:
+def test_truncate_mode_emits_truncate_then_the_protected_messages_with_the_summary_where_the_history_was() -> None:
     history = [user("keep me", "m1", pinned=True), *_history(6)[1:]]
     conversation, seen, _ = k.run_turn(
         "message_compaction", history, {"maxMessages": 4, "retainLastMessages": 2, "mode": "truncate"}
@@ -131,9 +130,66 @@ def test_truncate_mode_emits_truncate_then_the_summary_and_the_protected_message
     events = k.event_summary(conversation)
     assert events[0] == ("truncate", None)
     assert [e[0] for e in events[1:]] == ["append", "append", "append", "append"]
-    assert seen[0].metadata["compaction.mode"] == "truncate"
-    assert k.ids(seen[1:]) == ["m1", "m5", "m6"]
-    assert seen[1].metadata == {"pinned": True}
+    # the pin is older than the dropped m2..m4, so it stays ahead of their summary
+    assert seen[0].id == "m1" and seen[0].metadata == {"pinned": True}
+    assert seen[1].metadata["compaction.mode"] == "truncate"
+    assert k.ids(seen[2:]) == ["m5", "m6"]
+
+
+def _prompt(mid: str, text: str = "You are the ops assistant.") -> Any:
+    """A context-message system message (the agent prompt), as that extension writes it."""
+    return system(text, mid, **{MARKER: {"promptHash": f"hash-{mid}", "segmentIds": ["agent.prompt.system"]}})
+
+
+def _chat_with_prompt(n: int) -> list[Any]:
+    """The history context-message leaves: the first question, the prompt right after it, then chat."""
+    return [user("q1", "m1"), _prompt("p"), *_history(n)[1:]]
+
+
+def test_the_agent_prompt_is_protected_like_a_pin_in_both_modes() -> None:
+    for mode in ("remove", "truncate"):
+        plan = plan_compaction(_chat_with_prompt(12), mode, _limits(max_messages=6, retain=2))
+        assert plan is not None and plan.within_limits
+        assert "p" in plan.kept and "m1" in plan.removed
+
+
+def test_only_the_newest_context_message_is_protected() -> None:
+    history = [_prompt("p-old", "inbound 1"), *_history(8)[:-1], _prompt("p-new", "inbound 2"), user("now", "m9")]
+    plan = plan_compaction(history, "truncate", _limits(max_messages=4, retain=1))
+    assert plan is not None
+    assert "p-old" in plan.removed
+    assert plan.kept == ["p-new", "m9"]
+
+
+def test_truncate_keeps_the_agent_prompt_ahead_of_the_summary() -> None:
+    """The prompt cache rule: system messages keep their order across a compaction (prompt, then
+    summary), so a provider's cached prefix up to the prompt is still valid."""
+    conversation, seen, _ = k.run_turn(
+        "message_compaction", _chat_with_prompt(12), {"maxMessages": 6, "retainLastMessages": 2, "mode": "truncate"}
+    )
+    assert k.event_summary(conversation)[0] == ("truncate", None)
+    systems = [m for m in seen if m.role == "system"]
+    assert systems[0].id == "p"
+    assert systems[1].metadata["compaction.summary"] is True
+    assert k.ids(seen) == ["p", systems[1].id, "m11", "m12"]
+
+
+def test_remove_keeps_the_agent_prompt_ahead_of_the_summary() -> None:
+    conversation, seen, _ = k.run_turn(
+        "message_compaction", _chat_with_prompt(12), {"maxMessages": 6, "retainLastMessages": 2}
+    )
+    assert seen[0].id == "p"
+    assert seen[1].metadata["compaction.summary"] is True
+    assert k.ids(seen)[2:] == ["m9", "m10", "m11", "m12"]  # 6 with the prompt and the summary
+    assert all(e[0] == "remove" for e in k.event_summary(conversation)[:-1])
+
+
+def test_a_second_compaction_rolls_the_summary_forward_behind_the_prompt() -> None:
+    first = [_prompt("p"), system("[message-compaction] mode=truncate removed=9 chars=9", "s1"), *_history(12)]
+    for mode in ("remove", "truncate"):
+        _, seen, _ = k.run_turn("message_compaction", first, {"maxMessages": 6, "retainLastMessages": 2, "mode": mode})
+        assert seen[0].id == "p" and seen[1].id != "s1" and seen[1].metadata["compaction.summary"] is True
+        assert "s1" not in k.ids(seen)
 
 
 def test_without_append_summary_only_removes_are_emitted() -> None:
@@ -283,12 +339,7 @@ def test_in_real_turns_the_llm_summary_replaces_old_history_for_the_agent_model(
     )
     k.MODEL = k.scripted(*[k.text_reply(f"answer {i}") for i in range(4)])
 
-    async def go() -> None:
-        async with goondan.Runtime(root, state_root=tmp_path / "state", isolation="inline") as rt:
-            for i in range(4):
-                await rt.request(f"question {i}")
-
-    asyncio.run(go())
+    k.ask(root, tmp_path / "state", [f"question {i}" for i in range(4)])
     # turn 3 starts with 5 messages (> 4): three oldest summarized, then the retained tail
     third = k.REQUESTS[2]
     assert third[0]["role"] == "system"
@@ -297,3 +348,22 @@ def test_in_real_turns_the_llm_summary_replaces_old_history_for_the_agent_model(
     assert third[-1] == {"role": "user", "content": "question 2"}
     assert len(third) <= 4
     assert len(k.PROBE["summary_requests"]) >= 1
+
+
+def test_in_real_turns_the_model_sees_the_prompt_first_and_the_summary_after_it(tmp_path: Path) -> None:
+    """The implicit context-message (runs after compaction) and a truncating compaction: once the
+    history is compacted the prompt is still the model's first system message, unchanged, and the
+    summary follows it, so the provider's cached prompt prefix stays valid."""
+    prompt = "You are the ops assistant. Answer briefly."
+    config = {"maxMessages": 4, "retainLastMessages": 1, "mode": "truncate"}
+    root = k.bundle(tmp_path / "b", [k.base_ref("message-compaction", config)], prompt=prompt)
+    k.MODEL = k.scripted(*[k.text_reply(f"answer {i}") for i in range(5)])
+
+    k.ask(root, tmp_path / "state", [f"question {i}" for i in range(5)])
+    compacted = [r for r in k.REQUESTS if any(str(m["content"]).startswith("[message-compaction]") for m in r)]
+    assert compacted, "the history never reached the compaction limit"
+    for request in compacted:
+        systems = [m["content"] for m in request if m["role"] == "system"]
+        assert systems[0] == prompt
+        assert systems[1].startswith("[message-compaction] mode=truncate")
+        assert request[-1]["role"] == "user"

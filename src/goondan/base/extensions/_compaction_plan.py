@@ -4,6 +4,16 @@ Kept apart from the extension so it can be unit- and property-tested without a r
 works on *units* (``_integrity.units``): an assistant message with tool calls and its results are
 kept or dropped together, pins and the retained tail protect their whole unit, and broken units
 already in the history are always dropped.
+
+The agent's prompt (the newest message carrying context-message's ``__goondanContextMessage``
+marker) is protected like a pin. It is configuration, not history: dropping it only makes
+context-message append it again *after* the new summary, and since a provider reads the system
+messages in order (Anthropic puts them all in one ``system`` slot ahead of the messages), the
+prompt's prefix would change on every compaction and the prompt cache would miss on the whole
+request. Older context messages (a prompt superseded by a changed runtime context) are history like
+any other. The plan also names the ``summary_anchor``: the newest message compaction itself drops,
+whose place the summary takes, so the summary follows every message it stands for and every kept
+message older than them (the prompt first).
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ from typing import Any, Literal
 from goondan.base.extensions._integrity import MessageLike, close_over_units, normalize, units
 
 Mode = Literal["remove", "truncate"]
+CONTEXT_MESSAGE_MARKER = "__goondanContextMessage"  # context-message's marker (context_message.MARKER)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -29,7 +40,9 @@ class Limits:
 @dataclasses.dataclass(slots=True)
 class Plan:
     """``mode='remove'``: remove ``removed`` (history order), the rest stays in place.
-    ``mode='truncate'``: clear the history, then re-append ``kept`` (history order)."""
+    ``mode='truncate'``: clear the history, then re-append ``kept`` (history order).
+    ``summary_anchor``: the removed message a summary takes the place of (the newest one compaction
+    dropped to meet the limits; an integrity repair's only when nothing else went)."""
 
     mode: Mode
     removed: list[str]
@@ -37,6 +50,7 @@ class Plan:
     removed_characters: int
     within_limits: bool
     triggered: bool
+    summary_anchor: str | None = None
 
     @property
     def removed_count(self) -> int:
@@ -81,6 +95,27 @@ def is_pinned(message: Any) -> bool:
     return isinstance(metadata, dict) and metadata.get("pinned") is True
 
 
+def is_agent_prompt(message: Any) -> bool:
+    """Whether ``message`` is a context-message system message (the agent's prompt and context)."""
+    metadata = getattr(message, "metadata", None)
+    return isinstance(metadata, dict) and isinstance(metadata.get(CONTEXT_MESSAGE_MARKER), dict)
+
+
+def _newest_prompt(messages: Sequence[MessageLike]) -> list[int]:
+    for i in range(len(messages) - 1, -1, -1):
+        if is_agent_prompt(messages[i]):
+            return [i]
+    return []
+
+
+def _anchor(messages: Sequence[MessageLike], gone: set[int], broken: set[str]) -> str | None:
+    """The newest message in ``gone`` that compaction dropped (not an integrity repair's), else the
+    newest in ``gone``."""
+    order = sorted(gone, reverse=True)
+    chosen = next((i for i in order if messages[i].id not in broken), order[0] if order else None)
+    return None if chosen is None else messages[chosen].id
+
+
 def _over(count: int, chars: int, limits: Limits) -> bool:
     return count > limits.max_messages or chars > limits.max_characters
 
@@ -105,8 +140,9 @@ def plan_compaction(messages: Sequence[MessageLike], mode: Mode, limits: Limits)
         chars = sum(s for m, s in zip(messages, sizes, strict=True) if m.id in broken)
         return Plan("remove", removed, [m.id for m in messages if m.id not in broken], chars, True, False)
     pinned = [i for i, m in enumerate(messages) if is_pinned(m)]
-    # the last unit is the turn's current input: without it the model would answer nothing
-    essential = close_over_units(messages, [*pinned, n - 1])
+    # the last unit is the turn's current input: without it the model would answer nothing; the
+    # agent prompt keeps its place ahead of the summary (module docstring)
+    essential = close_over_units(messages, [*pinned, *_newest_prompt(messages), n - 1])
     protected = essential | close_over_units(messages, range(max(0, n - limits.retain_last), n))
     if mode == "remove":
         plan = _plan_remove(messages, sizes, broken, protected, limits)
@@ -160,7 +196,7 @@ def _plan_remove(
     kept = [m.id for i, m in enumerate(messages) if i not in gone]
     removed_chars = sum(sizes[i] for i in gone)
     within = not _over(count + (slot if removed else 0), chars, limits)
-    return Plan("remove", removed, kept, removed_chars, within, True)
+    return Plan("remove", removed, kept, removed_chars, within, True, _anchor(messages, gone, broken))
 
 
 def _plan_truncate(
@@ -176,7 +212,8 @@ def _plan_truncate(
     kept_chars = sum(s for m, s in zip(messages, sizes, strict=True) if m.id in kept_set)
     slot = 1 if limits.summary_slot else 0
     within = not _over(len(kept) + slot, kept_chars, limits)
-    return Plan("truncate", removed, kept, removed_chars, within, True)
+    gone = {i for i, m in enumerate(messages) if m.id not in kept_set}
+    return Plan("truncate", removed, kept, removed_chars, within, True, _anchor(messages, gone, broken | still_broken))
 
 
-__all__ = ["Limits", "Plan", "is_pinned", "message_characters", "plan_compaction"]
+__all__ = ["Limits", "Plan", "is_agent_prompt", "is_pinned", "message_characters", "plan_compaction"]

@@ -3,13 +3,22 @@
 Triggered when the history has more than ``maxMessages`` messages or more than ``maxCharacters``
 characters (text plus tool-call inputs and tool-result outputs). Two modes:
 
-- ``remove`` (default): protect pinned messages (``metadata.pinned: true``), the last
-  ``retainLastMessages`` messages and always the current input (the last message), then drop the
-  oldest unprotected messages until both limits hold. The summary message *replaces* the oldest
-  dropped message, so it sits where the dropped history was (before the current input), and every
-  other dropped message gets a ``remove`` event.
-- ``truncate``: one ``truncate`` event, then the summary and the protected messages re-appended in
-  history order. (Upstream truncated everything, the current user input included; we keep it.)
+- ``remove`` (default): protect pinned messages (``metadata.pinned: true``), the agent's prompt
+  (the newest context-message message), the last ``retainLastMessages`` messages and always the
+  current input (the last message), then drop the oldest unprotected messages until both limits
+  hold. The summary message *replaces* the newest dropped message, so it sits where the dropped
+  history ended (after the prompt, before the retained tail), and every other dropped message gets a
+  ``remove`` event.
+- ``truncate``: one ``truncate`` event, then the protected messages re-appended in history order
+  with the summary in the same place: after the kept messages older than the dropped history (the
+  prompt), before the retained tail. (Upstream truncated everything, the current user input
+  included; we keep it.)
+
+Why the prompt is protected and the summary follows it: the prompt is the stable prefix a provider
+caches (Anthropic reads every system message, in order, into its one ``system`` slot ahead of the
+messages). Dropped, it would come back from context-message *after* the summary, so every
+compaction would change the request from its first system block and read nothing from the cache;
+kept first, a compaction request still reads tools + prompt from it.
 
 When the protected messages alone exceed the limits, both modes end as a ``truncate`` that keeps the
 pins, the current input and the newest whole units that still fit (and log a warning if even that is
@@ -142,13 +151,18 @@ def register(api: ExtensionApi, config: dict[str, Any]) -> None:
         emit = ctx.emit_message_event
         if plan.mode == "truncate":
             emit({"type": "truncate"})
+            position = {m.id: i for i, m in enumerate(messages)}
+            anchor = position.get(plan.summary_anchor or "", -1)
+            for message_id in plan.kept:
+                if summary is not None and position[message_id] > anchor:
+                    emit({"type": "append", "message": summary})
+                    summary = None
+                emit({"type": "append", "message": by_id[message_id]})
             if summary is not None:
                 emit({"type": "append", "message": summary})
-            for message_id in plan.kept:
-                emit({"type": "append", "message": by_id[message_id]})
         else:
-            for index, message_id in enumerate(plan.removed):
-                if index == 0 and summary is not None:
+            for message_id in plan.removed:
+                if summary is not None and message_id == plan.summary_anchor:
                     emit({"type": "replace", "targetId": message_id, "message": summary})
                 else:
                     emit({"type": "remove", "targetId": message_id})
