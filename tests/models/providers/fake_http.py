@@ -51,6 +51,21 @@ class Reply:
 Handler = Callable[[Req], Reply]
 
 
+def openai_text(text: str, model: str = "served") -> Reply:
+    """An OpenAI chat completion whose answer is ``text``."""
+    message = {"role": "assistant", "content": text}
+    return Reply(
+        body={
+            "id": "c",
+            "object": "chat.completion",
+            "created": 1,
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+    )
+
+
 def sse_event(data: Any, event: str | None = None) -> str:
     head = f"event: {event}\n" if event else ""
     payload = data if isinstance(data, str) else json.dumps(data)
