@@ -12,7 +12,8 @@ For every request it reports the share of its input tokens inside an unchanged c
 (``cache_read / all input``), and for the run the average share, the input tokens sent per request
 and the *billed* input tokens per request (Anthropic's 5-minute cache: writes cost 1.25x, reads
 0.1x), for several compaction settings, so the trade-off of compaction is visible: compaction sends
-fewer tokens per request but every compaction rewrites the history and costs one cold request.
+fewer tokens per request but every compaction rewrites the history after the agent prompt (which
+message-compaction keeps ahead of its summary), so the request after it reads only tools + prompt.
 
 Tokens are estimated as characters / 4 of each block's JSON, the same for every variant.
 """
