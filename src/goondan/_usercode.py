@@ -107,16 +107,24 @@ def install() -> None:
         sys.stderr = _Proxy("stderr", sys.stderr)
 
 
-@contextmanager
-def captured(label: str, logger: logging.Logger) -> Iterator[None]:
-    """Keep what the code inside prints (see the module docstring) and log it when it ends."""
-    install()
-    capture = _Capture(label, logger)
-    token = _current.set(capture)
-    try:
-        yield
-    finally:
-        _current.reset(token)
+class captured:  # lower case: used like the function it replaced, ``with captured(label, logger):``
+    """Keep what the code inside prints (see the module docstring) and log it when it ends.
+
+    A class rather than a ``@contextmanager`` generator: it is entered around every tool and python
+    model call, and this costs about half as much (no generator, no wrapper object)."""
+
+    __slots__ = ("_capture", "_token")
+
+    def __init__(self, label: str, logger: logging.Logger) -> None:
+        self._capture = _Capture(label, logger)
+
+    def __enter__(self) -> None:
+        install()
+        self._token = _current.set(self._capture)
+
+    def __exit__(self, *exc_info: object) -> None:
+        _current.reset(self._token)
+        capture = self._capture
         if capture.parts or capture.dropped:
             capture.report()
 
