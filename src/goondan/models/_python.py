@@ -42,6 +42,7 @@ class PythonModel:
         self._entry = entry
         self._model = model
         self._fn: Any = None
+        self._label = f"python model {entry.name}"  # built once: it names every call's output and errors
 
     def _load(self) -> Any:
         if self._fn is None:
@@ -73,7 +74,7 @@ class PythonModel:
     async def generate(self, request: ModelRequest) -> ModelResponse:
         fn = self._load()
         try:
-            with captured(f"python model {self._entry.name}", _log):
+            with captured(self._label, _log):
                 out = fn(request)
                 if type(out) is not dict and inspect.isawaitable(out):  # a sync generate() returns a dict
                     out = await out
@@ -91,8 +92,8 @@ class PythonModel:
                 "E_MODEL_CALL",
                 f"python model generate() called sys.exit({exc.code!r})",
                 suggestion="Raise an exception instead of calling sys.exit().",
-            ) from exit_error(f"python model {self._entry.name}", exc)
-        return parse_model_output(out, where=f"python model {self._entry.name}")
+            ) from exit_error(self._label, exc)
+        return parse_model_output(out, where=self._label)
 
     async def aclose(self) -> None:
         return None
