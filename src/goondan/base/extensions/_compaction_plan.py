@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from goondan.base.extensions._integrity import MessageLike, close_over_units, normalize, units
+from goondan.base.extensions.context_message import MARKER as CONTEXT_MESSAGE_MARKER
 
 Mode = Literal["remove", "truncate"]
-CONTEXT_MESSAGE_MARKER = "__goondanContextMessage"  # context-message's marker (context_message.MARKER)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
