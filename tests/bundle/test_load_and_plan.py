@@ -163,6 +163,31 @@ def test_bundle_without_swarm_is_valid_with_a_warning(tmp_path: Path) -> None:
     assert info.value.code == "E_CONFIG_SWARM_NOT_FOUND"
 
 
+def test_an_agent_only_another_swarm_lists_is_used_and_one_none_lists_is_a_warning(tmp_path: Path) -> None:
+    spare = (
+        "apiVersion: goondan.ai/v1\nkind: Agent\nmetadata: {name: spare}\nspec: {modelConfig: {modelRef: Model/m}}\n"
+    )
+    write_files(tmp_path, {"goondan.yaml": _swarms_manifest(["one"]) + "---\n" + spare})
+    report = validate_bundle(tmp_path, env={})
+    assert report.valid and load_bundle(tmp_path, env={}).select_swarm().name == "one"
+    [warning] = report.warnings
+    assert (warning.code, warning.severity, warning.file, warning.line) == (
+        "E_CONFIG_AGENT_UNUSED",
+        "warning",
+        "goondan.yaml",
+        report_line(tmp_path, "metadata: {name: spare}"),
+    )
+    other = "apiVersion: goondan.ai/v1\nkind: Swarm\nmetadata: {name: two}\n"
+    other += "spec: {entryAgent: Agent/spare, agents: [Agent/spare]}\n"
+    write_files(tmp_path, {"goondan.yaml": _swarms_manifest(["one"]) + "---\n" + spare + "---\n" + other})
+    second = validate_bundle(tmp_path, env={})
+    assert second.valid and second.warnings == []
+
+
+def report_line(root: Path, text: str) -> int:
+    return (root / "goondan.yaml").read_text().splitlines().index(text) + 1
+
+
 def test_of_kind_defaults_to_local_scope_and_star_means_all(sample: Path) -> None:
     bundle = load_bundle(sample, env={})
     assert [r.name for r in bundle.of_kind("Extension")] == ["local"]

@@ -46,6 +46,26 @@ def test_strict_turns_warnings_into_errors_under_their_real_codes(tmp_path: Path
     assert "STRICT_" not in proc.stdout
 
 
+def test_an_agent_no_swarm_lists_is_a_warning_at_its_line(tmp_path: Path) -> None:
+    orphan = "---\napiVersion: goondan.ai/v1\nkind: Agent\nmetadata:\n  name: orphan\nspec:\n  modelConfig:\n"
+    orphan += "    modelRef: Model/echo\n"
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE + orphan)
+    line = (bundle / "goondan.yaml").read_text().splitlines().index("  name: orphan") + 1
+    proc = gdn(tmp_path, "validate", "b")
+    assert proc.returncode == 0, proc.stdout  # a warning, not an error: the bundle still runs
+    assert "[E_CONFIG_AGENT_UNUSED] Agent/orphan is not listed in any Swarm's spec.agents" in proc.stdout
+    assert f"goondan.yaml:{line}:3" in proc.stdout and "spec.agents of Swarm/default" in proc.stdout
+    payload = json.loads(gdn(tmp_path, "validate", "b", "--format", "json").stdout)
+    assert [(w["code"], w["line"]) for w in payload["warnings"]] == [("E_CONFIG_AGENT_UNUSED", line)]
+    assert gdn(tmp_path, "validate", "b", "--strict").returncode == 4
+    assert gdn(tmp_path, "validate", "b", "--format", "github").stdout.startswith(
+        f"::warning file=b/goondan.yaml,line={line},"
+    )
+    listed = ECHO_BUNDLE.replace("[Agent/talker, Agent/helper]", "[Agent/talker, Agent/helper, Agent/orphan]")
+    write_bundle(tmp_path / "b", listed + orphan)
+    assert gdn(tmp_path, "validate", "b", "--strict").returncode == 0
+
+
 def test_missing_env_file_is_a_config_error_with_the_documented_exit_codes(tmp_path: Path) -> None:
     write_bundle(tmp_path / "b", ECHO_BUNDLE)
     validate = gdn(tmp_path, "validate", "b", "--env-file", "nosuch")

@@ -187,9 +187,35 @@ class Loader:
                     severity="warning",
                 )
             )
+        elif local_files_ok and not self.errors:
+            self._warn_unused_agents(local)
         if self.errors:
             return None
         return Bundle(self.root, self.local_package, self.resources, self.env)
+
+    def _warn_unused_agents(self, local: list[Resource]) -> None:
+        """A warning for each local Agent that no Swarm lists: it can never run, which is most often a
+        forgotten ``spec.agents`` entry (a request to it fails with ``AGENT_NOT_FOUND`` only at run
+        time). Only when every file was read and nothing else is wrong: an unreadable file, or a Swarm
+        whose ``agents`` did not parse, may be what lists it, and a wrong warning beside the real error
+        sends the user to the wrong fix."""
+        members: set[ScopeKey] = set()
+        for swarm in self.resources:
+            if isinstance(swarm.spec, SwarmSpec):
+                members |= self._member_keys(swarm, swarm.spec)
+        swarms = sorted(f"Swarm/{r.name}" for r in local if r.kind == "Swarm")
+        for agent in local:
+            if agent.kind != "Agent" or (None, "Agent", agent.name) in members:
+                continue
+            self.warnings.append(
+                agent.issue(
+                    "E_CONFIG_AGENT_UNUSED",
+                    f"{agent.key} is not listed in any Swarm's spec.agents, so it never runs",
+                    "metadata.name",
+                    f"add {agent.key} to spec.agents of {' or '.join(swarms)}, or delete it if it is left over",
+                    severity="warning",
+                )
+            )
 
     def _manifest(self, target: Path) -> Path | None:
         """The ``goondan.yaml`` that PATH names: PATH itself, or the one directly inside directory PATH.
