@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import shutil
 import subprocess
 import sys
 import time
@@ -51,7 +52,8 @@ def test_the_package_name_is_the_identity_and_survives_a_move(tmp_path: Path) ->
     run(tmp_path, bundle, "before the move", state)
     moved = tmp_path / "there"
     bundle.rename(moved)
-    run(tmp_path, moved, "after the move", state)
+    after = gdn(tmp_path, "run", str(moved), "--input", "after the move", "--state-root", str(state))
+    assert after.returncode == 0 and after.stderr == ""  # a move is not a copy: no shared-workspace warning
     [row] = listing(tmp_path, state, str(moved))
     assert row["package"] == "cli-suite" and row["bundle"] == str(moved.resolve())
     base = (Path(str(row["path"])) / "messages" / "base.jsonl").read_text()
@@ -59,6 +61,34 @@ def test_the_package_name_is_the_identity_and_survives_a_move(tmp_path: Path) ->
     other = write_bundle(tmp_path / "other", ECHO_BUNDLE.replace("name: cli-suite", "name: other-suite"))
     run(tmp_path, other, "elsewhere", state)
     assert len(list((state / "workspaces").iterdir())) == 2
+
+
+def test_a_copied_bundle_is_warned_that_it_shares_the_original_s_conversations(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    original = write_bundle(tmp_path / "bot", ECHO_BUNDLE)
+    first = gdn(tmp_path, "run", str(original), "--input", "one", "--state-root", str(state))
+    assert first.returncode == 0 and "warning" not in first.stderr
+    copy = tmp_path / "bot-v2"
+    shutil.copytree(original, copy)
+    proc = gdn(tmp_path, "run", str(copy), "--input", "two", "--state-root", str(state))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith(f"warning: this bundle shares its conversations with the bundle in {original}")
+    assert "Package 'cli-suite'" in proc.stderr
+    assert f"change metadata.name of the Package in {copy / 'goondan.yaml'} (e.g. to 'bot-v2')" in proc.stderr
+    assert "to keep sharing on purpose" in proc.stderr and proc.stdout == "echo: two\n"  # stdout stays the answer
+    again = gdn(tmp_path, "run", str(original), "--input", "three", "--state-root", str(state))
+    assert f"shares its conversations with the bundle in {copy}" in again.stderr  # each side is told
+    quiet = gdn(tmp_path, "run", str(copy), "--input", "four", "--state-root", str(state), "-q")
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    # the way to split: a Package name of its own gives the copy a workspace of its own, no warning
+    manifest = copy / "goondan.yaml"
+    manifest.write_text(manifest.read_text().replace("name: cli-suite", "name: bot-v2"))
+    split = gdn(tmp_path, "run", str(copy), "--input", "five", "--state-root", str(state))
+    assert split.returncode == 0 and split.stderr == ""
+    assert len(list((state / "workspaces").iterdir())) == 2
+    # the shared workspace last saw the copy's directory, which is another Package now: no warning
+    back = gdn(tmp_path, "run", str(original), "--input", "six", "--state-root", str(state))
+    assert back.returncode == 0 and back.stderr == ""
 
 
 def test_instance_list_shows_the_bundle_and_defaults_to_the_current_one(tmp_path: Path) -> None:

@@ -44,6 +44,7 @@ from ._output import (
     Style,
     print_error,
 )
+from ._shared_workspace import warn_if_shared
 from ._state import active_runs, socket_path, state_root, state_root_arg, write_run
 
 
@@ -79,6 +80,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ..bundle import load_bundle
 
     bundle = load_bundle(args.path, env=env, state_root=state_root_arg(args))
+    warn_if_shared(args, bundle, env)
     request = request_input(text, getattr(args, "attach", None))
     if request is not None:
         delegated = _delegate_to_active_run(args, bundle, request, env)

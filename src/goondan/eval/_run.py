@@ -27,7 +27,7 @@ from ._judge import JudgeModel
 from ._pricing import cost, price_for
 from ._suite import Scenario, Suite, slug
 
-MANIFEST = "goondan.yaml"  # what makes a directory a bundle (CONTRACT section 2)
+MANIFEST = "goondan.yaml"  # a directory is a bundle when it holds this file
 
 
 @dataclass
