@@ -473,3 +473,29 @@ def test_dynamic_tools_appear_in_the_next_step_and_later_registration_wins(tmp_p
     assert "dyn__late" in k.REQUESTS[1].tool_names
     outputs = [r["output"] for r in k.tool_results(out["history"])]
     assert outputs == [{"type": "text", "value": "second handler"}, {"type": "text", "value": "late handler"}]
+
+
+OWN_TOOL_WRAPPED = """\
+import dataclasses
+
+
+def register(api):
+    api.tools.register(
+        {"name": "own__status", "description": "s", "parameters": {"type": "object", "properties": {}}},
+        lambda ctx, args: {"ok": 1},
+    )
+
+    async def tool_call(ctx):
+        result = await ctx.next()
+        return dataclasses.replace(result, output={"wrappedBy": "own", "tool": ctx.tool_name, "inner": result.output})
+
+    api.pipeline.register("toolCall", tool_call)
+"""
+
+
+def test_tool_call_middleware_also_wraps_the_extension_s_own_tools(tmp_path: Path, state_root: Path) -> None:
+    root = bundle(tmp_path, {"own": OWN_TOOL_WRAPPED})
+    k.MODEL = scripted(call("own__status", {}), text("done"))
+    out = go(root, state_root, "go")
+    [result] = k.tool_results(out["history"])
+    assert result["output"]["value"] == {"wrappedBy": "own", "tool": "own__status", "inner": {"ok": 1}}
