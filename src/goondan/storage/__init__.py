@@ -35,19 +35,27 @@ and is kept; the newline is added before anything else is appended. Damage anywh
 from a crash and raises ``E_STORAGE_CORRUPT`` with file and line: committed data is never silently
 discarded.
 
-**Append commit** (the turn only appended messages - the common case):
+Each ``events.jsonl`` line names the base it applies on top of and carries a checksum
+(``{"base":N,"crc":C,"type":...}``, see :mod:`goondan.storage._events`).
 
-1. append the new lines to ``base.jsonl`` with one write, then ``fsync`` it;
-2. ``ftruncate(events.jsonl, 0)`` and ``fsync`` it.
+**Append commit** (the turn only appended messages - the common case), one fsync:
+
+1. append the new lines to ``base.jsonl`` with one write, then ``fsync`` it - the turn is durable;
+2. ``ftruncate(events.jsonl, 0)``, *not* fsynced.
 
 Events are cleared only after the new base is durable, so there is no instant where the turn exists in
-neither file. The window between 1 and 2 (or a crash in the middle of 1) leaves the turn in *both*
-files. ``load()`` detects it: if ``events.jsonl`` holds only appends and the tail of ``base.jsonl`` is
-exactly a prefix of those appended messages (same ids, in order - ids are unique random ids), those
-base lines are an unfinished commit; they are truncated away and the events replayed. A torn half-line
-from step 1 is first dropped as a torn tail. The store uses the append commit only when the
-``appended`` messages are exactly the append events it wrote to ``events.jsonl`` since the last commit
-and it knows how many messages base holds; otherwise it rewrites, which is always correct.
+neither file. A power loss can undo step 2 (and let the next turn's lines land over the old bytes):
+the lines left behind are tagged with a base shorter than the current one and their messages are in
+``base.jsonl``, so ``load()`` drops them (with cut or zeroed lines after the pending turn's) and keeps
+only the pending turn - and reports ``E_STORAGE_CORRUPT`` for anything no crash explains. A crash in
+the middle of step 1 leaves the turn in *both* files: the pending lines are tagged with a base
+shorter than the current one, and if ``base.jsonl``'s tail is a strict prefix of their appended
+messages (same ids, in order - ids are unique random ids), those base lines are an unfinished commit;
+they are truncated away and the events replayed. A torn half-line from step 1 is first dropped as a
+torn tail. The store uses the append commit only when the ``appended`` messages are exactly the append
+events it wrote to ``events.jsonl`` since the last commit and it knows how many messages base holds;
+otherwise it rewrites, which is always correct. Untagged lines (written by older versions) are read as
+before, and the clear after loading them is fsynced.
 
 **Rewrite commit** (replace/remove/truncate, or anything the append commit cannot prove):
 
@@ -55,7 +63,8 @@ and it knows how many messages base holds; otherwise it rewrites, which is alway
 2. write ``.commit.json`` ``{"mode": "rewrite", "inode": <inode of the tmp file>}``, fsync it and the
    directory - the marker must be durable before the rename can be;
 3. ``rename(base.jsonl.tmp, base.jsonl)`` and fsync the directory - the atomic switch;
-4. clear ``events.jsonl`` (ftruncate + fsync);
+4. clear ``events.jsonl`` (ftruncate + fsync: a rewrite may give base a length it had before, so the
+   turn's lines could not be told from a later turn's by their tag);
 5. delete the marker and fsync the directory.
 
 On load, a marker whose inode equals the inode of ``base.jsonl`` means the rename happened (step 3 done):

@@ -34,6 +34,7 @@ from ._atomic import (
     write_file_durably,
 )
 from ._attachments import attachment_id, check_id, not_found
+from ._events import CRC_KEY, TAG_KEY, scan_events, tag_line
 from ._jsonl import (
     JsonlReader,
     corrupt_error,
@@ -163,6 +164,8 @@ class FileInstanceStore:
         self._pending: list[str | None] = []
         # Set after a failed commit left base/events in a state only a full rewrite is sure to fix.
         self._force_rewrite = False
+        # Set when load() found untagged (pre-tag) event lines: the next clear is fsynced.
+        self._durable_clear = False
         # The single-writer lease, taken by load() (or clear_history) and released by close().
         self._lease: InstanceLease | None = None
 
@@ -248,6 +251,7 @@ class FileInstanceStore:
                 os.close(self._events_fd)
             self._events_fd = None
         warnings: list[dict[str, Any]] = []
+        self._durable_clear = False
         # Decoding creates hundreds of thousands of acyclic objects; pausing the cyclic GC meanwhile
         # roughly halves the load time of long conversations (nothing here creates cycles).
         gc_was_enabled = gc.isenabled()
@@ -256,9 +260,7 @@ class FileInstanceStore:
             ensure_dir(self.messages_dir)
             self._recover_marker(warnings)
             base, base_offsets = self._read_base(warnings)
-            events = self._read_events(warnings)
-            if events and base:
-                self._recover_unfinished_append(base, base_offsets, events, warnings)
+            events = self._read_events(base, base_offsets, warnings)
             self._ensure_files()
             fd = open_private(self.events_path, APPEND_FLAGS)
         except OSError as exc:
@@ -341,11 +343,54 @@ class FileInstanceStore:
         self._finish_tail(reader, warnings)
         return base, offsets
 
-    def _read_events(self, warnings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _read_events(
+        self, base: list[Message], base_offsets: array[int], warnings: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """The pending turn's events (see :mod:`goondan.storage._events` for how lines of committed
+        turns that an un-fsynced clear left behind are told apart); repairs the file and, for an
+        append commit that was cut short, base.jsonl."""
+        path = self.events_path
+        data = read_bytes(path)
+        if not data:
+            return []
+        scan = scan_events(path, data, [m.id for m in base])
+        if scan.legacy:
+            events = self._read_legacy_events(warnings)
+            if events and base:
+                self._recover_unfinished_append(base, base_offsets, events, warnings)
+            # these lines carry no tag: fsync the next clear so that they can never come back as
+            # remnants nobody can tell from the pending turn
+            self._durable_clear = True
+            return events
+        if scan.cut_base_to is not None:
+            self._cut_base(base, base_offsets, scan.cut_base_to, warnings)
+        if scan.keep_size < scan.size:
+            truncate_file(path, scan.keep_size)
+            if scan.remnants:
+                warnings.append(
+                    _warning(
+                        CODE_RECOVERED,
+                        f"dropped {scan.remnants} line(s) of already committed turns that an interrupted "
+                        "clear left in events.jsonl",
+                        path,
+                    )
+                )
+            if scan.torn_line is not None:
+                warnings.append(torn_warning(path, scan.torn_line, scan.size - scan.keep_size))
+        elif scan.unterminated:
+            terminate_line(path)
+        return scan.events
+
+    def _read_legacy_events(self, warnings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``events.jsonl`` as written before lines were tagged (tagged lines a newer writer added
+        after loading such a file are pending events too)."""
         path = self.events_path
         reader = JsonlReader(path)
         events: list[dict[str, Any]] = []
         for lineno, _offset, record in reader:
+            if isinstance(record, dict):
+                record.pop(TAG_KEY, None)
+                record.pop(CRC_KEY, None)
             try:
                 events.append(event_from_record(record))
             except GoondanError as exc:
@@ -387,12 +432,18 @@ class FileInstanceStore:
         tail = [m.id for m in base[k:]]
         if tail != [e["message"].id for e in events[: nb - k]]:
             return
+        self._cut_base(base, offsets, k, warnings)
+
+    def _cut_base(self, base: list[Message], offsets: array[int], k: int, warnings: list[dict[str, Any]]) -> None:
+        """Remove base lines ``k:`` - an append commit that died before it finished; its events are
+        replayed instead."""
+        count = len(base) - k
         truncate_file(self.base_path, offsets[k])
         del base[k:]
         warnings.append(
             _warning(
                 CODE_RECOVERED,
-                f"removed {len(tail)} line(s) of an unfinished append commit from base.jsonl; "
+                f"removed {count} line(s) of an unfinished append commit from base.jsonl; "
                 "the turn's events will be replayed",
                 self.base_path,
                 k + 1,
@@ -436,7 +487,7 @@ class FileInstanceStore:
             self._require_loaded()
             fd = self._events_fd
             assert fd is not None
-        data = _encode_json(event_to_record(event), "message event")
+        data = tag_line(_encode_json(event_to_record(event), "message event"), self._base_count)
         before = self._events_size
         try:
             if _atomic.CRASH_AT is not None and _atomic.CRASH_AT == "event_append_partial":
@@ -504,9 +555,12 @@ class FileInstanceStore:
         finally:
             os.close(fd)
         crash_point("after_base_append")
-        # base.jsonl now holds the turn durably; from here a crash is repaired by load()
-        # (_recover_unfinished_append), so a failure below must not be retried as another append.
-        self._clear_events()
+        # base.jsonl now holds the turn durably; from here a crash is repaired by load(), so a failure
+        # below must not be retried as another append. Later events apply on top of the new base.
+        self._base_count += len(appended)
+        # Not fsynced: if a power loss undoes the truncation, the lines left behind are tagged with
+        # an older base and provably in base.jsonl, and load() drops them (see _events).
+        self._clear_events(durable=self._durable_clear)
         crash_point("after_events_cleared")
 
     def _commit_rewrite(self, next_messages: Sequence[Message]) -> None:
@@ -528,7 +582,10 @@ class FileInstanceStore:
             self._force_rewrite = True
             raise _write_error(self.base_path, "rewrite", exc) from exc
         crash_point("after_rename")
-        self._clear_events()
+        self._base_count = len(next_messages)
+        # Fsynced: a rewrite may give base.jsonl a length it had before, so lines of this turn
+        # could not be told from a later turn's by their tag; and the marker must outlive them.
+        self._clear_events(durable=True)
         crash_point("after_events_cleared")
         try:
             marker.unlink()
@@ -536,16 +593,19 @@ class FileInstanceStore:
         except OSError as exc:
             raise _write_error(marker, "remove", exc) from exc
 
-    def _clear_events(self) -> None:
+    def _clear_events(self, *, durable: bool) -> None:
         fd = self._events_fd
         try:
             if fd is None:
                 fd = self._events_fd = open_private(self.events_path, APPEND_FLAGS)
             os.ftruncate(fd, 0)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         except OSError as exc:
             self._force_rewrite = True
             raise _write_error(self.events_path, "clear", exc) from exc
+        if durable:
+            self._durable_clear = False
         self._events_size = 0
         self._pending = []
 
@@ -788,6 +848,7 @@ class FileInstanceStore:
         self._base_count = 0
         self._pending = []
         self._force_rewrite = False
+        self._durable_clear = False
         self._loaded = True
         self._closed = False
 

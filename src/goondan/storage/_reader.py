@@ -32,6 +32,7 @@ import orjson
 from ..errors import GoondanError
 from ..messages import Message, event_from_record
 from ._atomic import READ_FLAGS
+from ._events import current_records
 from ._instance import BASE_FILE, EVENTS_FILE, METADATA_FILE, RUNTIME_EVENTS_FILE
 
 _CHUNK = 1 << 20
@@ -189,18 +190,16 @@ class FileInstanceReader:
                 out.append(Message.from_record(record))
         return out
 
-    def _pending(self) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        for record in self.message_events():
-            with contextlib.suppress(GoondanError):
-                out.append(event_from_record(record))
-        return out
+    def _events_bytes(self) -> bytes:
+        """The complete lines of ``events.jsonl`` (the last one may still be in flight)."""
+        try:
+            data = self.events_path.read_bytes()
+        except OSError:
+            return b""
+        return data[: data.rfind(b"\n") + 1]
 
-    def _snapshot(self) -> tuple[int | None, int, list[dict[str, Any]], list[Message] | None]:
-        """``(fd, base line count, pending events, full fold or None)``: the events are read before
-        base (module docstring); appends already at base's tail are dropped; a turn that also
-        replaced, removed or truncated is folded in full (rare, and only while such a turn runs)."""
-        events = self._pending()
+    def _open_base(self) -> tuple[int | None, int]:
+        """``base.jsonl`` opened, with its line index brought up to date, and its line count."""
         try:
             fd: int | None = os.open(self.base_path, READ_FLAGS)
         except OSError:
@@ -208,6 +207,20 @@ class FileInstanceReader:
         count = self._index_base(fd) if fd is not None else 0
         if fd is None:
             self._starts, self._ends, self._scanned, self._base_ino = array("q"), array("q"), 0, -1
+        return fd, count
+
+    def _snapshot(self) -> tuple[int | None, int, list[dict[str, Any]], list[Message] | None]:
+        """``(fd, base line count, pending events, full fold or None)``: the events are read before
+        base (module docstring) and only those tagged with base's line count are pending (lines of
+        a turn committed meanwhile, or left by an interrupted clear, are already in base); untagged
+        appends already at base's tail are dropped; a turn that also replaced, removed or truncated
+        is folded in full (rare, and only while such a turn runs)."""
+        data = self._events_bytes()
+        fd, count = self._open_base()
+        events: list[dict[str, Any]] = []
+        for record in current_records(data, count):
+            with contextlib.suppress(GoondanError):
+                events.append(event_from_record(record))
         if not events:
             return fd, count, [], None
         if all(e["type"] == "append" for e in events):
@@ -240,12 +253,11 @@ class FileInstanceReader:
                 os.close(fd)
 
     def message_events(self) -> list[dict[str, Any]]:
-        try:
-            data = self.events_path.read_bytes()
-        except OSError:
-            return []
-        end = data.rfind(b"\n")
-        return [r for r in _decode_lines(data[: end + 1]) if isinstance(r, dict)]
+        data = self._events_bytes()
+        fd, count = self._open_base()
+        if fd is not None:
+            os.close(fd)
+        return current_records(data, count)
 
     # ------------------------------------------------------------------ runtime events
 
