@@ -23,6 +23,8 @@ from typing import Any, TypeVar
 from .._content import RequestInput
 from ..errors import ConfigError, GoondanError
 from ..messages import Message
+from ..storage._events import current_records
+from ..storage._jsonl import read_bytes
 from ._cassette import Cassette, CassetteMismatch, CassetteProxy, redirect_models
 from ._models import ModelOverrides, OverrideValue
 from ._turn import Turn
@@ -209,7 +211,9 @@ class AsyncAgentRunner:
             state = instance.conversation
             return [m.copy() for m in state.next_messages] if state is not None else []
         base = [Message.from_record(r) for r in _jsonl(Path(path) / "messages" / "base.jsonl")]
-        events = [_event(r) for r in _jsonl(Path(path) / "messages" / "events.jsonl")]
+        # the pending turn's events only (lines carry the base they apply on top of; see storage._events)
+        raw = read_bytes(Path(path) / "messages" / "events.jsonl")
+        events = [_event(r) for r in current_records(raw, len(base))]
         return list(ConversationState(base, events).next_messages)
 
     async def close(self) -> None:
