@@ -32,6 +32,7 @@ from ._ipc import (
     Connection,
     Dispatcher,
     ErrorResponse,
+    Forward,
     FrameTooLarge,
     IpcError,
     Log,
@@ -246,8 +247,18 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
         # may block this process's event loop for minutes, and the host must know it is running
         (send if record.get("type") == "tool.called" else defer)(RuntimeEvent(record))
 
-    listeners = [event]
-    deltas = [lambda payload: send(TextDelta(payload))] if spec.get("deltas") else []
+    def delta(payload: Any) -> None:
+        send(TextDelta(payload))
+
+    # The engine reads these lists by reference: an empty one is its fast path (no record is even
+    # offered), which is what a host without listeners gets; ``forward`` refills or empties them.
+    listeners: list[Any] = [event] if spec.get("events", True) else []
+    deltas: list[Any] = [delta] if spec.get("deltas") else []
+
+    def on_forward(rec: Forward) -> None:
+        listeners[:] = [event] if rec.events else []
+        deltas[:] = [delta] if rec.deltas else []
+
     try:
         # opening the conversation is part of starting: a store that cannot be reached (a database
         # that is down) is reported as what it is, not as a process that died before it was ready
@@ -347,6 +358,7 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
         .on(RpcResult, backend.on_rpc_result)
         .on(Sync, on_sync)
         .on(CancelTurn, on_cancel)
+        .on(Forward, on_forward)
         .on(Shutdown, on_shutdown)
     )
     while True:

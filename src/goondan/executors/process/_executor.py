@@ -101,6 +101,8 @@ class ProcessExecutor:
             limits=ctx.agent_limits,
             output_path=self._output_path,
         )
+        # agent processes send runtime events and text deltas only while someone here listens
+        self._listeners.changed = self._orch.listeners_changed
         await self._orch.start()
 
     def _spawner_init(self) -> dict[str, Any]:

@@ -37,6 +37,10 @@ Agent channel (orchestrator ↔ agent process):
   → ``error_response`` {source, metadata{inReplyTo, errorCode, errorMessage}}: the request failed.
   → ``rpc_result`` {rpcId, ok, value?, error?}: the answer to an ``rpc``.
   → ``sync`` {id}: answer ``sync_ack`` once no turn or background work is left.
+  → ``forward`` {events, deltas}: whether to send ``runtime_event`` / ``text_delta`` records from
+    now on (the host has listeners for them, or none any more); the spawn spec's ``events`` and
+    ``deltas`` give the starting values. Without a listener nothing in the host reads them, so the
+    process does not encode and write them (it stores its runtime events itself either way).
   → ``cancel_turn`` {reason, ticket?}: cancel the running turn (``Runtime.cancel``); it commits with
     ``finish_reason`` "cancelled" and is answered by its ``turn_done`` as usual. ``ticket`` names
     the turn the orchestrator dispatched: one the process holds but has not started yet starts
@@ -62,7 +66,7 @@ Fork-server channel (host ↔ fork server, datagrams):
   → ``init`` {bundle, stateRoot, persist, env?, swarm?, store?, sysPath?}: first message; load the
     bundle and warm up.
   → ``spawn`` {id, spec}, with SCM_RIGHTS [agent socket, output pipe]: fork one agent process;
-    ``spec`` is {agent, instanceKey, deltas, logLevel} as the agent process reads it.
+    ``spec`` is {agent, instanceKey, events, deltas, logLevel} as the agent process reads it.
   ← ``ready`` {pid} / ``start_error`` {error}: the answer to ``init``.
   ← ``spawned`` {id, pid}; ``exited`` {pid, code} (``code`` < 0: killed by that signal).
 
@@ -290,6 +294,14 @@ class RpcResult(Record):
 class Sync(Record):
     KIND: ClassVar[str] = "sync"
     id: str
+
+
+@_record
+@dataclasses.dataclass(slots=True)
+class Forward(Record):
+    KIND: ClassVar[str] = "forward"
+    events: bool
+    deltas: bool
 
 
 @_record
@@ -664,15 +676,20 @@ class Connection:
     :meth:`defer` is ``send`` for messages nobody waits on (an agent process's runtime events): they
     are written together, in one ``write``, at the end of the current event-loop iteration or right
     before the next :meth:`send`, whichever comes first, so the stream keeps its order and a turn's
-    burst of records wakes the peer once instead of once per record."""
+    burst of records wakes the peer once instead of once per record.
 
-    __slots__ = ("_deferred", "closed", "reader", "writer")
+    ``received`` and ``writes`` count the messages read and the ``write`` calls made (each one a
+    syscall that wakes the peer): what tests and benchmarks look at to see what a turn costs."""
+
+    __slots__ = ("_deferred", "closed", "reader", "received", "writer", "writes")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
         self.closed = False
         self._deferred: list[bytes] = []
+        self.received = 0
+        self.writes = 0
 
     def send(self, msg: dict[str, Any]) -> bool:
         """Queue one message; ``False`` when the peer is gone. Raises ``TypeError`` for values
@@ -707,6 +724,7 @@ class Connection:
         return self._write(data)
 
     def _write(self, data: bytes) -> bool:
+        self.writes += 1
         try:
             self.writer.write(data)
         except (ConnectionError, RuntimeError):
@@ -722,9 +740,12 @@ class Connection:
         """The next message or ``None`` when the peer is gone; :class:`IpcError` (incl.
         :class:`FrameTooLarge`) for one bad frame, after which the stream goes on."""
         try:
-            return await read_message(self.reader)
+            msg = await read_message(self.reader)
         except (ConnectionError, OSError):
             return None
+        if msg is not None:
+            self.received += 1
+        return msg
 
     def close(self) -> None:
         if not self.closed:

@@ -48,6 +48,7 @@ from ._ipc import (
     Connection,
     Dispatcher,
     ErrorResponse,
+    Forward,
     FrameTooLarge,
     IpcError,
     Log,
@@ -133,6 +134,8 @@ class InstanceHandle:
         self.steering = False  # its agent takes messages into a running turn (Agent.spec.steering)
         self.steered: dict[str, _Work] = {}  # turns sent while ``current`` runs, by ticket
         self.output: OutputSink | None = None
+        # what its process was told to send (runtime events, text deltas): see Orchestrator.forwarding
+        self.forwarding = (True, True)
 
     @property
     def name(self) -> str:
@@ -216,7 +219,6 @@ class Orchestrator:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reconciler: asyncio.Task[None] | None = None
         self.closing = False
-        self.wants_deltas = False
         self.turns_dispatched = 0
 
     # --- start / stop ----------------------------------------------------------------------------
@@ -349,6 +351,27 @@ class Orchestrator:
         h = self.handles.get((agent, key))
         return h.status if h else None
 
+    @property
+    def forwarding(self) -> tuple[bool, bool]:
+        """Whether agent processes should send their runtime events and text deltas: only while a
+        listener in this process reads them. Without one, a turn's burst of records (8 in a turn
+        with one tool call) would be encoded, written, read, decoded and dropped here."""
+        return bool(self.listeners), bool(self.delta_listeners)
+
+    def listeners_changed(self) -> None:
+        """A listener came or went: tell every running process what to send from now on. The
+        ``forward`` record goes ahead of any turn dispatched after the change, so a listener that
+        subscribes before a request sees all of that turn's records."""
+        for h in self.handles.values():
+            self._forward(h)
+
+    def _forward(self, h: InstanceHandle) -> None:
+        want = self.forwarding
+        if h.forwarding == want or h.conn is None:
+            return
+        if h.conn.send_record(Forward(*want), ORCHESTRATOR, h.agent):
+            h.forwarding = want
+
     def _admit(self, target: str, key: str) -> None:
         """An agent asks for ``target@key``: a new instance must pass the swarm's spawn limits."""
         h = self.handles.get((target, key))
@@ -368,7 +391,9 @@ class Orchestrator:
         spec = {
             "agent": h.agent,
             "instanceKey": h.key,
-            "deltas": bool(self.delta_listeners),
+            # what it sends at start; a change of listeners while it runs is a ``forward`` record
+            "events": self.forwarding[0],
+            "deltas": self.forwarding[1],
             # the process logs at the host's level and sends its records here (``log`` events)
             "logLevel": logging.getLogger("goondan").getEffectiveLevel(),
         }
@@ -400,7 +425,9 @@ class Orchestrator:
         h.exited = asyncio.get_running_loop().create_future()
         h.acked = None
         self._by_pid[pid] = h
+        h.forwarding = (bool(spec["events"]), bool(spec["deltas"]))
         h.spawn_task = None
+        self._forward(h)  # listeners that changed while it was being forked
         self._track(self._read_loop(h, conn, ready))
 
     # --- messages from agent processes ---------------------------------------------------------------
@@ -690,6 +717,8 @@ class Orchestrator:
 
     def _pump(self, h: InstanceHandle) -> None:
         while h.status == "idle" and h.current is None and h.queue and h.conn is not None and h.stop_task is None:
+            if h.forwarding != self.forwarding:  # the lists changed without listeners_changed()
+                self._forward(h)
             work = h.queue.popleft()
             self.turns_dispatched += 1
             work.ticket, work.accepted = str(self.turns_dispatched), False
