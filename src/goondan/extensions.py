@@ -195,6 +195,20 @@ class StateBackend(Protocol):
     def save_extension_state(self, extension_name: str, value: Any) -> None: ...
 
 
+_NULL = b"null"
+
+
+def _compact(data: bytes) -> bytes:
+    """``data`` in a bytes object of its own size: orjson's result keeps the 4 KiB buffer it wrote
+    into, and a snapshot lives as long as its agent instance."""
+    return _NULL if data == _NULL else memoryview(data).tobytes()
+
+
+def _snapshot(value: Any) -> bytes:
+    """What :attr:`ExtensionState.dirty` compares with: shared for the usual no-state-yet (``None``)."""
+    return _NULL if value is None else _compact(dumps(value))
+
+
 class ExtensionState:
     """``api.state``: one JSON value per extension per agent instance. Restored when the instance
     starts, written at turn end only when it changed."""
@@ -205,7 +219,7 @@ class ExtensionState:
         self._backend = backend
         self._name = name
         self._value: Any = backend.load_extension_state(name)
-        self._saved: bytes = dumps(self._value)
+        self._saved: bytes = _snapshot(self._value)
 
     async def get(self) -> Any:
         """The current value (a copy: changing it changes nothing until ``set``), or ``None``."""
@@ -233,7 +247,7 @@ class ExtensionState:
         if data == self._saved:
             return False
         self._backend.save_extension_state(self._name, self._value)
-        self._saved = data
+        self._saved = _compact(data)
         return True
 
 
