@@ -197,6 +197,17 @@ def gdn_run(tmp_path: Path, bundle: Path, *args: str, stdin: str | None = None, 
                 proc.wait()
 
 
+def gdn_run_to_end(tmp_path: Path, bundle: Path, timeout: float = 30, **env: str) -> subprocess.CompletedProcess[str]:
+    """`gdn run` that is expected to stop by itself (a start that fails): its exit code and output."""
+    return subprocess.run(
+        [sys.executable, "-m", "goondan", "run", str(bundle), "--state-root", str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        env=gdn_env(tmp_path, **env),
+        timeout=timeout,
+    )
+
+
 def post(url: str, body: bytes, headers: dict[str, str] | None = None, timeout: float = 15) -> tuple[int, Any]:
     req = urllib.request.Request(url, data=body, method="POST", headers=headers or {})
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))

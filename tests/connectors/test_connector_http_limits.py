@@ -7,6 +7,7 @@ tests hold for any server put behind the connectors later.
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import time
@@ -103,6 +104,32 @@ def test_malformed_or_oversized_requests_get_the_matching_4xx(
     with server() as port:
         assert status(exchange(port, raw, half_close=False)) == expected
     _no_tracebacks(caplog)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected", "reason"),
+    [
+        (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (2 << 20), 413, "body_too_large"),
+        (
+            b"GET / HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-H%d: v\r\n" % i for i in range(200)) + b"\r\n",
+            431,
+            "headers_too_large",
+        ),
+        (b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n", 431, "headers_too_large"),
+        (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414, "target_too_long"),
+        (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 400, "bad_request"),
+        (b"GET / HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n", 400, "bad_request"),
+    ],
+)
+def test_refusals_answer_json_with_a_reason_code_like_the_connectors_own_errors(
+    shared_port: int, raw: bytes, expected: int, reason: str
+) -> None:
+    response = exchange(shared_port, raw, half_close=False)
+    head, _, body = response.partition(b"\r\n\r\n")
+    assert status(response) == expected
+    assert b"content-type: application/json" in head.lower(), head
+    payload = json.loads(body)
+    assert payload["ok"] is False and payload["reason"] == reason and payload["error"], payload
 
 
 def test_body_over_the_limit_gets_413_even_while_it_is_being_sent(caplog: pytest.LogCaptureFixture) -> None:

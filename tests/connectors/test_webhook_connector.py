@@ -130,42 +130,25 @@ def test_sigterm_stops_gdn_run_and_its_connector_processes(tmp_path: Path) -> No
 
 
 def test_missing_secret_variable_is_a_config_error_before_anything_starts(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    from cn_testkit import gdn_env
+    from cn_testkit import gdn_run_to_end
 
     bundle = connector_bundle(tmp_path / "b", connection(free_port()))
-    proc = subprocess.run(
-        [sys.executable, "-m", "goondan", "run", str(bundle), "--state-root", str(tmp_path / "s")],
-        capture_output=True,
-        text=True,
-        env=gdn_env(tmp_path),
-        timeout=30,
-    )
+    proc = gdn_run_to_end(tmp_path, bundle)
     assert proc.returncode == 3
     assert "[E_CONFIG_ENV_MISSING]" in proc.stderr and "HOOK_SECRET" in proc.stderr
 
 
 def test_a_busy_port_fails_the_start_with_the_connectors_error(tmp_path: Path) -> None:
     import socket
-    import subprocess
-    import sys
 
-    from cn_testkit import gdn_env
+    from cn_testkit import gdn_run_to_end
 
     with socket.socket() as blocker:
         blocker.bind(("127.0.0.1", 0))
         blocker.listen()
         port = blocker.getsockname()[1]
         bundle = connector_bundle(tmp_path / "b", connection(port))
-        proc = subprocess.run(
-            [sys.executable, "-m", "goondan", "run", str(bundle), "--state-root", str(tmp_path / "s")],
-            capture_output=True,
-            text=True,
-            env=gdn_env(tmp_path, HOOK_SECRET=SECRET),
-            timeout=30,
-        )
+        proc = gdn_run_to_end(tmp_path, bundle, HOOK_SECRET=SECRET)
     assert proc.returncode == 1
     assert "[E_CONNECTOR_START] Connection/hook (webhook)" in proc.stderr and "in use" in proc.stderr
     assert "OSError" not in proc.stderr and "config.port" in proc.stderr  # what to change, not an errno

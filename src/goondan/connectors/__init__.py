@@ -3,14 +3,15 @@
 A connector is a Python file with ``async def run(ctx)``. It runs in its own process
 (:mod:`goondan.connectors.host`) under ``gdn run``; ``ctx.emit(event)`` sends a ConnectorEvent
 ``{name, message, properties, instanceKey}`` and returns a future of the agent's :class:`Reply`, which
-is how replies go back out through the connector that received the event. Connections route events to
+is how replies go back out through the connector that received the event; ``ctx.stream(event)`` also
+yields the reply's text as the model writes it (:class:`ReplyStream`). Connections route events to
 agents (:func:`route_event`). The helpers below are what the built-in connectors use: ``serve_http``
 (webhooks on uvicorn + Starlette, with the limits of :mod:`goondan.connectors._http`),
 ``http_request`` (the shared pooled client, :mod:`goondan._http_client`) and signature checks.
 """
 
 from ._attachments import download_part
-from ._context import ConnectorContext, Reply, check_event, message_text, request_input
+from ._context import ConnectorContext, Reply, ReplyDelta, ReplyStream, check_event, message_text, request_input
 from ._http import ClientResponse, HttpRequest, HttpResponse, HttpServer, http_request, serve_http
 from ._routing import RouteDecision, Rule, route_event, rule_matches, rules_from_ingress, stringify_properties
 from ._signatures import (
@@ -32,6 +33,8 @@ __all__ = [
     "HttpServer",
     "ReplayGuard",
     "Reply",
+    "ReplyDelta",
+    "ReplyStream",
     "RouteDecision",
     "Rule",
     "check_event",

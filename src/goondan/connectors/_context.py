@@ -29,6 +29,65 @@ class Reply:
         return self.error is None and self.finish_reason != "error"
 
 
+@dataclass(frozen=True, slots=True)
+class ReplyDelta:
+    """Text the model has written so far of a streamed event's reply, in model step ``step`` (a turn
+    that calls tools has several steps; the reply is the last step's text)."""
+
+    text: str
+    step: int = 0
+
+
+class ReplyStream:
+    """A streamed event's turn as it happens: ``async for delta in stream`` yields :class:`ReplyDelta`
+    in order while the model writes, and ends when the turn does; ``await stream.reply`` is its
+    :class:`Reply` (the whole text, or the error).
+
+    Deltas arrive over the connector channel whether or not anyone reads them, so this buffers; a
+    consumer that falls behind (a slow HTTP client) gets what piled up joined into one delta per step
+    instead of one object per token. The buffer therefore holds at most the text the turn has written,
+    which the final reply carries anyway. :meth:`close` drops the buffer and later deltas (the client
+    is gone); the turn itself runs on and its reply still resolves."""
+
+    __slots__ = ("_buffer", "_closed", "_wake", "reply")
+
+    def __init__(self, reply: asyncio.Future[Reply]) -> None:
+        self.reply = reply
+        self._buffer: list[tuple[int, list[str]]] = []
+        self._closed = False
+        self._wake = asyncio.Event()
+        reply.add_done_callback(lambda _f: self._wake.set())
+
+    def _push(self, text: str, step: int) -> None:
+        if self._closed or not text:
+            return
+        if self._buffer and self._buffer[-1][0] == step:
+            self._buffer[-1][1].append(text)
+        else:
+            self._buffer.append((step, [text]))
+        self._wake.set()
+
+    def close(self) -> None:
+        """Stop buffering: nobody reads this stream any more."""
+        self._closed = True
+        self._buffer.clear()
+        self._wake.set()
+
+    def __aiter__(self) -> ReplyStream:
+        return self
+
+    async def __anext__(self) -> ReplyDelta:
+        # cancellation-safe: the only await is the wake-up, nothing is taken before it returns
+        while True:
+            if self._buffer:
+                step, parts = self._buffer.pop(0)
+                return ReplyDelta("".join(parts), step)
+            if self._closed or self.reply.done():
+                raise StopAsyncIteration
+            self._wake.clear()
+            await self._wake.wait()
+
+
 def check_event(event: Any) -> dict[str, Any]:
     """Validate a ConnectorEvent and return a normalized copy; ``ValueError`` says what is wrong."""
     if not isinstance(event, Mapping):
@@ -127,18 +186,37 @@ class ConnectorContext:
         self._on_ready = on_ready
         self._ids = itertools.count(1)
         self._pending: dict[str, asyncio.Future[Reply]] = {}
+        self._streams: dict[str, ReplyStream] = {}
 
     def emit(self, event: Mapping[str, Any]) -> asyncio.Future[Reply]:
+        return self._emit(event, None)
+
+    def stream(self, event: Mapping[str, Any]) -> ReplyStream:
+        """:meth:`emit`, and the turn's text as the model writes it: see :class:`ReplyStream`.
+
+        Deltas cross from ``gdn run`` to this process only for events sent this way. A Connection
+        whose ``config.replyMode`` is ``stream`` has its agents stream from their first turn on; for
+        other Connections, agent processes already running when the first streamed event comes
+        answer in one piece (the stream yields nothing; the reply is complete all the same)."""
+        future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        stream = ReplyStream(future)
+        self._emit(event, stream)
+        return stream
+
+    def _emit(self, event: Mapping[str, Any], stream: ReplyStream | None) -> asyncio.Future[Reply]:
         normalized = check_event(event)
         event_id = f"{next(self._ids)}"
-        future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        future = stream.reply if stream is not None else asyncio.get_running_loop().create_future()
         self._pending[event_id] = future
+        if stream is not None:
+            self._streams[event_id] = stream
         self._on_ready()  # a connector that emits is evidently up
         try:
-            self._send(ConnectorEvent(event_id, normalized))
+            self._send(ConnectorEvent(event_id, normalized, stream is not None))
         except FrameTooLarge as exc:
             # nothing was sent: this one event fails, the connector and its channel go on
             self._pending.pop(event_id, None)
+            self._streams.pop(event_id, None)
             future.set_result(Reply(None, "error", frame_error(exc).to_dict()))
         return future
 
@@ -158,7 +236,13 @@ class ConnectorContext:
         value = self.config.get(name)
         return value if value not in (None, "") else default
 
+    def _delta(self, event_id: str, text: str, step: int) -> None:
+        stream = self._streams.get(event_id)
+        if stream is not None:
+            stream._push(text, step)
+
     def _resolve(self, event_id: str, reply: Reply) -> None:
+        self._streams.pop(event_id, None)
         future = self._pending.pop(event_id, None)
         if future is not None and not future.done():
             future.set_result(reply)
@@ -168,6 +252,7 @@ class ConnectorContext:
             if not future.done():
                 future.set_result(Reply(None, "error", {"code": "E_CONNECTOR_STOPPED", "message": reason}))
         self._pending.clear()
+        self._streams.clear()
 
 
-__all__ = ["ConnectorContext", "Reply", "check_event", "message_text", "request_input"]
+__all__ = ["ConnectorContext", "Reply", "ReplyDelta", "ReplyStream", "check_event", "message_text", "request_input"]

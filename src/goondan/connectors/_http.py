@@ -16,7 +16,11 @@ pipelining, ``Expect: 100-continue``, chunked bodies) the server enforces:
 - a cap on concurrent connections and requests (503).
 
 The handler sees the exact bytes of the body, which signature checks need. Every refusal is one
-warning line in ``goondan.connectors.http``; an exception in a handler is a 500 without details.
+warning line in ``goondan.connectors.http`` and a JSON answer ``{"ok": false, "reason", "error"}``
+(:func:`~goondan.connectors._http_protocol.refusal_body`); an exception in a handler is a 500
+without details. A handler may answer with a body it produces as it goes
+(:meth:`HttpResponse.event_stream`, Server-Sent Events): each chunk is written when yielded, flow
+control holds the producer while the client reads slowly, and a client that hangs up cancels it.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import errno
 import json
 import logging
 import socket
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
@@ -77,6 +81,20 @@ class HttpResponse:
     status: int = 200
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
+    stream: AsyncIterator[bytes] | None = None
+    """When set, the body (instead of ``body``): chunks written as they are yielded. A client that
+    hangs up cancels the iterator where it waits, so its ``finally`` runs."""
+
+    @classmethod
+    def event_stream(cls, events: AsyncIterator[bytes], status: int = 200) -> HttpResponse:
+        """A ``text/event-stream`` answer (Server-Sent Events) whose events ``events`` yields, already
+        encoded. Caches and proxies are told not to hold it back (``no-cache``, ``X-Accel-Buffering``)."""
+        headers = {
+            "Content-Type": "text/event-stream; charset=utf-8",
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+        }
+        return cls(status, b"", headers, events)
 
     @classmethod
     def json(cls, status: int, payload: Any) -> HttpResponse:
@@ -117,12 +135,15 @@ def _head_refusal(scope: Scope, max_body: int) -> tuple[int, str] | None:
 def _asgi_app(handler: Handler, max_body: int) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
     """One ASGI app for the whole port: connectors route by path themselves (404/405 are theirs)."""
     from starlette.requests import ClientDisconnect, Request
-    from starlette.responses import Response
+    from starlette.responses import Response, StreamingResponse
 
-    def plain(status: int, detail: str) -> Response:
+    from ._http_protocol import refusal_body
+
+    def refuse(status: int, detail: str) -> Response:
         # closing (lingering while the client still sends, see _http_protocol): a refused request
         # says nothing good about the rest of the connection
-        return Response(detail, status, media_type="text/plain; charset=utf-8", headers={"Connection": "close"})
+        body = refusal_body(status, detail)
+        return Response(body, status, media_type="application/json", headers={"Connection": "close"})
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -132,7 +153,7 @@ def _asgi_app(handler: Handler, max_body: int) -> Callable[[Scope, Receive, Send
         refusal = _head_refusal(scope, max_body)
         if refusal is not None:
             log.warning("refused a request from %s with %d: %s", peer, *refusal)
-            await plain(*refusal)(scope, receive, send)
+            await refuse(*refusal)(scope, receive, send)
             return
         request = Request(scope, receive)
         body = bytearray()
@@ -142,7 +163,7 @@ def _asgi_app(handler: Handler, max_body: int) -> Callable[[Scope, Receive, Send
                 if len(body) > max_body:
                     detail = f"body over the {max_body}-byte limit"
                     log.warning("refused a request from %s with 413: %s", peer, detail)
-                    await plain(413, detail)(scope, receive, send)
+                    await refuse(413, detail)(scope, receive, send)
                     return
         except ClientDisconnect:
             log.info("client %s hung up before sending its whole body", peer)
@@ -159,6 +180,18 @@ def _asgi_app(handler: Handler, max_body: int) -> Callable[[Scope, Receive, Send
         except Exception:
             log.exception("connector HTTP handler failed")
             response = HttpResponse.json(500, {"ok": False, "error": "internal error"})
+        if response.stream is not None:
+            streamed = StreamingResponse(response.stream, response.status, headers=response.headers)
+            try:
+                await streamed(scope, receive, send)
+            except ClientDisconnect:
+                log.info("client %s hung up during a streamed answer", peer)
+            finally:
+                # a hang-up while a chunk was being written leaves the generator at its yield
+                aclose = getattr(response.stream, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            return
         out = Response(response.body, response.status, headers=response.headers)
         await out(scope, receive, send)
 

@@ -15,7 +15,8 @@ uvicorn (with h11 parsing) serves the connectors' webhooks; this subclass adds, 
   reads it (a client still uploading a too-large body would see "connection reset", not 413);
 - **half-closed clients** (``curl`` and others shut their sending side after the request) still
   get their answer; uvicorn would close at once. A client that hangs up halfway through a request
-  gets nothing and is not an error.
+  gets nothing and is not an error. Once a streamed answer has begun, the end of the client's side
+  is its hang-up: the stream stops (its producer is cancelled) rather than writing to nobody.
 
 Everything else (keep-alive, pipelining, ``Expect: 100-continue``, flow control, concurrency
 limit) is uvicorn's.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import http
+import json
 import logging
 import socket
 from typing import Any
@@ -54,13 +56,31 @@ class _RecordingConnection(h11.Connection):
             raise
 
 
+REFUSAL_REASONS = {
+    400: "bad_request",
+    408: "request_timeout",
+    413: "body_too_large",
+    414: "target_too_long",
+    431: "headers_too_large",
+    505: "unsupported_version",
+}
+
+
+def refusal_body(status: int, detail: str) -> bytes:
+    """What a refused request is answered with: JSON in the shape of the connectors' own errors
+    (``{"ok": false, "reason": <code>, "error": <what was wrong>}``), so a client parses every
+    error of a webhook port the same way, whichever layer refused it."""
+    reason = REFUSAL_REASONS.get(status, "bad_request")
+    return json.dumps({"ok": False, "reason": reason, "error": detail}).encode("utf-8")
+
+
 def raw_response(status: int, detail: str) -> bytes:
     """A complete ``Connection: close`` response, written directly: the refusals happen where h11's
     own state machine may not allow a response (half a request line, a timed-out head)."""
-    body = detail.encode("utf-8")
+    body = refusal_body(status, detail)
     phrase = http.HTTPStatus(status).phrase
     head = (
-        f"HTTP/1.1 {status} {phrase}\r\ncontent-type: text/plain; charset=utf-8\r\n"
+        f"HTTP/1.1 {status} {phrase}\r\ncontent-type: application/json\r\n"
         f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
     )
     return head.encode("latin-1") + body
@@ -203,6 +223,12 @@ class GuardedH11Protocol(H11Protocol):
         self._peer_eof = True
         whole_request = self.conn.their_state in (h11.DONE, h11.MUST_CLOSE)
         if whole_request and self.cycle is not None and not self.cycle.response_complete:
+            if self.cycle.response_started:
+                # a streamed answer (Server-Sent Events) is under way: a client that closes now is
+                # gone, not waiting; closing ends the stream at once instead of at a failed write
+                log.info("client %s hung up during a streamed answer", self._peer())
+                self.transport.close()
+                return None
             return True  # keep the sending side open for the answer; closed in on_response_complete
         if self.conn.their_state is not h11.IDLE or self.conn.trailing_data[0]:
             log.info("client %s hung up before sending a whole request", self._peer())
@@ -227,4 +253,4 @@ class GuardedH11Protocol(H11Protocol):
         super().shutdown()
 
 
-__all__ = ["LINGER_BYTES", "LINGER_SECONDS", "GuardedH11Protocol", "raw_response"]
+__all__ = ["LINGER_BYTES", "LINGER_SECONDS", "REFUSAL_REASONS", "GuardedH11Protocol", "raw_response", "refusal_body"]

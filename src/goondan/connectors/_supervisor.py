@@ -3,6 +3,14 @@
 Events enter the swarm only through the public Runtime API (``rt.request``), with the connector's
 ``properties`` in the event metadata so that agents and extensions see them in
 ``ctx.runtime.inbound.event_metadata``. The reply goes back to the host that sent the event.
+
+Streamed replies: an event the host sent with ``stream`` (``ctx.stream``) gets its turn's text
+deltas (``Runtime.on_text_delta``) as ``connector_delta`` records ahead of the reply. The turn is
+given a trace id of its own, which every delta of it carries, so deltas of other turns (another
+request on the same conversation, an agent it calls) are never mixed in. The supervisor listens to
+deltas only when a Connection streams: ``config.replyMode: stream`` (subscribed at start, before an
+agent process is spawned, so that every process streams), or the first streamed event of another
+Connection; without one, nothing changes for any turn.
 """
 
 from __future__ import annotations
@@ -16,10 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._ids import new_trace_id
 from ..errors import GoondanError
 from ..executors.process._clock import Clock, RealClock
 from ..executors.process._ipc import (
     Connection,
+    ConnectorDelta,
     ConnectorEvent,
     ConnectorReply,
     ConnectorStart,
@@ -116,6 +126,21 @@ def plan_connections(bundle: Any, swarm: Any, env: Mapping[str, str]) -> list[Co
     return plans
 
 
+def streams_replies(plan: ConnectionPlan) -> bool:
+    """Whether the Connection answers with streamed replies (``config.replyMode: stream``)."""
+    return plan.config.get("replyMode", "").strip().lower() == "stream"
+
+
+@dataclass(frozen=True, slots=True)
+class _Streamed:
+    """A turn a streamed event waits on: whose deltas to forward, and where."""
+
+    agent: str
+    instance_key: str
+    event_id: str
+    child: _Child
+
+
 @dataclass
 class _Child:
     pid: int
@@ -169,6 +194,8 @@ class ConnectorProcess:
         self.delays: list[float] = []  # the restart delays so far, ms
         self.exit_code: int | None = None
         self._last_failure: str | None = None
+        self._streams: dict[str, _Streamed] = {}  # by the turn's trace id
+        self._off_deltas: Callable[[], None] | None = None
 
     @property
     def name(self) -> str:
@@ -195,6 +222,8 @@ class ConnectorProcess:
             fut.set_result(code)
 
     async def start(self, timeout: float = START_TIMEOUT_SECONDS) -> None:
+        if streams_replies(self.plan):
+            self._listen_deltas()
         loop = asyncio.get_running_loop()
         pid, conn = await self._spawner.spawn(HOST_MODULE, ["--log-level", self.log_level])
         exited: asyncio.Future[int] = loop.create_future()
@@ -344,8 +373,25 @@ class ConnectorProcess:
             return
         self._done.set()
 
+    def _listen_deltas(self) -> None:
+        if self._off_deltas is None:
+            self._off_deltas = self.runtime.on_text_delta(self._on_delta)
+
+    def _on_delta(self, payload: Mapping[str, Any]) -> None:
+        """Forward a delta of a turn a streamed event waits on (called for every turn's deltas)."""
+        target = self._streams.get(str(payload.get("traceId")))
+        if target is None or payload.get("agentName") != target.agent:
+            return
+        if payload.get("instanceKey") != target.instance_key:
+            return
+        step = payload.get("stepIndex")
+        delta = ConnectorDelta(target.event_id, str(payload.get("delta", "")), step if isinstance(step, int) else 0)
+        with contextlib.suppress(IpcError):  # the host is gone, or a delta too large: the reply still follows
+            target.child.conn.send_record(delta, SUPERVISOR, self.plan.name)
+
     async def _handle(self, child: _Child, message: ConnectorEvent) -> None:
         event_id = message.id
+        trace: str | None = None
         try:
             event = check_event(message.event)
             if self.plan.events and event["name"] not in self.plan.events:
@@ -372,6 +418,10 @@ class ConnectorProcess:
             elif not event.get("attachments") and is_cancel_command(event["message"].get("text")):
                 result = await cancel_command(self.runtime, decision.agent, decision.instance_key)
             else:
+                if message.stream:
+                    self._listen_deltas()
+                    trace = new_trace_id()
+                    self._streams[trace] = _Streamed(decision.agent, decision.instance_key, event_id, child)
                 result = await self.runtime.request(
                     request_input(event),
                     agent=decision.agent,
@@ -382,6 +432,7 @@ class ConnectorProcess:
                         "event": event["name"],
                         "properties": properties,
                     },
+                    trace_id=trace,
                     source={"kind": "connector", "name": self.plan.connector},
                 )
             reply = ConnectorReply(event_id, reply_text(result), result.finish_reason, result.error)
@@ -391,6 +442,9 @@ class ConnectorProcess:
                 exc.to_dict() if isinstance(exc, GoondanError) else {"code": "E_CONNECTOR_EVENT", "message": str(exc)}
             )
             reply = ConnectorReply(event_id, None, "error", error)
+        finally:
+            if trace is not None:
+                self._streams.pop(trace, None)
         try:
             child.conn.send_record(reply, SUPERVISOR, self.plan.name)
         except FrameTooLarge as exc:  # nothing was sent: the connector gets the error instead
@@ -401,6 +455,9 @@ class ConnectorProcess:
 
     async def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
         self._stopping = True
+        if self._off_deltas is not None:
+            self._off_deltas()
+            self._off_deltas = None
         if self._respawn_task is not None and not self._respawn_task.done():
             self._respawn_task.cancel()
         try:

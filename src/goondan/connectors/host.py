@@ -22,6 +22,7 @@ from .._http_client import aclose_shared
 from ..errors import GoondanError
 from ..executors.process._ipc import (
     Connection,
+    ConnectorDelta,
     ConnectorReply,
     ConnectorStart,
     ConnectorStopped,
@@ -108,6 +109,7 @@ async def _serve(fd: int) -> int:
     table = (
         Dispatcher(f"connector host {me}", log)
         .on(ConnectorReply, lambda rec: ctx._resolve(rec.id, Reply(rec.text, rec.finish_reason, rec.error)))
+        .on(ConnectorDelta, lambda rec: ctx._delta(rec.id, rec.delta, rec.step))
         .on(Shutdown, lambda _rec: shutdown.set())
     )
 

@@ -1,39 +1,112 @@
 """Built-in ``webhook`` connector: a generic JSON webhook over HTTP.
 
 Config: ``host`` (127.0.0.1), ``port`` (8080), ``path`` (/), ``replyMode`` ``sync`` (answer with the
-agent's reply, the default) or ``async`` (202 at once), ``requireSignature`` (``true`` when a secret
-is set). Secret ``signingSecret`` (or ``WEBHOOK_SECRET``/``SIGNING_SECRET``): the ``X-Signature-256``
-(or ``X-Hub-Signature-256``/``X-Signature``) header must be the hex HMAC-SHA256 of the raw body,
-``sha256=`` prefix and upper-case hex allowed. Rejected requests get 401 and are never emitted; a
+agent's reply, the default), ``async`` (202 at once) or ``stream`` (Server-Sent Events as the model
+writes, see below), ``requireSignature`` (``true`` when a secret is set). Secret ``signingSecret``
+(or ``WEBHOOK_SECRET``/``SIGNING_SECRET``): the ``X-Signature-256`` (or ``X-Hub-Signature-256``/
+``X-Signature``) header must be the hex HMAC-SHA256 of the raw body, ``sha256=`` prefix and
+upper-case hex allowed. Rejected requests get 401 and are never emitted; a
 body whose signature was already accepted within 10 minutes is a replay and is rejected the same way,
 however its signature header is spelled (the guard remembers the verified content, not the header).
 
 Body: ``{"text"|"message": ..., "name"|"event": ..., "instanceKey": ..., "properties": {...}}``.
+
+``replyMode: stream`` answers an accepted request with ``200`` ``text/event-stream``: an
+``event: delta`` per piece of text (``{"text", "step"}``; ``step`` counts the turn's model calls),
+then one ``event: done`` (``{"ok": true, "text": <the whole reply>, "finishReason"}``) or ``event:
+error`` (``{"ok": false, "error": {"code", "message", ...}}``), and the response ends. A ``: keep-alive``
+comment goes out after :data:`KEEPALIVE_SECONDS` without an event (proxies close silent
+connections). Pieces a slow client has not read yet are joined, so memory stays bounded by the
+reply. A client that hangs up does not cancel the turn: it runs to its end and is kept in the
+conversation. A request whose ``Accept`` names JSON and not ``text/event-stream`` gets the ``sync``
+answer, so one Connection serves both kinds of client. Refusals (401, 400, ...) stay JSON.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from goondan.connectors import (
     HttpRequest,
     HttpResponse,
     ReplayGuard,
+    Reply,
+    ReplyStream,
     content_key,
     serve_http,
     verify_hmac_sha256,
 )
+from goondan.errors import GoondanError
 
 _SIG_HEADERS = ("x-signature-256", "x-hub-signature-256", "x-signature")
+REPLY_MODES = ("sync", "async", "stream")
+KEEPALIVE_SECONDS = 15.0
+
+
+def reply_mode(ctx: Any) -> str:
+    """``config.replyMode``, checked: a misspelt mode fails the start instead of answering some
+    other way than the author meant."""
+    mode = str(ctx.setting("replyMode", "sync")).strip().lower()
+    if mode not in REPLY_MODES:
+        raise GoondanError(
+            "E_CONNECTOR_CONFIG",
+            f"Connection/{ctx.connection}: webhook replyMode {mode!r} is not one of {', '.join(REPLY_MODES)}",
+            suggestion="Set config.replyMode to sync (answer with the reply), async (202 at once) or stream "
+            "(Server-Sent Events while the model writes).",
+        )
+    return mode
+
+
+def _sse(event: str, data: Any) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def _failure(reply: Reply) -> dict[str, Any]:
+    error = dict(reply.error or {})
+    error.setdefault("code", "E_CONNECTOR_EVENT")
+    error.setdefault("message", "the turn failed")
+    return error
+
+
+async def _events(ctx: Any, stream: ReplyStream) -> AsyncIterator[bytes]:
+    """The SSE body of one streamed reply (see the module docstring)."""
+    finished = False
+    try:
+        while True:
+            try:
+                async with asyncio.timeout(KEEPALIVE_SECONDS):
+                    delta = await anext(stream, None)
+            except TimeoutError:
+                yield b": keep-alive\n\n"
+                continue
+            if delta is None:
+                break
+            yield _sse("delta", {"text": delta.text, "step": delta.step})
+        reply = await stream.reply
+        finished = True
+        if reply.ok:
+            yield _sse("done", {"ok": True, "text": reply.text, "finishReason": reply.finish_reason})
+        else:
+            yield _sse("error", {"ok": False, "error": _failure(reply)})
+    finally:
+        stream.close()
+        if not finished:
+            ctx.logger.info("a streaming client hung up; its turn runs on")
+
+
+def _wants_stream(req: HttpRequest) -> bool:
+    accept = (req.header("accept") or "").lower()
+    return "json" not in accept or "text/event-stream" in accept or "*/*" in accept
 
 
 async def run(ctx: Any) -> None:
-    import asyncio
-
     secret = ctx.secret("signingSecret", "WEBHOOK_SECRET", "SIGNING_SECRET")
     require = ctx.setting("requireSignature", "true" if secret else "false").lower() == "true"
     path = ctx.setting("path", "/")
-    sync = ctx.setting("replyMode", "sync") != "async"
+    mode = reply_mode(ctx)
     replays = ReplayGuard()
 
     async def handle(req: HttpRequest) -> HttpResponse:
@@ -71,8 +144,10 @@ async def run(ctx: Any) -> None:
             "properties": {k: v for k, v in props.items() if isinstance(v, str | int | float | bool)},
             "instanceKey": key or ctx.setting("defaultInstanceKey", "webhook:default"),
         }
+        if mode == "stream" and _wants_stream(req):
+            return HttpResponse.event_stream(_events(ctx, ctx.stream(event)))
         pending = ctx.emit(event)
-        if not sync:
+        if mode == "async":
             return HttpResponse.json(202, {"ok": True, "accepted": True})
         reply = await pending
         if not reply.ok:
