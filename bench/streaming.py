@@ -13,6 +13,10 @@ the token arrives. Per turn one sample of "first token written -> first delta se
 - ``process``: ``Runtime(executor="process")``, the default: the model is called in the agent's
   own process and each delta crosses the IPC channel to the host, where ``Runtime.on_text_delta``
   sees it.
+- ``webhook``: a real ``gdn run`` (agent processes, the default) with a ``webhook`` Connection in
+  ``replyMode: stream``, and an httpx client in this process that POSTs each turn and notes when it
+  reads the first ``event: delta`` line of the Server-Sent Events answer. The delta goes agent
+  process -> ``gdn run`` -> connector process (the connector channel) -> HTTP chunk -> client.
 
 Added latency = the variant's percentile minus the SDK's. The rounds alternate the variants (one
 round = ``--block`` turns of each, in rotating order) so load on the machine hits them alike.
@@ -127,6 +131,83 @@ class SdkVariant:
         await self.client.close()
 
 
+class WebhookVariant:
+    """``gdn run`` serving a streaming webhook; see the module docstring."""
+
+    name = "webhook"
+
+    def __init__(self, url: str, clock: Clock, tmp: Path) -> None:
+        import socket
+        import subprocess
+
+        import httpx
+
+        self.clock = clock
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        root = tmp / "webhook"
+        root.mkdir()
+        hook = (
+            "---\napiVersion: goondan.ai/v1\nkind: Connection\nmetadata: {name: hook}\nspec:\n"
+            '  connectorRef: {kind: Connector, name: webhook, package: "@goondan/base"}\n'
+            f'  config: {{port: {{value: "{port}"}}, replyMode: {{value: stream}}}}\n'
+        )
+        (root / "goondan.yaml").write_text(BUNDLE.format(endpoint=url) + hook)
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_PROXY") and k != "GOONDAN_STATE_ROOT"}
+        env.update({"BENCH_ANTHROPIC_KEY": KEY, "NO_COLOR": "1", "GOONDAN_ISOLATION": "process"})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "goondan", "run", str(root), "--state-root", str(tmp / "state-webhook"), "-q"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        self.url = f"http://127.0.0.1:{port}/"
+        self.client = httpx.AsyncClient(timeout=30, trust_env=False)
+
+    async def start(self) -> None:
+        import httpx
+
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                raise SystemExit(f"webhook: gdn run exited {self.proc.returncode}: {err}")
+            try:
+                await self.client.post(self.url + "ready-probe", json={})  # a 404 says it listens
+                return
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise SystemExit("webhook: gdn run did not listen within 60 s") from None
+                await asyncio.sleep(0.1)
+
+    async def turn(self) -> None:
+        self.clock.start_turn()
+        done: Any = None
+        async with self.client.stream("POST", self.url, json={"text": "hi", "instanceKey": "bench"}) as response:
+            event = ""
+            async for line in response.aiter_lines():
+                if line.startswith("event: "):
+                    event = line[7:]
+                    if event == "delta":
+                        self.clock.delta()
+                elif line.startswith("data: ") and event in ("done", "error"):
+                    done = json.loads(line[6:])
+        if not done or done.get("text") != "Hello there, streaming world.":
+            raise SystemExit(f"webhook: unexpected end of the streamed reply {done!r}")
+
+    async def close(self) -> None:
+        import signal
+
+        await self.client.aclose()
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            await asyncio.to_thread(self.proc.wait, 20)
+        except Exception:
+            self.proc.kill()
+
+
 class RuntimeVariant:
     def __init__(self, executor: str, url: str, clock: Clock, tmp: Path) -> None:
         import goondan
@@ -167,14 +248,17 @@ async def measure(turns: int, block: int, warmup: int, variants: list[str]) -> d
         with tempfile.TemporaryDirectory() as tmp:
             for name in variants:
                 url = servers[name].url
-                runners[name] = (
-                    SdkVariant(url, clocks[name])
-                    if name == "sdk"
-                    else RuntimeVariant(name, url, clocks[name], Path(tmp))
-                )
+                if name == "sdk":
+                    runners[name] = SdkVariant(url, clocks[name])
+                elif name == "webhook":
+                    runners[name] = WebhookVariant(url, clocks[name], Path(tmp))
+                else:
+                    runners[name] = RuntimeVariant(name, url, clocks[name], Path(tmp))
             for name, runner in runners.items():
                 if isinstance(runner, RuntimeVariant):
                     await runner.rt.start()
+                elif isinstance(runner, WebhookVariant):
+                    await runner.start()
                 for _ in range(warmup):
                     await runner.turn()
                 clocks[name].written.clear()
@@ -214,6 +298,7 @@ def render(res: dict[str, Any]) -> str:
         "sdk": "anthropic SDK alone (floor)",
         "inline": "Runtime.on_text_delta, inline",
         "process": "Runtime.on_text_delta, process (default)",
+        "webhook": "webhook client (SSE), gdn run, process",
     }
     for name, r in res.items():
         added = ["", "", ""]
@@ -223,11 +308,14 @@ def render(res: dict[str, Any]) -> str:
             f"{labels.get(name, name):<42}{r['samples']:>8}{r['min_us']:>8.0f}{r['p50_us']:>9.0f}{r['p90_us']:>9.0f}"
             f"{r['p99_us']:>9.0f}{added[0]:>9}{added[1]:>9}{added[2]:>9}"
         )
-    proc, sdk = res.get("process"), res.get("sdk")
-    if proc and sdk:
-        added50 = (proc["p50_us"] - sdk["p50_us"]) / 1000
-        verdict = "ok" if added50 <= 1 else "MISSED"
-        lines += ["", f"target: added p50 through process isolation <= 1 ms: {added50:.2f} ms  {verdict}"]
+    sdk = res.get("sdk")
+    lines.append("")
+    for name, what in (("process", "Runtime.on_text_delta"), ("webhook", "a webhook client")):
+        run = res.get(name)
+        if run and sdk:
+            added50 = (run["p50_us"] - sdk["p50_us"]) / 1000
+            verdict = "ok" if added50 <= 1 else "MISSED"
+            lines.append(f"target: added p50 to {what} through process isolation <= 1 ms: {added50:.2f} ms  {verdict}")
     lines.append("p99 on a loaded machine is the scheduler's (a ready thread waiting for a core), not the code path's.")
     return "\n".join(lines)
 
@@ -238,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block", type=int, default=25)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="60 turns per variant")
-    parser.add_argument("--variants", default="sdk,inline,process")
+    parser.add_argument("--variants", default="sdk,inline,process,webhook")
     args = parser.parse_args(argv)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if args.quick:
