@@ -27,6 +27,7 @@ import signal
 import socket
 import sys
 import traceback
+from pathlib import Path
 from typing import Any
 
 from ._ipc import (
@@ -66,10 +67,9 @@ def _packet(ctl: socket.socket, record: Record) -> None:
         ctl.send(encode_packet(record.message(FORKSERVER, ORCHESTRATOR)))
 
 
-def _warm(init: Init) -> Any:
-    """Import what every agent process needs and load the bundle once."""
-    from pathlib import Path
-
+def _warm(init: Init, preload: bool = True) -> Any:
+    """Import what every agent process needs and load the bundle once (and, with ``preload``, what
+    its agents import when they start: see :func:`_preload`)."""
     import goondan.engine._instance
     import goondan.extensions
     import goondan.models
@@ -79,13 +79,87 @@ def _warm(init: Init) -> Any:
     from goondan.executors.process import _agent_process  # noqa: F401
 
     bundle = load_bundle(init.bundle, env=init.env, state_root=Path(init.state_root))
-    return SwarmContext(
+    ctx = SwarmContext(
         bundle,
         swarm=init.swarm,
         state_root=Path(init.state_root),
         persist=init.persist,
         store=init.store,
     )
+    if preload:
+        _preload(ctx)
+    return ctx
+
+
+def _preload_model(model: Any) -> None:
+    """Construct the model's adapter (which imports the provider's module and SDK) and, for a network
+    provider, make and close one SDK client in a throwaway event loop: what the client imports when
+    it is made (its HTTP stack, TLS support) then comes with the fork. The child still makes its own
+    client in its own loop at its first call; nothing is connected here (the key is a placeholder)."""
+    import asyncio
+
+    from goondan._json import copy_json
+    from goondan.models import create_model_adapter
+
+    spec: Any = model.spec
+    if spec.provider == "local":  # its adapter locates the weights file: left to the child, as before
+        return
+    adapter: Any = create_model_adapter(
+        spec.provider,
+        model=spec.model,
+        options=copy_json(spec.options),
+        root=model.root,
+        api_key="preload",
+        endpoint=spec.endpoint,
+    )
+    make, close = getattr(adapter, "_make_client", None), getattr(adapter, "_close_client", None)
+    if make is None or close is None:
+        return
+
+    async def client() -> None:
+        await close(make())
+
+    asyncio.run(client())
+
+
+def thread_count() -> int:
+    """Threads of this process, native ones included (a C library's pool is no ``threading``
+    thread but is just as lost in a forked child); ``threading``'s count where ``/proc`` is absent."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+
+        return threading.active_count()
+
+
+def _preload(ctx: Any) -> None:
+    """Do, once and before any fork, the imports every agent process of this swarm would otherwise
+    do itself when its instance starts: the agents' plans, their model providers' modules and SDKs,
+    and the bundle's model, tool and extension entries (with everything they import).
+
+    Why: memory a child allocates is private to it, pages it inherits stay shared. An ``openai`` SDK
+    imported in each child costs about 35 MiB and 0.5 s of CPU per agent process; imported here it
+    is shared by all of them. The children run the same modules they would have imported (a reload
+    of the bundle starts a new fork server, which imports the changed files). Failures are ignored
+    here: the child imports again and reports the error the usual way.
+    """
+    from goondan._modules import import_path
+
+    entries: list[Path] = []
+    for agent in sorted(ctx.agent_names):
+        try:
+            plan = ctx.plan(agent)
+            entries += ctx.entry_paths(agent)
+            # the built-in extensions an agent gets without listing them (context-message, ...)
+            entries += [binding[1] for binding in ctx._implicit_context_message(plan)]
+        except Exception:
+            continue
+        with contextlib.suppress(Exception):
+            _preload_model(plan.model)
+    for path in dict.fromkeys(entries):
+        with contextlib.suppress(Exception):
+            import_path(path)
 
 
 def _redirect_output(out: int | None) -> None:
@@ -129,10 +203,43 @@ def _child(ctl: socket.socket, wake: tuple[int, int], fd: int, out: int | None, 
         os._exit(code)
 
 
-def serve(ctl: socket.socket) -> int:
+def _restart_without_preload(ctl: socket.socket, raw: bytes) -> None:
+    """Replace this process by a fresh fork server that does not preload (``exec``: every thread is
+    gone), handing it the init message through an inherited temporary file.
+
+    Why: a module imported by :func:`_preload` started a thread. A forked child has only the thread
+    that forked, so that thread would be missing in every agent process, where it ran before
+    (each child imported the module itself); and forking a process with threads can copy a lock
+    some other thread holds. Correctness first: the children import the bundle's modules themselves.
+    """
+    import tempfile
+
+    with tempfile.TemporaryFile() as fh:
+        fh.write(raw)
+        fh.flush()
+        fd = os.dup(fh.fileno())
+    os.set_inheritable(fd, True)
+    os.set_inheritable(ctl.fileno(), True)
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    argv = [sys.executable, "-m", "goondan.executors.process._forkserver", str(ctl.fileno()), str(fd)]
+    os.execv(sys.executable, argv)
+
+
+def _read_init(fd: int) -> bytes:
+    with os.fdopen(fd, "rb") as fh:
+        fh.seek(0)
+        return fh.read()
+
+
+def serve(ctl: socket.socket, init_fd: int | None = None) -> int:
+    """Serve the host on ``ctl``. ``init_fd``: this server replaced one whose preload started a
+    thread (:func:`_restart_without_preload`); the init message is read from it and nothing is
+    preloaded."""
     set_parent_death_signal()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raw = ctl.recv(1 << 22)
+    raw = ctl.recv(1 << 22) if init_fd is None else _read_init(init_fd)
     if not raw:
         return 0
     try:
@@ -146,7 +253,10 @@ def serve(ctl: socket.socket) -> int:
         if path not in sys.path:
             sys.path.insert(0, path)
     try:
-        ctx = _warm(init)
+        threads = thread_count()
+        ctx = _warm(init, preload=init_fd is None)
+        if init_fd is None and thread_count() > threads:
+            _restart_without_preload(ctl, raw)
     except BaseException as exc:
         from goondan.errors import GoondanError
 
@@ -239,7 +349,7 @@ def serve(ctl: socket.socket) -> int:
 def main(argv: list[str]) -> int:
     ctl = socket.socket(fileno=int(argv[1]))
     try:
-        return serve(ctl)
+        return serve(ctl, int(argv[2]) if len(argv) > 2 else None)
     finally:
         ctl.close()
 
