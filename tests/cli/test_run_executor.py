@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from cli_testkit import gdn
 
 import kit
@@ -53,3 +54,26 @@ def test_an_unknown_executor_is_a_clear_error(tmp_path: Path) -> None:
     assert "E_EXECUTOR_UNSUPPORTED" in proc.stderr
     assert "suggestion:" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_gdn_run_with_the_ray_executor_prints_only_the_answer(tmp_path: Path) -> None:
+    """Ray logs "Token authentication is enabled for this Ray cluster" when it starts a local Ray;
+    nothing of it may reach the user's terminal between gdn's own lines."""
+    root = bundle(tmp_path / "b")
+    proc = gdn(
+        tmp_path,
+        "run",
+        str(root),
+        "--state-root",
+        str(tmp_path / "state"),
+        "--input",
+        "hi",
+        "--executor",
+        "ray",
+        timeout=240,
+        RAY_USAGE_STATS_ENABLED="0",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().isdigit()  # the model's answer and nothing else
+    assert "Token authentication" not in proc.stderr, proc.stderr

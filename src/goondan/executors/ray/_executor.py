@@ -52,6 +52,26 @@ def _env_actor_options() -> dict[str, Any]:
     return value
 
 
+class _DropTokenAuthEnabledNotice(logging.Filter):
+    """Ray 2.5x logs "Token authentication is enabled for this Ray cluster..." on every ``ray.init``
+    that starts a local Ray; with no logging configured, Python's last-resort handler put it on the
+    user's terminal in the middle of ``gdn run`` output. It says the safe default is on, which needs
+    nothing from the user. The "disabled" warning beside it (a cluster anyone on the network can use)
+    is left alone."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Token authentication is enabled")
+
+
+_TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+def _quiet_token_auth_notice() -> None:
+    logger = logging.getLogger(_TOKEN_AUTH_LOGGER)
+    if not any(isinstance(f, _DropTokenAuthEnabledNotice) for f in logger.filters):
+        logger.addFilter(_DropTokenAuthEnabledNotice())
+
+
 def _check_reachable(address: str) -> None:
     """Fail at once on a ``HOST:PORT`` nothing listens on: ``ray.init`` itself retries for minutes
     before it gives up. ``auto`` and ``ray://`` addresses are left to Ray."""
@@ -96,6 +116,7 @@ class RayExecutor(ProcessExecutor):
         address = self.address or os.environ.get(ENV_ADDRESS) or os.environ.get("RAY_ADDRESS") or None
         if address:
             _check_reachable(address)
+        _quiet_token_auth_notice()
         try:
             ray.init(
                 address=address or "local",  # never join a cluster someone else started unasked
