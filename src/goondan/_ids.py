@@ -85,11 +85,23 @@ def utc_now() -> datetime:
     return _last_dt
 
 
+_iso_cache: dict[datetime, str] = {}
+
+
 def iso(dt: datetime) -> str:
-    """ISO-8601 with milliseconds and a ``Z`` suffix, the format every record on disk uses."""
-    if dt.tzinfo is not UTC:
-        dt = dt.astimezone(UTC)
-    return dt.isoformat(timespec="milliseconds")[:-6] + "Z"
+    """ISO-8601 with milliseconds and a ``Z`` suffix, the format every record on disk uses.
+
+    A message's ``createdAt`` is formatted each time it is encoded (its event line, then its base
+    line at commit, and IPC in between), so recent results are kept: a dict hit costs ~0.1 µs, the
+    formatting ~3 µs. Equal aware datetimes are the same instant, hence the same UTC text."""
+    text = _iso_cache.get(dt)
+    if text is None:
+        utc = dt if dt.tzinfo is UTC else dt.astimezone(UTC)
+        text = utc.isoformat(timespec="milliseconds")[:-6] + "Z"
+        if len(_iso_cache) >= 256:
+            _iso_cache.clear()
+        _iso_cache[dt] = text
+    return text
 
 
 _last_ms = -1
