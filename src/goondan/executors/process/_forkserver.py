@@ -122,6 +122,55 @@ def _preload_model(model: Any) -> None:
     asyncio.run(client())
 
 
+def free_blocks() -> dict[int, int]:
+    """Free blocks left in partly used pools of CPython's small-object allocator, by block size,
+    parsed from ``sys._debugmallocstats()`` (CPython only; ``{}`` when it cannot be read)."""
+    import re
+    import tempfile
+
+    stats = getattr(sys, "_debugmallocstats", None)
+    if stats is None:
+        return {}
+    with tempfile.TemporaryFile() as fh:
+        saved = os.dup(2)  # the statistics are written by C code to fd 2
+        try:
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            os.dup2(fh.fileno(), 2)
+            stats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        fh.seek(0)
+        text = fh.read().decode("ascii", "replace")
+    # "class   size   num pools   blocks in use  avail blocks" rows
+    rows = re.finditer(r"^\s*\d+\s+(\d+)\s+\d+\s+\d+\s+(\d+)\s*$", text, re.M)
+    return {int(m.group(1)): int(m.group(2)) for m in rows}
+
+
+def fill_free_blocks(passes: int = 3) -> list[list[bytes]]:
+    """Fill the free blocks of the allocator's partly used pools with objects this server keeps.
+
+    Why: a child's new objects go first into free blocks of the pools it inherited, and writing one
+    64-byte object there copies the whole 4 KiB page it shares with the fork server. With those
+    blocks taken, a child's allocations fill pools of its own, densely. Measured: about 0.3 MiB
+    less private memory per idle agent process, for a few hundred KiB once in this server.
+    ``bytes`` objects of ``n`` bytes take blocks of ``n + 33`` rounded up, so one length per block
+    size (48 and up) hits each pool's size exactly; a pass's own allocations (the lists) can open
+    new pools, hence a few passes."""
+    import itertools
+
+    header = sys.getsizeof(b"")
+    kept: list[list[bytes]] = []
+    for _ in range(passes):
+        todo = {size: n for size, n in free_blocks().items() if n and size > header + 8}
+        if not todo:
+            break
+        for size, n in todo.items():
+            kept.append([bytes(size - header) for _ in itertools.repeat(None, n)])
+    return kept
+
+
 def thread_count() -> int:
     """Threads of this process, native ones included (a C library's pool is no ``threading``
     thread but is just as lost in a forked child); ``threading``'s count where ``/proc`` is absent."""
@@ -266,6 +315,7 @@ def serve(ctl: socket.socket, init_fd: int | None = None) -> int:
         return 1
     _packet(ctl, Ready(os.getpid()))
     gc.collect()
+    ballast = fill_free_blocks()  # noqa: F841  (kept for the life of the server)
     gc.freeze()  # children inherit these objects untouched: no copy-on-write from the collector
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
