@@ -25,12 +25,25 @@ from goondan.executors.process._ipc import ConnectorEvent
 class Running:
     url: str
     events: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[ConnectorEvent] = field(default_factory=list)
+    ctx: ConnectorContext | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+
+    def call(self, fn: Any, *args: Any) -> None:
+        """Run ``fn(*args)`` on the connector's loop (feed it deltas and replies as the host would)."""
+        assert self.loop is not None
+        self.loop.call_soon_threadsafe(fn, *args)
 
 
 @contextmanager
 def running_connector(
-    name: str, *, config: dict[str, str] | None = None, secrets: dict[str, str] | None = None
+    name: str,
+    *,
+    config: dict[str, str] | None = None,
+    secrets: dict[str, str] | None = None,
+    auto_reply: bool = True,
 ) -> Iterator[Running]:
+    """``auto_reply=False``: events are only recorded; the test answers them through ``state.call``."""
     module = importlib.import_module(f"goondan.base.connectors.{name}")
     port = free_port()
     settings = {"port": str(port), **(config or {})}
@@ -42,13 +55,16 @@ def running_connector(
     def send(message: ConnectorEvent) -> None:
         event = message.event
         state.events.append(event)
-        text = event["message"].get("text", "")
-        loop.call_soon(holder["ctx"]._resolve, message.id, Reply(f"echo: {text}", "stop"))
+        state.messages.append(message)
+        if auto_reply:
+            text = event["message"].get("text", "")
+            loop.call_soon(holder["ctx"]._resolve, message.id, Reply(f"echo: {text}", "stop"))
 
     ctx = ConnectorContext(
         connection="test", connector=name, config=settings, secrets=secrets or {}, send=send, on_ready=ready.set
     )
     holder["ctx"] = ctx
+    state.ctx, state.loop = ctx, loop
     task_box: dict[str, asyncio.Task[None]] = {}
 
     def main() -> None:

@@ -5,7 +5,9 @@ model's answer, with agent processes (the default isolation) and inline."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,8 +16,11 @@ from typing import Any
 import httpx
 import pytest
 from cn_testkit import free_port, gdn_run, gdn_run_to_end, wait_for
+from connector_harness import Running, running_connector
 
 import kit
+from goondan.connectors import Reply as ConnectorReply
+from goondan.executors.process._ipc import ConnectorEvent
 from models.providers.fake_http import FakeServer, Reply, Req, anthropic_message, sse_event
 
 KEY = "sk-ant-webhook-stream"
@@ -278,3 +283,63 @@ def test_a_connection_that_does_not_stream_leaves_model_calls_unstreamed(
         assert answer.json() == {"ok": True, "text": answer_to("cats")}
         assert [body.get("stream", False) for body in fake.bodies] == [False]
         assert run.stop() == 130
+
+
+# --- the connector alone, in this process, behind its real HTTP server ----------------------------
+
+
+def wait_until_sent(conn: Running, count: int = 1) -> ConnectorEvent:
+    wait_for(lambda: len(conn.messages) >= count, timeout=5, interval=0.01)
+    return conn.messages[count - 1]
+
+
+def test_a_client_that_stops_reading_holds_back_the_stream_and_gets_the_backlog_joined_in_order() -> None:
+    piece = "x" * 8191 + "\n"
+    batches, per_batch = 24, 128  # 24 MiB: far more than the kernel's socket buffers take
+    with running_connector("webhook", config={"replyMode": "stream"}, auto_reply=False) as conn:
+        assert conn.ctx is not None
+        # a fixed receive buffer: the kernel would otherwise grow it to hold the whole answer
+        small = httpx.HTTPTransport(socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)])
+        with httpx.Client(transport=small) as client, post_stream(client, conn.url, "big") as response:
+            message = wait_until_sent(conn)
+            assert message.stream is True
+            stream = conn.ctx._streams[message.id]
+            for batch in range(batches):
+                for _ in range(per_batch):
+                    conn.call(conn.ctx._delta, message.id, f"{batch:02d}" + piece[2:], 0)
+                time.sleep(0.01)  # a pause between batches: the client still reads nothing
+
+            def held() -> int:
+                return sum(len(part) for _, parts in list(stream._buffer) for part in parts)
+
+            # what the socket buffers (at most a few MiB here) cannot take waits in the connector, as
+            # text joined into one entry for the one step, instead of being written to nobody
+            wait_for(lambda: held() >= 12 << 20, timeout=10)
+            assert len(stream._buffer) == 1
+            conn.call(conn.ctx._resolve, message.id, ConnectorReply("done", "text_response"))
+            events = list(events_of(response))
+    deltas = [e.data["text"] for e in events if e.event == "delta"]
+    text = "".join(deltas)
+    assert len(text) == batches * per_batch * len(piece)
+    assert [text[i : i + 2] for i in range(0, len(text), len(piece) * per_batch)] == [
+        f"{b:02d}" for b in range(batches)
+    ]
+    assert len(deltas) < batches * per_batch // 10  # the backlog went out joined, not one event per delta
+    assert events[-1].event == "done"
+
+
+def test_a_silent_stream_sends_keep_alive_comments(monkeypatch: pytest.MonkeyPatch) -> None:
+    from goondan.base.connectors import webhook
+
+    monkeypatch.setattr(webhook, "KEEPALIVE_SECONDS", 0.05)
+    with running_connector("webhook", config={"replyMode": "stream"}, auto_reply=False) as conn:
+        assert conn.ctx is not None
+        with httpx.Client() as client, post_stream(client, conn.url, "slow tool") as response:
+            message = wait_until_sent(conn)
+            lines = response.iter_lines()
+            assert next(lines) == ": keep-alive"  # nothing to say yet, but the connection is alive
+            conn.call(conn.ctx._delta, message.id, "hi", 0)
+            conn.call(conn.ctx._resolve, message.id, ConnectorReply("hi", "text_response"))
+            rest = [line for line in lines if line and not line.startswith(":")]
+    assert rest[:2] == ["event: delta", 'data: {"text": "hi", "step": 0}']
+    assert rest[-2:] == ["event: done", 'data: {"ok": true, "text": "hi", "finishReason": "text_response"}']
