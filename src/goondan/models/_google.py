@@ -77,6 +77,7 @@ def _modules() -> tuple[Any, Any, Any]:
 class GoogleModel(NetworkAdapter):
     provider = "google"
     default_endpoint = "https://generativelanguage.googleapis.com"
+    client_paths = ("aio.models",)
 
     def __init__(self, model: str, options: dict[str, Any], api_key: str | None, endpoint: str | None) -> None:
         parsed = check_options(options)

@@ -24,6 +24,9 @@ class NetworkAdapter(abc.ABC):
     provider: str = ""
     # the base URL the provider's SDK uses when Model.spec.endpoint is not set (named in errors)
     default_endpoint: str = ""
+    # attributes of the SDK client a call goes through that the SDK makes (and imports) lazily: the
+    # fork server touches them on a throwaway client so agent processes inherit those imports
+    client_paths: tuple[str, ...] = ()
 
     def __init__(self, model: str, options: NetworkOptions, api_key: str | None, endpoint: str | None) -> None:
         self.model = model
