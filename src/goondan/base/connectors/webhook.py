@@ -44,6 +44,35 @@ from goondan.errors import GoondanError
 _SIG_HEADERS = ("x-signature-256", "x-hub-signature-256", "x-signature")
 REPLY_MODES = ("sync", "async", "stream")
 KEEPALIVE_SECONDS = 15.0
+# The Connection's config and secrets (all strings: they are ValueSources), for the reference page.
+CONFIG_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "host": {"type": "string", "default": "127.0.0.1", "description": "Address to listen on."},
+        "port": {"type": "string", "default": "8080", "description": "Port to listen on."},
+        "path": {"type": "string", "default": "/", "description": "The one path that takes events (others: 404)."},
+        "replyMode": {
+            "enum": list(REPLY_MODES),
+            "default": "sync",
+            "description": "sync: the response carries the reply; async: 202 at once; stream: Server-Sent Events "
+            "(delta, then done or error) while the model writes. Anything else fails the start (E_CONNECTOR_CONFIG).",
+        },
+        "requireSignature": {
+            "type": "string",
+            "description": "true: refuse unsigned requests (401). Default: true when a signing secret is set.",
+        },
+        "defaultInstanceKey": {
+            "type": "string",
+            "default": "webhook:default",
+            "description": "Conversation of a request without instanceKey.",
+        },
+        "signingSecret": {
+            "type": "string",
+            "description": "Secret (or WEBHOOK_SECRET / SIGNING_SECRET): X-Signature-256 must be the body's "
+            "HMAC-SHA256.",
+        },
+    },
+}
 
 
 def reply_mode(ctx: Any) -> str:
