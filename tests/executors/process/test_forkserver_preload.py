@@ -139,7 +139,7 @@ def test_fork_server_imports_the_bundles_entries_before_forking_so_an_agent_proc
     # every entry of every agent (the caller's tool too) was imported once, by the fork server
     assert modules == {"module tool": server, "module model": server, "module extension": server}
     assert len([what for _pid, what in log if what.startswith("module ")]) == 3
-    late = [what for pid, what in log if pid == child and what.startswith("import ")]
+    late = [what.removeprefix("import ") for pid, what in log if pid == child and what.startswith("import ")]
     assert not [name for name in late if name.startswith(("goondan.models", "goondan_bundle_"))], late
 
 
@@ -158,7 +158,7 @@ def test_fork_server_imports_the_openai_sdk_before_forking_so_an_agent_process_i
         "module tool": server,
         "module extension": server,
     }
-    late = [what for pid, what in log if pid == child and what.startswith("import ")]
+    late = [what.removeprefix("import ") for pid, what in log if pid == child and what.startswith("import ")]
     # the SDK and goondan's provider module came with the fork (what the SDK imports lazily at its
     # first request, its HTTP stack, may still be imported by the child)
     assert not [name for name in late if name.split(".")[0] in ("openai", "goondan")], late

@@ -93,10 +93,12 @@ def _warm(init: Init, preload: bool = True) -> Any:
 
 def _preload_model(model: Any) -> None:
     """Construct the model's adapter (which imports the provider's module and SDK) and, for a network
-    provider, make and close one SDK client in a throwaway event loop: what the client imports when
-    it is made (its HTTP stack, TLS support) then comes with the fork. The child still makes its own
+    provider, make one SDK client in a throwaway event loop, touch the parts of it a call goes
+    through (``client_paths``, made lazily by the SDK) and close it: what the client imports then
+    (its HTTP stack, TLS support, the API resources) comes with the fork. The child still makes its own
     client in its own loop at its first call; nothing is connected here (the key is a placeholder)."""
     import asyncio
+    import operator
 
     from goondan._json import copy_json
     from goondan.models import create_model_adapter
@@ -117,7 +119,12 @@ def _preload_model(model: Any) -> None:
         return
 
     async def client() -> None:
-        await close(make())
+        made = make()
+        try:
+            for path in getattr(adapter, "client_paths", ()):
+                operator.attrgetter(path)(made)
+        finally:
+            await close(made)
 
     asyncio.run(client())
 
