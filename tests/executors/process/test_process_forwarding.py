@@ -1,6 +1,7 @@
 """Agent processes send their runtime events and text deltas to the host only while a listener
-there reads them (issue 17): without one, a turn is its ``turn_accepted`` and ``turn_done`` on the
-wire instead of ten frames (8 runtime events), each encoded, written, read and decoded for nothing.
+there reads them (issue 17): without one, a turn is its ``turn_done`` on the wire (its acceptance is
+marked in the process's accept slot, see test_process_accept_slot) instead of ten frames (8 runtime
+events and ``turn_accepted``), each encoded, written, read and decoded for nothing.
 A listener that subscribes later, between turns, sees every record of the next turn; one that
 unsubscribes stops the traffic again."""
 
@@ -32,7 +33,7 @@ def _received(rt: Any, key: str) -> int:
     return int(conn.received)
 
 
-def test_without_a_listener_a_turn_sends_only_its_acceptance_and_its_result(tmp_path: Path, state_root: Path) -> None:
+def test_without_a_listener_a_turn_sends_only_its_result(tmp_path: Path, state_root: Path) -> None:
     root = pk.bundle(tmp_path / "b", agents=("a",))
 
     async def main() -> list[int]:
@@ -46,7 +47,7 @@ def test_without_a_listener_a_turn_sends_only_its_acceptance_and_its_result(tmp_
                 counts.append(_received(rt, "k") - before)
             return counts
 
-    assert asyncio.run(main()) == [2, 2, 2]
+    assert asyncio.run(main()) == [1, 1, 1]
 
 
 def test_a_listener_that_subscribes_between_turns_sees_the_whole_next_turn_until_it_unsubscribes(
@@ -73,7 +74,7 @@ def test_a_listener_that_subscribes_between_turns_sees_the_whole_next_turn_until
     assert types[0] == "turn.started" and types[-1] == "turn.completed", types
     assert types.count("step.started") == 2 and types.count("tool.called") == 1, types
     assert len(seen) == count  # nothing after off()
-    assert frames <= 3  # acceptance, result (and the sync of wait_idle): no runtime events
+    assert frames <= 2  # the result (and the sync of wait_idle): no runtime events
 
 
 def test_a_text_delta_listener_added_after_the_process_started_gets_the_next_turns_deltas(

@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 from ..._ids import new_id
 from ...engine._agents import AgentsHub
 from ...errors import AgentRequestError, GoondanError
+from ._accept import AcceptSlot
 from ._ipc import (
     ORCHESTRATOR,
     AgentReady,
@@ -269,6 +270,9 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
         with contextlib.suppress(Exception):
             await writer.drain()
         return 3
+    # where accepted turns are marked without a frame (see _accept); steering agents accept several
+    # tickets at once and keep the frames, as does a process that cannot map the slot
+    slot = None if instance.steering else AcceptSlot.open(spec.get("acceptSlot"))
     send(AgentReady(os.getpid(), instance.steering))
     queue: asyncio.Queue[Turn] = asyncio.Queue()
     # tickets of turns received but not finished, and those of them cancelled before they started
@@ -279,7 +283,10 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
         # accepted once the user's message is durable: from then on a crash belongs to this turn
         # (recovered as interrupted); before it the orchestrator hands the event to the next
         # process, which does not store the message again if it was stored (same event id)
-        accepted = functools.partial(send, TurnAccepted(turn.ticket))
+        def accepted() -> None:
+            if slot is None or not slot.mark(turn.ticket):
+                send(TurnAccepted(turn.ticket))
+
         cancelled = functools.partial(precancelled.__contains__, turn.ticket)
         try:
             result = (await instance.run_turn(turn.event, on_accepted=accepted, cancelled=cancelled)).to_dict()

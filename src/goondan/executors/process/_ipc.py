@@ -52,7 +52,9 @@ Agent channel (orchestrator ↔ agent process):
   ← ``start_error`` {error}: it could not start (a GoondanError dict plus ``class``).
   ← ``turn_accepted`` {ticket}: the turn's user message is durable; a crash now belongs to the turn.
     For a message steered into a running turn: it is in that turn's history (before a step); until
-    then a crash leaves it to the orchestrator, which gives it to the next process.
+    then a crash leaves it to the orchestrator, which gives it to the next process. A process with
+    an accept slot (``acceptSlot`` in its spawn spec, see ``_accept``) marks its turns accepted
+    there instead, without a frame; steering agents and processes that cannot map it send these.
   ← ``turn_done`` {ticket, result}: the TurnResult dict.
   ← ``request`` {event, target, instanceKey} / ``send`` {event, target, instanceKey}: inter-agent.
   ← ``rpc`` {rpcId, op, args}: op "spawn" with args {owner, target, instanceKey, cwd}, or op
@@ -66,7 +68,8 @@ Fork-server channel (host ↔ fork server, datagrams):
   → ``init`` {bundle, stateRoot, persist, env?, swarm?, store?, sysPath?}: first message; load the
     bundle and warm up.
   → ``spawn`` {id, spec}, with SCM_RIGHTS [agent socket, output pipe]: fork one agent process;
-    ``spec`` is {agent, instanceKey, events, deltas, logLevel} as the agent process reads it.
+    ``spec`` is {agent, instanceKey, events, deltas, logLevel, acceptSlot?} as the agent process
+    reads it.
   ← ``ready`` {pid} / ``start_error`` {error}: the answer to ``init``.
   ← ``spawned`` {id, pid}; ``exited`` {pid, code} (``code`` < 0: killed by that signal).
 

@@ -40,6 +40,7 @@ from typing import Any
 from ..._ids import new_id, now_iso
 from ...engine._agents import AgentLimits, SpawnLimiter, SpawnRegistry, check_call_depth
 from ...errors import AgentRequestError, ExtensionError, GoondanError
+from ._accept import AcceptSlots
 from ._clock import Clock, RealClock
 from ._ipc import (
     ORCHESTRATOR,
@@ -136,6 +137,7 @@ class InstanceHandle:
         self.output: OutputSink | None = None
         # what its process was told to send (runtime events, text deltas): see Orchestrator.forwarding
         self.forwarding = (True, True)
+        self.accept_slot: str | None = None  # where its process marks accepted turns (_accept)
 
     @property
     def name(self) -> str:
@@ -220,6 +222,7 @@ class Orchestrator:
         self._reconciler: asyncio.Task[None] | None = None
         self.closing = False
         self.turns_dispatched = 0
+        self._slots = AcceptSlots()
 
     # --- start / stop ----------------------------------------------------------------------------
 
@@ -314,6 +317,7 @@ class Orchestrator:
             sink.drain()
             sink.close()
         self._sinks.clear()
+        self._slots.close()
         for task in list(self._tasks):
             task.cancel()
 
@@ -397,9 +401,13 @@ class Orchestrator:
             # the process logs at the host's level and sends its records here (``log`` events)
             "logLevel": logging.getLogger("goondan").getEffectiveLevel(),
         }
+        slot = self._slots.create()
+        if slot is not None:
+            spec["acceptSlot"] = slot
         try:
             spawned = await spawner.spawn(spec)
         except BaseException as exc:
+            self._slots.remove(slot)
             h.spawn_task = None
             h.status = "crashed"
             h.consecutive_crashes += 1
@@ -419,6 +427,7 @@ class Orchestrator:
             h.output = sink
         h.pid = pid
         h.conn = conn
+        h.accept_slot = slot
         h.interrupted = False
         self._pid_by_conn[id(conn)] = pid
         h.spawner = spawner
@@ -602,8 +611,11 @@ class Orchestrator:
             else:
                 h.queue.appendleft(steered)
         h.steered.clear()
+        slot, h.accept_slot = h.accept_slot, None
         if h.current is not None:
             work, h.current = h.current, None
+            if not work.accepted and slot is not None:
+                work.accepted = self._slots.read(slot) == work.ticket  # see _accept
             if work.accepted and h.interrupted:
                 self._fail(work, GoondanError("E_RUNTIME_CLOSED", f"interrupted: the turn of {h.name} was stopped"))
             elif work.accepted:
@@ -611,6 +623,7 @@ class Orchestrator:
             else:
                 # never started there: the next process takes it, in its place at the head of the queue
                 h.queue.appendleft(work)
+        self._slots.remove(slot)
         for fut in h.syncs.values():
             if not fut.done():
                 fut.set_result(None)
