@@ -91,11 +91,12 @@ def test_new_lines_followed_by_old_remnants_replay_only_the_new_turn(tmp_path: P
 
 
 def test_new_bytes_over_the_start_of_old_content_keep_the_new_events(tmp_path: Path) -> None:
-    a, b, c = appends("a", 1), appends("b", 3, "y" * 200), appends("c", 2)
+    a, b, c = appends("a", 1), appends("b", 3, "y" * 200), appends("c", 2, "q" * 7)
     store, _ = committed(tmp_path, a, b)
     store.close()
-    new = encode(c, 4)
-    store.events_path.write_bytes(overlay(encode(b, 1), new))  # the cut old line follows the new ones
+    old, new = encode(b, 1), encode(c, 4)
+    assert old[len(new) - 1 : len(new)] != b"\n"  # the new bytes end inside an old line
+    store.events_path.write_bytes(overlay(old, new))  # the cut old line follows the new ones
     replayed, loaded = reload(tmp_path)
     assert ids(replayed) == ["a0", "b0", "b1", "b2", "c0", "c1"]
     codes = sorted(w["code"] for w in loaded.warnings)
@@ -108,6 +109,20 @@ def test_new_bytes_over_the_start_of_old_content_keep_the_new_events(tmp_path: P
     store2.close()
     replayed, loaded = reload(tmp_path)
     assert ids(replayed)[-3:] == ["c0", "c1", "d0"] and loaded.warnings == [] and loaded.events == []
+
+
+def test_new_bytes_that_reached_only_the_tag_do_not_make_an_old_line_pending(tmp_path: Path) -> None:
+    """Found by Hypothesis: ``{"base":4`` over ``{"base":3,...`` left a line of a committed turn with
+    the pending turn's tag; the checksum covers the tag, so the line does not verify."""
+    a, b, c = appends("a", 3), appends("b", 1), appends("c", 1)
+    store, _ = committed(tmp_path, a, b)
+    store.close()
+    old, new = encode(b, 3), encode(c, 4)
+    assert old[:9] == b'{"base":3' and new[:9] == b'{"base":4'
+    store.events_path.write_bytes(overlay(old, new[:9]))
+    replayed, loaded = reload(tmp_path)
+    assert ids(replayed) == ["a0", "a1", "a2", "b0"] and loaded.events == []
+    assert [w["code"] for w in loaded.warnings] == ["E_STORAGE_TORN_LINE"]
 
 
 def test_a_pending_line_cut_by_old_bytes_is_a_torn_write_and_the_rest_survives(tmp_path: Path) -> None:

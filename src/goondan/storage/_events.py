@@ -21,9 +21,10 @@ Every line therefore names the turn it belongs to and carries a checksum::
 exactly that base. Between two *durable* clears (the rewrite commit and recovery still fsync theirs)
 only append commits happen, and each one grows the base, so a committed turn's ``base`` is always
 smaller than the current base length, and its appended messages sit in ``base.jsonl`` at index
-``base`` and after (message ids are unique random ids). ``crc`` is the CRC-32 of the bytes after the
-``"crc":<CRC>,`` prefix up to the newline: a line whose head is new and whose tail is old (a block of
-new bytes next to a block of old ones) does not verify, so it can never pass for an event.
+``base`` and after (message ids are unique random ids). ``crc`` is the CRC-32 of ``<N>,`` followed by
+the bytes after the ``"crc":<CRC>,`` prefix up to the newline: a line whose head is new and whose
+tail is old (new bytes that reached the disk only in part, over an old line) does not verify, so it
+can never pass for an event - not even when only the tag itself was overwritten.
 
 Classification (:func:`scan_events`)
 ====================================
@@ -59,17 +60,23 @@ from typing import Any
 import orjson
 
 from ..errors import GoondanError
-from ..messages import event_from_record
+from ..messages import _EVENT_KEYS, event_from_record
 from ._jsonl import corrupt_error
 
 TAG_KEY = "base"
 CRC_KEY = "crc"
 
 
+def _crc(base: int, body: bytes | memoryview) -> int:
+    """The checksum covers the tag too: new bytes that reached the disk only as far as ``{"base":N``
+    over an old line must not turn that old line into an event of the pending turn."""
+    return zlib.crc32(body, zlib.crc32(b"%d," % base))
+
+
 def tag_line(line: bytes, base: int) -> bytes:
     """``line`` (one encoded record, ``{...}\\n``) with ``base`` and its checksum put in front."""
     body = line[1:]
-    crc = zlib.crc32(body[:-1]) if body.endswith(b"\n") else zlib.crc32(body)
+    crc = _crc(base, body[:-1] if body.endswith(b"\n") else body)
     return b'{"base":%d,"crc":%d,' % (base, crc) + body
 
 
@@ -84,7 +91,8 @@ class _Line:
 
 def _parse(raw: bytes) -> tuple[int | None, dict[str, Any] | None, bool]:
     """``(tag, record without tag and crc, legacy)`` of one line; ``tag`` is None for a line that
-    does not decode or verify; ``legacy`` for a decoded object without a tag."""
+    does not decode or verify; ``legacy`` for an untagged object with exactly an event's keys
+    (whether such a line makes the file a legacy one is decided by :func:`scan_events`)."""
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -92,12 +100,14 @@ def _parse(raw: bytes) -> tuple[int | None, dict[str, Any] | None, bool]:
     if not isinstance(value, dict):
         return None, None, False
     if TAG_KEY not in value:
-        return None, value, True
+        etype = value.get("type")
+        keys = _EVENT_KEYS.get(etype) if isinstance(etype, str) else None
+        return None, value, keys is not None and set(value) == keys
     tag, crc = value.pop(TAG_KEY), value.pop(CRC_KEY, None)
     if type(tag) is not int or type(crc) is not int or tag < 0:
         return None, None, False
     prefix = b'{"base":%d,"crc":%d,' % (tag, crc)
-    if not raw.startswith(prefix) or zlib.crc32(memoryview(raw)[len(prefix) :]) != crc:
+    if not raw.startswith(prefix) or _crc(tag, memoryview(raw)[len(prefix) :]) != crc:
         return None, None, False
     return tag, value, False
 
@@ -144,11 +154,20 @@ def scan_events(path: Path, data: bytes, base_ids: Sequence[str]) -> EventsScan:
     """
     scan = EventsScan(size=len(data))
     lines: list[_Line] = []
+    untagged = verified = False
     for lineno, start, end, raw in split_lines(data):
         tag, record, legacy = _parse(raw)
-        if legacy:
+        if legacy and not lines:
             return EventsScan(legacy=True, size=len(data))
-        lines.append(_Line(lineno, start, end, tag, record))
+        untagged = untagged or legacy
+        verified = verified or tag is not None
+        lines.append(_Line(lineno, start, end, tag, None if legacy or tag is None else record))
+    if untagged and not verified:
+        # Older writers' lines start at offset 0 (and are cleared durably before tagged lines can
+        # become remnants), so a file of them is read the old way, which reports damage before
+        # the last line. An untagged event after tagged lines is a remnant's cut tail that happens
+        # to decode (a new ``{`` over an old line's ``"type":...``): unverifiable, like a torn line.
+        return EventsScan(legacy=True, size=len(data))
     n = len(base_ids)
     pending: list[_Line] = []
     if lines and lines[0].tag is not None:
