@@ -102,3 +102,28 @@ def test_a_connector_that_stops_ends_its_open_streams_with_E_CONNECTOR_STOPPED()
         assert not reply.ok and reply.error is not None and reply.error["code"] == "E_CONNECTOR_STOPPED"
 
     asyncio.run(main())
+
+
+def test_a_heartbeat_yields_an_empty_delta_after_silence_only() -> None:
+    async def main() -> None:
+        ctx = context([])
+        stream = ctx.stream(EVENT)
+        stream.heartbeat(0.05)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        beat = await asyncio.wait_for(anext(stream), 1)
+        assert beat == ReplyDelta("", 0) and loop.time() - started >= 0.04
+        # deltas closer together than the heartbeat: no empty delta among them
+        got: list[ReplyDelta] = []
+        for piece in ("a", "b", "c", "d"):
+            ctx._delta("1", piece, 2)
+            got.append(await asyncio.wait_for(anext(stream), 1))
+            await asyncio.sleep(0.02)
+        assert got == [ReplyDelta(p, 2) for p in "abcd"]
+        assert await asyncio.wait_for(anext(stream), 1) == ReplyDelta("", 2)  # silent again
+        ctx._resolve("1", Reply("abcd", "text_response"))
+        assert [d async for d in stream] == []
+        await asyncio.sleep(0)  # the reply's done callbacks run
+        assert stream._timer is None  # the turn ended: no timer left behind
+
+    asyncio.run(main())

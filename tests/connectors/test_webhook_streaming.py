@@ -341,5 +341,6 @@ def test_a_silent_stream_sends_keep_alive_comments(monkeypatch: pytest.MonkeyPat
             conn.call(conn.ctx._delta, message.id, "hi", 0)
             conn.call(conn.ctx._resolve, message.id, ConnectorReply("hi", "text_response"))
             rest = [line for line in lines if line and not line.startswith(":")]
-    assert rest[:2] == ["event: delta", 'data: {"text": "hi", "step": 0}']
-    assert rest[-2:] == ["event: done", 'data: {"ok": true, "text": "hi", "finishReason": "text_response"}']
+    assert rest[0] == "event: delta" and json.loads(rest[1][5:]) == {"text": "hi", "step": 0}
+    assert rest[-2] == "event: done"
+    assert json.loads(rest[-1][5:]) == {"ok": True, "text": "hi", "finishReason": "text_response"}

@@ -47,16 +47,22 @@ class ReplyStream:
     consumer that falls behind (a slow HTTP client) gets what piled up joined into one delta per step
     instead of one object per token. The buffer therefore holds at most the text the turn has written,
     which the final reply carries anyway. :meth:`close` drops the buffer and later deltas (the client
-    is gone); the turn itself runs on and its reply still resolves."""
+    is gone); the turn itself runs on and its reply still resolves. :meth:`heartbeat` makes a silent
+    stream yield an empty delta now and then (to keep a connection alive through a long tool call)."""
 
-    __slots__ = ("_buffer", "_closed", "_wake", "reply")
+    __slots__ = ("_beat", "_beat_due", "_buffer", "_closed", "_last", "_step", "_timer", "_wake", "reply")
 
     def __init__(self, reply: asyncio.Future[Reply]) -> None:
         self.reply = reply
         self._buffer: list[tuple[int, list[str]]] = []
         self._closed = False
         self._wake = asyncio.Event()
-        reply.add_done_callback(lambda _f: self._wake.set())
+        self._beat = 0.0
+        self._beat_due = False
+        self._last = 0.0
+        self._step = 0
+        self._timer: asyncio.TimerHandle | None = None
+        reply.add_done_callback(self._ended)
 
     def _push(self, text: str, step: int) -> None:
         if self._closed or not text:
@@ -67,10 +73,43 @@ class ReplyStream:
             self._buffer.append((step, [text]))
         self._wake.set()
 
+    def heartbeat(self, seconds: float) -> None:
+        """From now on, after ``seconds`` without a delta the iteration yields ``ReplyDelta("", step)``.
+
+        One timer per stream, re-armed from the last delta's time when it fires, so the deltas
+        themselves cost no timer (a per-wait timeout was a quarter of the connector's work per delta).
+        """
+        loop = asyncio.get_running_loop()
+        self._beat = seconds
+        self._last = loop.time()
+        if self._timer is None and not self.reply.done():
+            self._timer = loop.call_later(seconds, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._closed or self.reply.done():
+            return
+        loop = asyncio.get_running_loop()
+        due = self._last + self._beat
+        if loop.time() >= due:
+            self._beat_due = True
+            self._wake.set()
+            due = loop.time() + self._beat
+        self._timer = loop.call_at(due, self._on_timer)
+
+    def _ended(self, _reply: asyncio.Future[Reply]) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._wake.set()
+
     def close(self) -> None:
         """Stop buffering: nobody reads this stream any more."""
         self._closed = True
         self._buffer.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self._wake.set()
 
     def __aiter__(self) -> ReplyStream:
@@ -81,9 +120,15 @@ class ReplyStream:
         while True:
             if self._buffer:
                 step, parts = self._buffer.pop(0)
+                self._step = step
+                if self._beat:
+                    self._last = asyncio.get_running_loop().time()
                 return ReplyDelta("".join(parts), step)
             if self._closed or self.reply.done():
                 raise StopAsyncIteration
+            if self._beat_due:
+                self._beat_due = False
+                return ReplyDelta("", self._step)
             self._wake.clear()
             await self._wake.wait()
 

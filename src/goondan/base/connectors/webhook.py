@@ -25,9 +25,10 @@ answer, so one Connection serves both kinds of client. Refusals (401, 400, ...) 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from typing import Any
+
+import orjson
 
 from goondan.connectors import (
     HttpRequest,
@@ -89,8 +90,8 @@ def reply_mode(ctx: Any) -> str:
     return mode
 
 
-def _sse(event: str, data: Any) -> bytes:
-    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+def _sse(event: bytes, data: Any) -> bytes:
+    return b"event: " + event + b"\ndata: " + orjson.dumps(data) + b"\n\n"
 
 
 def _failure(reply: Reply) -> dict[str, Any]:
@@ -103,23 +104,19 @@ def _failure(reply: Reply) -> dict[str, Any]:
 async def _events(ctx: Any, stream: ReplyStream) -> AsyncIterator[bytes]:
     """The SSE body of one streamed reply (see the module docstring)."""
     finished = False
+    stream.heartbeat(KEEPALIVE_SECONDS)
     try:
-        while True:
-            try:
-                async with asyncio.timeout(KEEPALIVE_SECONDS):
-                    delta = await anext(stream, None)
-            except TimeoutError:
+        async for delta in stream:
+            if not delta.text:  # the stream's heartbeat: nothing new for a while
                 yield b": keep-alive\n\n"
                 continue
-            if delta is None:
-                break
-            yield _sse("delta", {"text": delta.text, "step": delta.step})
+            yield _sse(b"delta", {"text": delta.text, "step": delta.step})
         reply = await stream.reply
         finished = True
         if reply.ok:
-            yield _sse("done", {"ok": True, "text": reply.text, "finishReason": reply.finish_reason})
+            yield _sse(b"done", {"ok": True, "text": reply.text, "finishReason": reply.finish_reason})
         else:
-            yield _sse("error", {"ok": False, "error": _failure(reply)})
+            yield _sse(b"error", {"ok": False, "error": _failure(reply)})
     finally:
         stream.close()
         if not finished:
