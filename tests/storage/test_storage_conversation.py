@@ -455,6 +455,31 @@ def test_metadata_is_pretty_atomic_and_keeps_created_at(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path / "inst")) == ["metadata.json"]
 
 
+def test_status_flip_after_another_writer_replaced_metadata_lands_in_the_new_file(tmp_path: Path) -> None:
+    """The flip's descriptor is kept between turns; a file renamed into place by another writer (the
+    supervisor resetting a crashed instance) must not leave it writing to the unlinked old inode."""
+    child = FileInstanceStore(tmp_path / "inst")
+    child.write_metadata(agent_name="a", instance_key="k", status="idle")
+    child.write_metadata(agent_name="a", instance_key="k", status="processing")  # opens and keeps it
+    parent = FileInstanceStore(tmp_path / "inst")
+    parent.write_metadata(agent_name="a", instance_key="k", status="idle")  # first write: a new file
+    child.write_metadata(agent_name="a", instance_key="k", status="processing")
+    value = parent.read_metadata()
+    assert value is not None and value["status"] == "processing"
+    child.close()
+
+
+def test_base_descriptor_kept_across_commits_follows_a_rewrite(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    base = run_turn(store, [], [append_event(msg("m1"))])
+    base = run_turn(store, base, [append_event(msg("m2"))])  # append commit: descriptor kept
+    base = run_turn(store, base, [remove_event("m1")])  # rewrite: base.jsonl is a new file
+    base = run_turn(store, base, [append_event(msg("m3"))])  # must append to the new file
+    store.close()
+    conv, _ = reload(tmp_path)
+    assert [m.id for m in conv] == ["m2", "m3"] == [m.id for m in base]
+
+
 def test_invalid_metadata_reads_as_none(tmp_path: Path) -> None:
     store = FileInstanceStore(tmp_path)
     store.metadata_path.write_bytes(b"[1, 2]")
