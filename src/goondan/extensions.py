@@ -8,8 +8,10 @@ are :class:`~goondan.errors.ExtensionError` with the standard codes and the exte
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
+import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
@@ -69,7 +71,7 @@ class EventBus:
 
     def __init__(self) -> None:
         self._handlers: dict[str, list[tuple[str | None, Callable[..., Any]]]] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[Any]] | None = None  # running async handlers; made by the first one
 
     def on(self, event: str, handler: Callable[..., Any], owner: str | None = None) -> Callable[[], None]:
         if not isinstance(event, str) or not event:
@@ -131,8 +133,11 @@ class EventBus:
             log.error("async handler for %r (extension %s) emitted outside an event loop", event, owner)
             awaitable.close() if hasattr(awaitable, "close") else None
             return
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        tasks = self._tasks
+        if tasks is None:
+            tasks = self._tasks = set()
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
 
 
 class ExtensionEvents:
@@ -388,6 +393,30 @@ def load_module(name: str, entry: Path) -> Any:
     return module
 
 
+_TAKES_CONFIG: weakref.WeakKeyDictionary[Callable[..., Any], bool] = weakref.WeakKeyDictionary()
+
+
+def _takes_config(register: Callable[..., Any]) -> bool:
+    """Whether ``register`` takes ``(api, config)``; looked up once per function, not per instance
+    (an agent's every instance registers the same extensions)."""
+    try:
+        return _TAKES_CONFIG[register]
+    except (KeyError, TypeError):  # TypeError: not weakly referenceable
+        pass
+    try:
+        params = [
+            p
+            for p in inspect.signature(register).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+        ]
+        takes = len(params) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+    except (TypeError, ValueError):
+        takes = False
+    with contextlib.suppress(TypeError):
+        _TAKES_CONFIG[register] = takes
+    return takes
+
+
 async def register_extension(name: str, module: Any, api: ExtensionApi, config: dict[str, Any]) -> None:
     register = getattr(module, "register", None)
     if not callable(register):
@@ -398,15 +427,7 @@ async def register_extension(name: str, module: Any, api: ExtensionApi, config: 
             suggestion="Add `def register(api, config): ...` (sync or async) to the extension module.",
         )
     _check_config(name, module, config)
-    try:
-        params = [
-            p
-            for p in inspect.signature(register).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
-        ]
-        takes_config = len(params) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
-    except (TypeError, ValueError):
-        takes_config = False
+    takes_config = _takes_config(register)
     try:
         with captured(f"extension {name} register()", api.logger):
             result = register(api, copy_json(config)) if takes_config else register(api)

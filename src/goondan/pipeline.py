@@ -541,13 +541,18 @@ _REMOVED_PIPELINE_API = {
 }
 
 
+# the table of a registry nothing was registered in (never changed: register() replaces it)
+_NO_ENTRIES: dict[str, list[_Entry]] = {t: [] for t in MIDDLEWARE_TYPES}
+
+
 class PipelineRegistry:
     """All middleware of one agent instance, kept sorted per type."""
 
     __slots__ = ("_entries", "_seq", "_version")
 
     def __init__(self) -> None:
-        self._entries: dict[str, list[_Entry]] = {t: [] for t in MIDDLEWARE_TYPES}
+        # most instances register no middleware at all: they share one empty table until they do
+        self._entries: dict[str, list[_Entry]] = _NO_ENTRIES
         self._seq = 0
         self._version = 0
 
@@ -580,6 +585,8 @@ class PipelineRegistry:
                 f"middleware priority must be a number, got {priority!r}",
                 extension_name=extension,
             )
+        if self._entries is _NO_ENTRIES:
+            self._entries = {t: [] for t in MIDDLEWARE_TYPES}
         self._seq += 1
         entry = _Entry(fn, int(priority), self._seq, extension)
         entry.label = entry.capture.label = f"{type} middleware {_describe(entry)}"
@@ -588,7 +595,7 @@ class PipelineRegistry:
         self._version += 1
 
     def entries(self, mtype: MiddlewareType) -> list[_Entry]:
-        return self._entries[mtype]
+        return list(self._entries[mtype])
 
     def describe(self, mtype: MiddlewareType) -> list[tuple[str | None, int]]:
         """``(extension, priority)`` of each middleware, outermost first."""

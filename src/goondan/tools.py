@@ -183,6 +183,40 @@ class ToolContext:
         return wd
 
 
+def resource_tool_entries(
+    resource_name: str,
+    exports: list[dict[str, Any]],
+    handlers: Mapping[str, Any],
+    *,
+    error_limit: int = DEFAULT_ERROR_MESSAGE_LIMIT,
+    config: Mapping[str, Any] | None = None,
+) -> list[ToolEntry]:
+    """The entries of one Tool resource's exports (``<resource>__<export>``), parameters frozen."""
+    entries: list[ToolEntry] = []
+    source = {"type": "config", "name": resource_name}
+    for export in exports:
+        ename = export["name"]
+        name = f"{resource_name}__{ename}"
+        handler = handlers.get(ename)
+        item: ToolCatalogItem = {
+            "name": name,
+            "description": export.get("description", ""),
+            "parameters": freeze_json(export.get("parameters") or {"type": "object", "properties": {}}),
+        }
+        entries.append(
+            ToolEntry(
+                name,
+                item,
+                handler if callable(handler) else None,
+                error_limit=error_limit,
+                source=source,
+                config=config,
+                parallel=export.get("parallel") is not False,
+            )
+        )
+    return entries
+
+
 class ToolRegistry:
     """Every tool one agent instance can run: its Tool resources' exports plus extension tools."""
 
@@ -220,26 +254,14 @@ class ToolRegistry:
         error_limit: int = DEFAULT_ERROR_MESSAGE_LIMIT,
         config: Mapping[str, Any] | None = None,
     ) -> None:
-        for export in exports:
-            ename = export["name"]
-            name = f"{resource_name}__{ename}"
-            handler = handlers.get(ename)
-            item: ToolCatalogItem = {
-                "name": name,
-                "description": export.get("description", ""),
-                "parameters": freeze_json(export.get("parameters") or {"type": "object", "properties": {}}),
-            }
-            self.add(
-                ToolEntry(
-                    name,
-                    item,
-                    handler if callable(handler) else None,
-                    error_limit=error_limit,
-                    source={"type": "config", "name": resource_name},
-                    config=config,
-                    parallel=export.get("parallel") is not False,
-                )
-            )
+        self.add_entries(
+            resource_tool_entries(resource_name, exports, handlers, error_limit=error_limit, config=config)
+        )
+
+    def add_entries(self, entries: list[ToolEntry]) -> None:
+        """Add built entries; they are immutable, so the instances of one agent share them."""
+        for entry in entries:
+            self.add(entry)
 
     def register_dynamic(self, extension_name: str, item: Any, handler: Any) -> None:
         """``api.tools.register``: later registration of the same name wins."""

@@ -12,10 +12,10 @@ import asyncio
 import contextlib
 import functools
 import logging
-import os
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from .._content import has_media
@@ -46,30 +46,32 @@ from ..tools import (
     DEFAULT_ERROR_MESSAGE_LIMIT,
     DEFAULT_MAX_RESULT_BYTES,
     ToolContext,
+    ToolEntry,
     ToolRegistry,
     error_from_exception,
     execute_tool,
+    resource_tool_entries,
     result_output_part,
     stored_output_part,
 )
 from . import _approvals as approvals
-from ._info import AgentInfo, PromptInfo, RuntimeInfo, SwarmInfo, call_info, inbound_info
+from ._definition import AgentDefinition, trace_llm_input
+from ._info import RuntimeInfo, call_info, inbound_info
 from ._media import any_media, event_has_media, resolve_media, store_parts
 from ._messages import EVENT_ID_KEY, inbound_message, model_message, tool_result_message
 from ._output import feedback_text, output_invalid, validate_answer
-from ._parallel import CONCURRENT, DEFAULT_MAX_PARALLEL_TOOL_CALLS, DEFERRED, Job, ready, run_jobs
+from ._parallel import CONCURRENT, DEFERRED, Job, ready, run_jobs
 
 if TYPE_CHECKING:
-    from ..bundle import AgentPlan
     from ..storage import InstanceStore
     from ._agents import AgentsHub
 
 log = logging.getLogger("goondan.runtime")
 
 MAX_CONSECUTIVE_RETRIES = 2
-# How many tool calls of one model response run (Swarm.spec.policy.maxToolCallsPerStep overrides it);
-# the calls beyond it are answered with E_TOOL_CALL_LIMIT without running.
-DEFAULT_MAX_TOOL_CALLS_PER_STEP = 128
+# shared by instances that have none: never changed in place (a loaded value replaces it)
+_NO_PARAMS: dict[str, Any] = {}
+_NO_MESSAGES: Mapping[str, Message] = MappingProxyType({})
 INBOX_LIMIT = 256
 MAX_STEPS_TEXT = "Reached the maximum of {n} steps for this turn; stopping here."
 RETRY_GIVE_UP_TEXT = "I could not produce a usable response after several attempts."
@@ -210,33 +212,78 @@ class _TurnRun:
 
 
 class AgentInstance:
+    """One conversation of one agent. What does not depend on the conversation is shared with the
+    agent's other instances through its :class:`AgentDefinition` (engine/_definition.py) and
+    referenced here; slots, no per-instance ``__dict__``: a swarm may keep thousands of idle ones."""
+
+    __slots__ = (
+        "_agent_info",
+        "_approval",
+        "_bus_handlers",
+        "_cancel_requested",
+        "_chains",
+        "_definition",
+        "_delta_listeners",
+        "_has_media",
+        "_listeners",
+        "_max_parallel_tools",
+        "_max_result_bytes",
+        "_max_steps",
+        "_max_tool_calls",
+        "_model_name",
+        "_output_retries",
+        "_output_schema",
+        "_params",
+        "_paused",
+        "_provider_name",
+        "_recovered",
+        "_steer_acks",
+        "_steer_open",
+        "_steered",
+        "_steering",
+        "_swarm_info",
+        "_trace_llm_input",
+        "_turn_done",
+        "_turn_starting",
+        "_turn_task",
+        "agent_name",
+        "bus",
+        "conversation",
+        "hub",
+        "inbox",
+        "instance_key",
+        "lock",
+        "logger",
+        "model",
+        "pipeline",
+        "plan",
+        "restart_requested",
+        "started",
+        "states",
+        "status",
+        "store",
+        "tools",
+    )
+
     def __init__(
         self,
         *,
-        plan: AgentPlan,
+        definition: AgentDefinition,
         instance_key: str,
         store: InstanceStore,
-        swarm_info: SwarmInfo,
         hub: AgentsHub,
-        bundle_root: Path,
-        workdir: Callable[[], Path],
         listeners: list[RuntimeEventListener],
-        implicit_context_message: Any | None = None,
-        env: Any = None,
         delta_listeners: list[RuntimeEventListener] | None = None,
     ) -> None:
-        self.plan = plan
-        self.agent_name: str = plan.agent.name
+        self._definition = definition
+        self.plan = definition.plan
+        self.agent_name: str = definition.name
         self.instance_key = instance_key
         self.store = store
         self.hub = hub
-        self._swarm_info = swarm_info
-        self._bundle_root = bundle_root
-        self._workdir = workdir
+        self._swarm_info = definition.swarm_info
         self._listeners = listeners
         self._delta_listeners = delta_listeners if delta_listeners is not None else []
-        self._implicit_context_message = implicit_context_message
-        self._env = env if env is not None else {}
         self.pipeline = PipelineRegistry()
         self.tools = ToolRegistry()
         self.bus = EventBus()
@@ -248,48 +295,45 @@ class AgentInstance:
         self.logger = logging.getLogger(f"goondan.agent.{self.agent_name}")
         self.status = "idle"
         self._chains: tuple[int, Chain[Any, Any], Chain[Any, Any], Chain[Any, Any]] | None = None
-        self._params: dict[str, Any] = {}
+        self._params: dict[str, Any] = _NO_PARAMS
         self._model_name = ""
         self._provider_name = ""
-        self._max_steps = plan.max_steps_per_turn
-        output_cfg = getattr(getattr(plan.agent, "spec", None), "output", None)
-        self._output_schema: dict[str, Any] | None = output_cfg.json_schema if output_cfg is not None else None
-        self._output_retries: int = output_cfg.retries if output_cfg is not None else 0
-        policy = getattr(getattr(plan.swarm, "spec", None), "policy", None)
-        self._max_tool_calls = getattr(policy, "max_tool_calls_per_step", None) or DEFAULT_MAX_TOOL_CALLS_PER_STEP
-        self._max_parallel_tools: int = (
-            getattr(policy, "max_parallel_tool_calls", None) or DEFAULT_MAX_PARALLEL_TOOL_CALLS
-        )
+        # the definition's limits and policies, referenced (not copied) for the hot path
+        self._max_steps = definition.max_steps
+        self._output_schema = definition.output_schema
+        self._output_retries = definition.output_retries
+        self._max_tool_calls = definition.max_tool_calls
+        self._max_parallel_tools = definition.max_parallel_tools
         self._max_result_bytes = DEFAULT_MAX_RESULT_BYTES
-        # read once per instance: an environment lookup per step is measurable on the hot path
-        self._trace_llm_input = os.environ.get("GOONDAN_TRACE_LLM_INPUT", "") not in ("", "0")
+        self._trace_llm_input = trace_llm_input()
         self._has_media = False  # the history holds image/file parts (set on load and on inbound)
-        self._agent_info = AgentInfo(
-            name=self.agent_name,
-            bundle_root=str(bundle_root),
-            prompt=PromptInfo(plan.prompt_system) if plan.prompt_system else None,
-        )
+        self._agent_info = definition.agent_info
         self.inbox: list[Message] = []
         self.started = False
         # set when a tool asked for a restart (``self-restart``); the runtime acts on it after the turn
         self.restart_requested: str | None = None
-        self._approval = approvals.ApprovalPolicy.of_plan(plan)
+        self._approval = definition.approval
         # the turn paused for approvals (mirrors the store's paused-turn record), or None
         self._paused: dict[str, Any] | None = None
         # held results of a paused turn that was resuming when the process died: they ran, so the
         # start-up repair answers their calls with them instead of E_TOOL_INTERRUPTED
-        self._recovered: dict[str, Message] = {}
+        self._recovered: Mapping[str, Message] = _NO_MESSAGES
         # cancellation and steering (docs/architecture.md#cancellation-and-steering)
         self._turn_task: asyncio.Task[Any] | None = None  # the task running the current turn's chain
         self._cancel_requested = False
         self._turn_starting = False  # a turn runs but has not reached its chain: a cancel is kept for it
         self._turn_done: asyncio.Future[TurnResult] | None = None  # what steered requests wait for
-        self._steering = getattr(getattr(plan.agent, "spec", None), "steering", None) == "inject"
+        self._steering = definition.steering
         self._steer_open = False  # the running turn takes steered messages (before its next step)
         self._steered = False  # a steered message waits in the inbox for the next step
         # steered messages not yet in the history, by message id: the acknowledgement each gets once
-        # it is (a message is accepted only when durable; one the turn ends without runs on its own)
+        # it is (a message is accepted only when durable; one the turn ends without runs on its own);
+        # made by the first steered message (only an agent with steering: inject gets any)
         self._steer_acks: dict[str, Callable[[], None] | None] = {}
+
+    def _workdir(self) -> Path:
+        """The instance's working directory (created on first use; ``ToolContext.workdir``)."""
+        return self._definition.make_workdir(self.agent_name, self.instance_key, self.store)
 
     # --- start-up -------------------------------------------------------------------------
 
@@ -358,7 +402,8 @@ class AgentInstance:
 
         model = self.plan.model
         spec: Any = model.spec
-        api_key = resolve_value_source(spec.api_key, self._env, required=False, path=model.issue_path("spec.apiKey"))
+        env = self._definition.env
+        api_key = resolve_value_source(spec.api_key, env, required=False, path=model.issue_path("spec.apiKey"))
         self.model = create_model_adapter(
             spec.provider,
             model=spec.model,
@@ -369,15 +414,11 @@ class AgentInstance:
         )
         self._model_name = spec.model
         self._provider_name = spec.provider
-        agent_spec: Any = self.plan.agent.spec
-        params = agent_spec.model_cfg.params
-        if params is not None:
-            self._params = params.model_dump(by_alias=True, exclude_none=True)
+        self._params = self._definition.model_params()
 
     def _load_tools(self) -> None:
         for res in self.plan.tools:
             entry = res.entry_path()
-            tool_spec: Any = res.spec
             try:
                 module = import_path(entry)
             except Exception as exc:
@@ -386,24 +427,30 @@ class AgentInstance:
                     f"Tool/{res.name}: importing {entry.name} failed: {type(exc).__name__}: {exc}",
                     suggestion=f"Run `{reproduce_command(entry)}` to see the import error with its traceback.",
                 ) from exc
-            handlers = getattr(module, "handlers", None)
-            if not isinstance(handlers, dict):
-                raise GoondanError(
-                    "E_TOOL_LOAD",
-                    f"Tool/{res.name}: {entry.name} must define `handlers = {{'export': fn}}`",
-                    suggestion="Map every export name of the Tool resource to a handler(ctx, input).",
-                )
-            exports = [e.model_dump(by_alias=True, exclude_none=True) for e in tool_spec.exports]
-            missing = [e["name"] for e in exports if not callable(handlers.get(e["name"]))]
-            if missing:
-                raise GoondanError(
-                    "E_TOOL_LOAD",
-                    f"Tool/{res.name}: no handler for export(s) {', '.join(missing)} in {entry.name}",
-                    suggestion="Add them to the module's `handlers` dict.",
-                )
-            limit = tool_spec.error_message_limit or DEFAULT_ERROR_MESSAGE_LIMIT
-            config = (getattr(self.plan, "tool_configs", None) or {}).get(res.name)
-            self.tools.add_resource_tools(res.name, exports, handlers, error_limit=limit, config=config)
+            build = functools.partial(self._tool_entries, res, entry, module)
+            self.tools.add_entries(self._definition.tool_entries(res.name, module, build))
+
+    def _tool_entries(self, res: Any, entry: Path, module: Any) -> list[ToolEntry]:
+        """The entries of one Tool resource (built once per agent definition, see tool_entries)."""
+        tool_spec: Any = res.spec
+        handlers = getattr(module, "handlers", None)
+        if not isinstance(handlers, dict):
+            raise GoondanError(
+                "E_TOOL_LOAD",
+                f"Tool/{res.name}: {entry.name} must define `handlers = {{'export': fn}}`",
+                suggestion="Map every export name of the Tool resource to a handler(ctx, input).",
+            )
+        exports = [e.model_dump(by_alias=True, exclude_none=True) for e in tool_spec.exports]
+        missing = [e["name"] for e in exports if not callable(handlers.get(e["name"]))]
+        if missing:
+            raise GoondanError(
+                "E_TOOL_LOAD",
+                f"Tool/{res.name}: no handler for export(s) {', '.join(missing)} in {entry.name}",
+                suggestion="Add them to the module's `handlers` dict.",
+            )
+        limit = tool_spec.error_message_limit or DEFAULT_ERROR_MESSAGE_LIMIT
+        config = (getattr(self.plan, "tool_configs", None) or {}).get(res.name)
+        return resource_tool_entries(res.name, exports, handlers, error_limit=limit, config=config)
 
     async def _load_extensions(self) -> None:
         bindings: list[tuple[str, Path, dict[str, Any]]] = [
@@ -413,9 +460,8 @@ class AgentInstance:
         for i, (name, entry, config) in enumerate(bindings):
             if name == "required-tools-guard" and required and not config.get("requiredTools"):
                 bindings[i] = (name, entry, {**config, "requiredTools": required})
-        implicit = self._implicit_context_message
-        extra = [implicit] if isinstance(implicit, tuple) else list(implicit or [])
-        for binding in extra:
+        for name, entry, config in self._definition.implicit_extensions:
+            binding = (name, entry, dict(config))  # register() may change its config: a copy each
             bindings.append(binding)
             self.logger.info(
                 "agent %s: attaching @goondan/base %s implicitly (%s)",
@@ -623,7 +669,7 @@ class AgentInstance:
         try:
             if self._paused is not None and resume is None:
                 await self._supersede_paused(trace_id, span_id)
-            if resume is None and _may_end_unanswered(conversation.last_message()):
+            if resume is None and _may_end_unanswered(conversation.last_stored()):
                 self._repair_interrupted_tool_calls()  # a failed write left a call without its result
             crash_point("turn_before_inbound")
             if resume is None:
@@ -715,7 +761,7 @@ class AgentInstance:
             inbound["instanceKey"] = event["instanceKey"]
         event_id = event.get("id")
         event_id = event_id if isinstance(event_id, str) and event_id else None
-        if event_id is not None and _is_inbound_of(conversation.last_message(), event_id):
+        if event_id is not None and _is_inbound_of(conversation.last_stored(), event_id):
             return  # redelivered: a process stored it and died before its host heard the turn began
         conversation.append_trusted(self._inbound_message(event, inbound, event_id))
 
@@ -1335,25 +1381,27 @@ class AgentInstance:
         elsewhere (the runtime closing, Ctrl+C with ``--force``) still propagates."""
         task = asyncio.current_task()
         self._turn_task, self._turn_starting = task, False
-        self._turn_done = asyncio.get_running_loop().create_future()
+        # what steered requests wait for: only an agent with steering: inject gets any
+        done = self._turn_done = asyncio.get_running_loop().create_future() if self._steering else None
         self._steer_open = self._steering
-        done = self._turn_done
         try:
             if self._cancel_requested:  # cancelled before it started: no step runs
                 raise asyncio.CancelledError
             result: TurnResult = await turn_chain.run(turn_state)
         except asyncio.CancelledError:
             if not self._cancel_requested or task is None or task.uncancel() > 0:
-                done.cancel()
+                if done is not None:
+                    done.cancel()
                 raise
             result = self._cancelled_result(turn_state)
         except BaseException:
-            done.cancel()
+            if done is not None:
+                done.cancel()
             raise
         finally:
             self._turn_task, self._cancel_requested, self._steer_open = None, False, False
             self._turn_done = None
-        if not done.done():
+        if done is not None and not done.done():
             done.set_result(result)
         return result
 

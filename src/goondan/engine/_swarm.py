@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GoondanError
 from ._agents import AgentLimits
+from ._definition import AgentDefinition
 from ._info import SwarmInfo
 from ._instance import AgentInstance, RuntimeEventListener
 
@@ -55,6 +56,7 @@ class SwarmContext:
             self.workspace_identity.workspace_id, identity=self.workspace_identity
         )
         self._plans: dict[str, Any] = {}
+        self._definitions: dict[str, AgentDefinition] = {}
         self._tmpdir: str | None = None
 
     # --- policy -------------------------------------------------------------------------------
@@ -136,22 +138,20 @@ class SwarmContext:
     def store(self, agent: str, key: str) -> InstanceStore:
         return self.workspace.instance(agent, key)
 
-    def _workdir_factory(self, agent: str, key: str, store: InstanceStore) -> Callable[[], Path]:
-        def make() -> Path:
-            if store.path is not None:
-                path = Path(store.path) / "workdir"
-            else:
-                if self._tmpdir is None:
-                    self._tmpdir = tempfile.mkdtemp(prefix="goondan-")
-                from ..storage import instance_dir_name
+    def _make_workdir(self, agent: str, key: str, store: InstanceStore) -> Path:
+        """The working directory of one instance (``ToolContext.workdir``), created when asked for."""
+        if store.path is not None:
+            path = Path(store.path) / "workdir"
+        else:
+            if self._tmpdir is None:
+                self._tmpdir = tempfile.mkdtemp(prefix="goondan-")
+            from ..storage import instance_dir_name
 
-                path = Path(self._tmpdir) / instance_dir_name(agent, key)
-            from ..storage._atomic import ensure_private_dirs
+            path = Path(self._tmpdir) / instance_dir_name(agent, key)
+        from ..storage._atomic import ensure_private_dirs
 
-            ensure_private_dirs(path)
-            return path
-
-        return make
+        ensure_private_dirs(path)
+        return path
 
     def build_instance(
         self,
@@ -162,21 +162,29 @@ class SwarmContext:
         listeners: list[RuntimeEventListener],
         delta_listeners: list[RuntimeEventListener],
     ) -> AgentInstance:
-        plan = self.plan(agent)
-        store = self.store(agent, key)
         return AgentInstance(
-            plan=plan,
+            definition=self.definition(agent),
             instance_key=key,
-            store=store,
-            swarm_info=self.swarm_info(agent),
+            store=self.store(agent, key),
             hub=hub,
-            bundle_root=Path(self.bundle.root),
-            workdir=self._workdir_factory(agent, key, store),
             listeners=listeners,
-            implicit_context_message=self._implicit_context_message(plan),
-            env=self.bundle.env,
             delta_listeners=delta_listeners,
         )
+
+    def definition(self, agent: str) -> AgentDefinition:
+        """What every instance of ``agent`` shares (engine/_definition.py), built on first use."""
+        found = self._definitions.get(agent)
+        if found is None:
+            plan = self.plan(agent)
+            found = self._definitions[agent] = AgentDefinition(
+                plan,
+                swarm_info=self.swarm_info(agent),
+                bundle_root=Path(self.bundle.root),
+                make_workdir=self._make_workdir,
+                implicit_extensions=self._implicit_context_message(plan),
+                env=self.bundle.env,
+            )
+        return found
 
     def clear_histories(self, agents: set[str] | None) -> None:
         """Forget the conversation and extension state of every stored instance of ``agents`` (all

@@ -21,6 +21,7 @@ What ``generate`` prints is kept out of the answer stream and logged; an excepti
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from pathlib import Path
@@ -35,6 +36,11 @@ from ._base import ModelRequest, ModelResponse, ModelToolCall, normalize_usage
 _log = logging.getLogger("goondan.model.python")
 
 
+@functools.lru_cache(maxsize=256)
+def _label(name: str) -> str:
+    return f"python model {name}"
+
+
 class PythonModel:
     provider = "python"
 
@@ -42,7 +48,7 @@ class PythonModel:
         self._entry = entry
         self._model = model
         self._fn: Any = None
-        self._label = f"python model {entry.name}"  # built once: it names every call's output and errors
+        self._label = _label(entry.name)  # names every call's output and errors: built once, shared
 
     def _load(self) -> Any:
         if self._fn is None:
