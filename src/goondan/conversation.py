@@ -280,6 +280,11 @@ class ConversationState:
     def last_message(self) -> Message | None:
         return _handle(self._next[-1]) if self._next else None
 
+    def last_stored(self) -> Message | None:
+        """The last message as stored (frozen contents, no fresh handle): for the engine's own
+        reads on every turn; never handed to user code, which gets :meth:`last_message`."""
+        return self._next[-1] if self._next else None
+
     # --- write side ------------------------------------------------------------------------
 
     def emit(self, event: MessageEvent, *, trusted: bool = False) -> None:

@@ -162,15 +162,19 @@ class InlineExecutor:
 
     async def _run(self, instance: AgentInstance, event: dict[str, Any]) -> TurnResult:
         result = await instance.run_turn(event)
-        reason = instance.restart_requested
-        if reason is not None:
-            instance.restart_requested = None
-            log.info("%s@%s requested a restart (%s)", instance.agent_name, instance.instance_key, reason)
-            assert self._host is not None
-            async with self._host.restart_lock:
-                await self._host.reload_for_self_restart()
-                await self._drop(instance)
+        if instance.restart_requested is not None:
+            await self._restart_requested(instance)
         return result
+
+    async def _restart_requested(self, instance: AgentInstance) -> None:
+        """A tool of the turn asked for a restart (``self-restart``): reload, then drop the instance."""
+        reason = instance.restart_requested
+        instance.restart_requested = None
+        log.info("%s@%s requested a restart (%s)", instance.agent_name, instance.instance_key, reason)
+        assert self._host is not None
+        async with self._host.restart_lock:
+            await self._host.reload_for_self_restart()
+            await self._drop(instance)
 
     async def _drop(self, instance: AgentInstance) -> None:
         key = (instance.agent_name, instance.instance_key)
@@ -229,8 +233,14 @@ class InlineExecutor:
     # --- turns ----------------------------------------------------------------------------------
 
     async def submit(self, agent: str, instance_key: str, event: dict[str, Any]) -> TurnResult:
-        instance = await self.get_instance(agent, instance_key)
-        return await self._run(instance, event)
+        # a running instance is run here, without the coroutines of get_instance() and _run()
+        instance = self._instances.get((agent, instance_key))
+        if instance is None:
+            instance = await self.get_instance(agent, instance_key)
+        result = await instance.run_turn(event)
+        if instance.restart_requested is not None:
+            await self._restart_requested(instance)
+        return result
 
     async def send(self, agent: str, instance_key: str, event: dict[str, Any]) -> bool:
         instance = await self.get_instance(agent, instance_key)

@@ -360,7 +360,10 @@ class Runtime:
             source=source,
             auth=auth,
         )
-        return await _approvals.submit(self, name, key, event)
+        # _approvals.submit inlined: one coroutine less on every request
+        result: TurnResult = await self.executor.submit(name, key, event)
+        _approvals.watch_expiry(self, name, key, result)
+        return result
 
     async def approve(
         self,
