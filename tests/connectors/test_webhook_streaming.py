@@ -5,6 +5,7 @@ model's answer, with agent processes (the default isolation) and inline."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import threading
 import time
@@ -344,3 +345,23 @@ def test_a_silent_stream_sends_keep_alive_comments(monkeypatch: pytest.MonkeyPat
     assert rest[0] == "event: delta" and json.loads(rest[1][5:]) == {"text": "hi", "step": 0}
     assert rest[-2] == "event: done"
     assert json.loads(rest[-1][5:]) == {"ok": True, "text": "hi", "finishReason": "text_response"}
+
+
+def test_stopping_gdn_run_ends_an_open_stream_with_an_error_event(
+    tmp_path: Path, provider: tuple[Provider, str]
+) -> None:
+    fake, endpoint = provider
+    port = free_port()
+    b = bundle(tmp_path / "b", endpoint, port)
+    with gdn_run(tmp_path, b, TEST_ANTHROPIC_KEY=KEY) as run, httpx.Client() as client:
+        run.wait_ready()
+        fake.hold = True  # the model never finishes while gdn run stops
+        with post_stream(client, f"http://127.0.0.1:{port}/", "cats") as response:
+            events = events_of(response)
+            assert next(events).event == "delta"
+            run.proc.send_signal(signal.SIGINT)
+            rest = list(events)
+        fake.release.set()
+        assert [e.event for e in rest] == ["error"], rest
+        assert rest[0].data["error"]["code"] == "E_CONNECTOR_STOPPED", rest
+        assert run.stop() == 130

@@ -292,6 +292,12 @@ class ConnectorContext:
         if future is not None and not future.done():
             future.set_result(reply)
 
+    def _fail_streams(self, reason: str) -> None:
+        """End the streamed events still waiting with ``E_CONNECTOR_STOPPED`` (the host is stopping)."""
+        error = {"code": "E_CONNECTOR_STOPPED", "message": reason}
+        for event_id in list(self._streams):
+            self._resolve(event_id, Reply(None, "error", error))
+
     def _fail_pending(self, reason: str) -> None:
         for future in self._pending.values():
             if not future.done():

@@ -144,6 +144,11 @@ async def _serve(fd: int) -> int:
     error: dict[str, str] | None = None
     if not task.done():
         reason = "shutdown"
+        # nothing answers a streamed event once the channel stops being read: end those streams
+        # with an error first, so a client in the middle of a streamed answer reads its end (the
+        # webhook's error event) while the server finishes the requests in flight, instead of a
+        # body cut off mid-stream
+        ctx._fail_streams("gdn run is stopping")
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
