@@ -175,6 +175,10 @@ def test_stream_reply_mode_sends_each_delta_before_the_turn_ends_then_the_whole_
     b = bundle(tmp_path / "b", endpoint, port)
     with gdn_run(tmp_path, b, GOONDAN_ISOLATION=isolation, TEST_ANTHROPIC_KEY=KEY) as run, httpx.Client() as client:
         run.wait_ready()
+        # until a client asks for a stream, nobody listens: the model call does not stream
+        plain = client.post(url, json={"text": "hi", "instanceKey": "k1"}, headers={"Accept": "application/json"})
+        assert plain.json() == {"ok": True, "text": answer_to("hi")}
+        assert [body.get("stream", False) for body in fake.bodies] == [False]
         fake.hold = True  # the provider stops after its first token until the client has seen it
         with post_stream(client, url, "cats") as response:
             assert response.status_code == 200
@@ -189,7 +193,7 @@ def test_stream_reply_mode_sends_each_delta_before_the_turn_ends_then_the_whole_
         assert "".join(d.data["text"] for d in deltas) == answer_to("cats")
         assert [e.event for e in rest][-1] == "done" and [e.event for e in rest].count("done") == 1
         assert rest[-1].data == {"ok": True, "text": answer_to("cats"), "finishReason": "text_response"}
-        assert fake.bodies[0]["stream"] is True
+        assert fake.bodies[1]["stream"] is True  # the same agent (process) streams now
         fake.hold = False
 
         # two streamed requests on one conversation at once: each gets its own turn's text only

@@ -239,10 +239,8 @@ class ConnectorContext:
     def stream(self, event: Mapping[str, Any]) -> ReplyStream:
         """:meth:`emit`, and the turn's text as the model writes it: see :class:`ReplyStream`.
 
-        Deltas cross from ``gdn run`` to this process only for events sent this way. A Connection
-        whose ``config.replyMode`` is ``stream`` has its agents stream from their first turn on; for
-        other Connections, agent processes already running when the first streamed event comes
-        answer in one piece (the stream yields nothing; the reply is complete all the same)."""
+        Deltas cross from ``gdn run`` to this process only for events sent this way; model calls
+        stream from this Connection's first streamed event on (before it, nobody listens)."""
         future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         stream = ReplyStream(future)
         self._emit(event, stream)

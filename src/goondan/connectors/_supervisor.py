@@ -7,10 +7,11 @@ Events enter the swarm only through the public Runtime API (``rt.request``), wit
 Streamed replies: an event the host sent with ``stream`` (``ctx.stream``) gets its turn's text
 deltas (``Runtime.on_text_delta``) as ``connector_delta`` records ahead of the reply. The turn is
 given a trace id of its own, which every delta of it carries, so deltas of other turns (another
-request on the same conversation, an agent it calls) are never mixed in. The supervisor listens to
-deltas only when a Connection streams: ``config.replyMode: stream`` (subscribed at start, before an
-agent process is spawned, so that every process streams), or the first streamed event of another
-Connection; without one, nothing changes for any turn.
+request on the same conversation, an agent it calls) are never mixed in. The supervisor subscribes
+to deltas on a connection's first streamed event (agent processes are told before that turn is
+dispatched) and stays subscribed while the connection lives: until then no model call streams and
+no delta crosses a process; after it, subscribing and unsubscribing per request would send every
+agent process two ``forward`` frames per streamed request.
 """
 
 from __future__ import annotations
@@ -126,11 +127,6 @@ def plan_connections(bundle: Any, swarm: Any, env: Mapping[str, str]) -> list[Co
     return plans
 
 
-def streams_replies(plan: ConnectionPlan) -> bool:
-    """Whether the Connection answers with streamed replies (``config.replyMode: stream``)."""
-    return plan.config.get("replyMode", "").strip().lower() == "stream"
-
-
 @dataclass(frozen=True, slots=True)
 class _Streamed:
     """A turn a streamed event waits on: whose deltas to forward, and where."""
@@ -222,8 +218,6 @@ class ConnectorProcess:
             fut.set_result(code)
 
     async def start(self, timeout: float = START_TIMEOUT_SECONDS) -> None:
-        if streams_replies(self.plan):
-            self._listen_deltas()
         loop = asyncio.get_running_loop()
         pid, conn = await self._spawner.spawn(HOST_MODULE, ["--log-level", self.log_level])
         exited: asyncio.Future[int] = loop.create_future()
