@@ -36,7 +36,7 @@ class _Capture:
     def __init__(self, label: str, logger: logging.Logger) -> None:
         self.label = label
         self.logger = logger
-        self.parts: dict[str, list[str]] = {}
+        self.parts: dict[str, list[str]] | None = None  # made by the first write: most code prints nothing
         self.kept = 0
         self.dropped = 0
 
@@ -49,14 +49,17 @@ class _Capture:
             self.dropped += len(text) - room
             text = text[:room]
         self.kept += len(text)
-        self.parts.setdefault(stream, []).append(text)
+        parts = self.parts
+        if parts is None:
+            parts = self.parts = {}
+        parts.setdefault(stream, []).append(text)
 
     def clear(self) -> None:
-        self.parts = {}
+        self.parts = None
         self.kept = self.dropped = 0
 
     def report(self) -> None:
-        for stream, chunks in self.parts.items():
+        for stream, chunks in (self.parts or {}).items():
             text = "".join(chunks).rstrip("\n")
             if text:
                 self.logger.info("%s wrote to %s:\n%s", self.label, stream, text)
@@ -107,26 +110,22 @@ def install() -> None:
         sys.stderr = _Proxy("stderr", sys.stderr)
 
 
-class captured:  # lower case: used like the function it replaced, ``with captured(label, logger):``
+class captured(_Capture):  # lower case: used like the function it replaced, ``with captured(label, logger):``
     """Keep what the code inside prints (see the module docstring) and log it when it ends.
 
-    A class rather than a ``@contextmanager`` generator: it is entered around every tool and python
-    model call, and this costs about half as much (no generator, no wrapper object)."""
+    A capture that is its own context manager, rather than a ``@contextmanager`` generator around
+    one: it is entered around every tool and python model call, and this is one object per use."""
 
-    __slots__ = ("_capture", "_token")
-
-    def __init__(self, label: str, logger: logging.Logger) -> None:
-        self._capture = _Capture(label, logger)
+    __slots__ = ("_token",)
 
     def __enter__(self) -> None:
         install()
-        self._token = _current.set(self._capture)
+        self._token = _current.set(self)
 
     def __exit__(self, *exc_info: object) -> None:
         _current.reset(self._token)
-        capture = self._capture
-        if capture.parts or capture.dropped:
-            capture.report()
+        if self.parts or self.dropped:
+            self.report()
 
 
 @contextmanager

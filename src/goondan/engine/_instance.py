@@ -958,6 +958,8 @@ class AgentInstance:
         turn, each acknowledged once its append is durable; after a turn they stay: the turn ended
         without answering them, so each runs as a turn of its own (:meth:`_steer`)."""
         self._steered = False
+        if not self.inbox:  # the usual case, at every turn's end
+            return
         acks = self._steer_acks
         kept: list[Message] = []
         while self.inbox:
@@ -1671,9 +1673,12 @@ def _is_inbound_of(message: Message | None, event_id: str) -> bool:
 def _may_end_unanswered(last: Message | None) -> bool:
     """Whether a history ending in ``last`` may hold an unanswered tool call (then it is looked
     for); a history ending in the usual assistant text does not."""
-    if last is None or last.role == "user" or last.role == "system":
+    if last is None:
         return False
-    if last.role == "tool":
+    role = last.role
+    if role == "user" or role == "system":
+        return False
+    if role == "tool":
         return True
     content = last.data.get("content")
     return isinstance(content, list) and any(p.get("type") == "tool-call" for p in content)
