@@ -41,6 +41,7 @@ from ..messages import Message, assistant_message, tool_message, user_message
 from ..models import ModelAdapter, ModelRequest, ModelResponse, create_model_adapter
 from ..pipeline import ApprovalRequired, Chain, PipelineRegistry, StepState, ToolCallState, Turn, TurnState
 from ..results import StepResult, ToolCall, ToolCallResult, TurnResult
+from ..storage import _atomic
 from ..storage._atomic import crash_point
 from ..tools import (
     DEFAULT_ERROR_MESSAGE_LIMIT,
@@ -654,13 +655,11 @@ class AgentInstance:
         run = _TurnRun(span_id)
         run.resume = resume
         turn_state.internal = run
-        pending = self._record_event(
-            {
-                **self._base_record("turn.started", trace_id, span_id, parent_span),
-                "turnId": turn_id,
-                **({"resumed": True} if resume is not None else {}),
-            }
-        )
+        started_record = self._base_record("turn.started", trace_id, span_id, parent_span)
+        started_record["turnId"] = turn_id
+        if resume is not None:
+            started_record["resumed"] = True
+        pending = self._record_event(started_record)
         if pending is not None:
             await pending
         result: TurnResult
@@ -671,10 +670,13 @@ class AgentInstance:
                 await self._supersede_paused(trace_id, span_id)
             if resume is None and _may_end_unanswered(conversation.last_stored()):
                 self._repair_interrupted_tool_calls()  # a failed write left a call without its result
-            crash_point("turn_before_inbound")
+            crashing = _atomic.CRASH_AT is not None  # the crash tests' points (storage/_atomic.py)
+            if crashing:
+                crash_point("turn_before_inbound")
             if resume is None:
                 self._append_inbound(event, conversation)
-            crash_point("turn_after_inbound")
+            if crashing:
+                crash_point("turn_after_inbound")
             if on_accepted is not None:
                 on_accepted()
             turn_chain, _, _ = self._get_chains()
