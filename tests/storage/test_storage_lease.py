@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,31 @@ def test_commit_of_a_stale_holder_fails_instead_of_overwriting(tmp_path: Path) -
     stale.close()
     conv, _ = reload(path)
     assert records(conv) == records([msg("b1")])
+
+
+def test_lease_json_replaced_by_a_new_holder_fails_the_fencing_check(tmp_path: Path) -> None:
+    """check() compares lease.json's inode with the one this lease wrote and keeps open (so its
+    number cannot be reused); a file another holder renamed into place fails it."""
+    store = FileInstanceStore(tmp_path)
+    store.load()
+    store.lease.check()  # type: ignore[union-attr]
+    holder = json.loads((tmp_path / "lease.json").read_text())
+    tmp = tmp_path / "lease.json.new"
+    tmp.write_text(json.dumps({**holder, "token": holder["token"] + 1, "owner": "someone-else"}))
+    os.replace(tmp, tmp_path / "lease.json")
+    with pytest.raises(StorageError) as info:
+        store.commit([], None)
+    assert info.value.code == "E_INSTANCE_LEASE_LOST"
+    store.close()
+
+
+def test_lease_json_rewritten_in_place_fails_the_fencing_check(tmp_path: Path) -> None:
+    store = FileInstanceStore(tmp_path)
+    store.load()
+    holder = json.loads((tmp_path / "lease.json").read_text())
+    time.sleep(0.02)  # a later modification time than the one the lease recorded
+    (tmp_path / "lease.json").write_text(json.dumps({**holder, "owner": "x" * len(holder["owner"])}))
+    with pytest.raises(StorageError) as info:
+        store.lease.check()  # type: ignore[union-attr]
+    assert info.value.code == "E_INSTANCE_LEASE_LOST"
+    store.close()

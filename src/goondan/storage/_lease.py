@@ -139,6 +139,17 @@ class InstanceLease:
         self._fd: int | None = fd
         self._owner = owner
         self._holder_path = directory / HOLDER_FILE
+        # lease.json as this lease wrote it, kept open so that its inode number cannot be reused:
+        # while the path still names this inode, unchanged, nobody took over (a new holder renames
+        # its own file into place), and check() needs one stat instead of reading the file.
+        self._holder_fd: int | None = None
+        self._holder_key: tuple[int, int, int, int] | None = None
+        with contextlib.suppress(OSError):
+            holder_fd = os.open(self._holder_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            self._holder_fd = holder_fd
+            if self._holder_is_ours():
+                st = os.fstat(holder_fd)
+                self._holder_key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
         _OPEN.add(self)
 
     @classmethod
@@ -203,14 +214,32 @@ class InstanceLease:
                 file=str(self.directory),
                 suggestion="Open the instance again (load()) before writing.",
             )
-        holder = read_holder(self.directory)
-        if holder is not None and holder.get("token") == self.token and holder.get("owner") == self._owner:
+        key = self._holder_key
+        if key is not None:
+            try:
+                st = os.stat(self._holder_path)
+            except OSError:
+                st = None
+            if st is not None and (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size) == key:
+                return
+        if self._holder_is_ours():
             return
-        raise lost_error(self.directory.name, self.token, holder, file=str(self.directory))
+        raise lost_error(self.directory.name, self.token, read_holder(self.directory), file=str(self.directory))
+
+    def _holder_is_ours(self) -> bool:
+        holder = read_holder(self.directory)
+        return holder is not None and holder.get("token") == self.token and holder.get("owner") == self._owner
+
+    def _close_holder_fd(self) -> None:
+        fd, self._holder_fd, self._holder_key = self._holder_fd, None, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
         _OPEN.discard(self)
+        self._close_holder_fd()
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)  # closing the description drops the flock
@@ -218,6 +247,7 @@ class InstanceLease:
     def _forget_after_fork(self) -> None:
         """In a forked child: close the inherited descriptor without unlocking the parent's lease."""
         fd, self._fd = self._fd, None
+        self._close_holder_fd()
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
