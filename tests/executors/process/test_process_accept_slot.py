@@ -8,8 +8,10 @@ still fails the turn rather than running it again."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import proc_kit as pk
@@ -20,27 +22,36 @@ import goondan
 from goondan.executors.process._accept import SLOT_SIZE, AcceptSlot, AcceptSlots
 
 WRITER = """
-import os, signal, sys
+import os, signal, sys, time
 from goondan.executors.process._accept import AcceptSlot
-slot = AcceptSlot.open(sys.argv[1])
+path = sys.argv[1]
+slot = AcceptSlot.open(path)
 assert slot is not None
 slot.mark("41")
+print("mapped", flush=True)
+while os.path.exists(path):  # the host unlinks the file once the process has mapped it
+    time.sleep(0.01)
 slot.mark("42")
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-def test_a_ticket_marked_in_the_slot_is_read_by_the_host_after_its_writer_was_killed() -> None:
+def test_a_ticket_marked_in_the_slot_is_read_by_the_host_after_its_file_was_unlinked_and_its_writer_killed() -> None:
     slots = AcceptSlots()
     try:
-        path = slots.create()
-        assert path is not None and Path(path).stat().st_size == SLOT_SIZE
-        assert slots.read(path) == ""
-        proc = subprocess.run([sys.executable, "-c", WRITER, path], capture_output=True, timeout=60)
-        assert proc.returncode == -9, proc.stderr.decode()
-        assert slots.read(path) == "42"
-        slots.remove(path)
-        assert not Path(path).exists()
+        slot = slots.create()
+        assert slot is not None and slot.path is not None
+        path = slot.path
+        assert Path(path).stat().st_size == SLOT_SIZE and slot.read() == ""
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, path], stdout=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stdout.readline() == b"mapped\n"
+        assert slot.read() == "41"
+        slot.unlink()
+        assert not Path(path).exists() and slot.path is None
+        assert proc.wait(timeout=60) == -9
+        assert slot.read() == "42"  # the page outlived the file and its writer
+        slot.close()
+        assert slot.read() == ""
     finally:
         slots.close()
 
@@ -50,14 +61,16 @@ def test_a_slot_that_cannot_be_opened_leaves_the_process_to_send_frames(tmp_path
     assert AcceptSlot.open(str(tmp_path / "elsewhere" / "1")) is None  # e.g. an actor on another machine
 
 
-def test_a_ticket_too_long_for_the_slot_is_refused_so_a_frame_is_sent(tmp_path: Path) -> None:
+def test_a_ticket_too_long_for_the_slot_is_refused_so_a_frame_is_sent() -> None:
     slots = AcceptSlots()
     try:
-        path = slots.create()
-        slot = AcceptSlot.open(path)
-        assert slot is not None and path is not None
+        host = slots.create()
+        assert host is not None
+        slot = AcceptSlot.open(host.path)
+        assert slot is not None
         assert slot.mark("x" * SLOT_SIZE) is False
-        assert slot.mark("7") is True and slots.read(path) == "7"
+        assert slot.mark("7") is True and host.read() == "7"
+        host.close()
     finally:
         slots.close()
 
@@ -71,15 +84,20 @@ def test_a_process_that_dies_after_accepting_a_turn_fails_it_instead_of_running_
         async with goondan.Runtime(root, state_root=state_root, isolation="process") as rt:
             await rt.request("warm", instance_key="k")
             handle = rt.orchestrator.handles[("a", "k")]
-            assert handle.accept_slot is not None and Path(handle.accept_slot).exists()
             slot = handle.accept_slot
+            # mapped by the process and the host, its file already unlinked: nothing left on disk
+            assert slot is not None and slot.path is None and slot.read() != ""
             with pytest.raises(goondan.GoondanError) as info:
                 await asyncio.wait_for(rt.request(call("crash", code=3), instance_key="k"), 60)
             assert info.value.code == "E_AGENT_PROCESS_EXITED"
-            assert not Path(slot).exists()  # the dead process's slot is gone with it
+            assert handle.accept_slot is not slot and slot.read() == ""  # closed with its process
             again = await rt.request("after", instance_key="k")
             assert again.text == "a@k got: after"
 
     asyncio.run(main())
+    left = [
+        p for base in ("/dev/shm", tempfile.gettempdir()) for p in Path(base).glob(f"goondan-accept-{os.getpid()}-*")
+    ]
+    assert left == []  # every slot file was unlinked once its process had mapped it
     crashed = [r for r in pk.out(root, "model") if "crash" in str(r["messages"][-1].get("content"))]
     assert len(crashed) == 1  # the model saw the crashing turn once: it was not given to a new process

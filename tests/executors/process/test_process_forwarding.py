@@ -95,3 +95,19 @@ def test_a_text_delta_listener_added_after_the_process_started_gets_the_next_tur
 
     asyncio.run(main())
     assert deltas == ["str", "eamed"]
+
+
+def test_a_listener_subscribed_from_another_thread_sees_the_next_turn(tmp_path: Path, state_root: Path) -> None:
+    root = pk.bundle(tmp_path / "b", agents=("a",))
+    seen: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        async with goondan.Runtime(root, state_root=state_root, isolation="process") as rt:
+            await rt.request("one", instance_key="k")
+            await asyncio.to_thread(rt.on_runtime_event, seen.append)
+            await rt.request("two", instance_key="k")
+            await rt.wait_idle()
+
+    asyncio.run(main())
+    assert [r.get("type") for r in seen][-1] == "turn.completed"
+    assert {r.get("type") for r in seen} >= {"turn.started", "step.started", "turn.completed"}

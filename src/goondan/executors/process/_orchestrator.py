@@ -40,7 +40,7 @@ from typing import Any
 from ..._ids import new_id, now_iso
 from ...engine._agents import AgentLimits, SpawnLimiter, SpawnRegistry, check_call_depth
 from ...errors import AgentRequestError, ExtensionError, GoondanError
-from ._accept import AcceptSlots
+from ._accept import AcceptSlots, HostSlot
 from ._clock import Clock, RealClock
 from ._ipc import (
     ORCHESTRATOR,
@@ -137,7 +137,7 @@ class InstanceHandle:
         self.output: OutputSink | None = None
         # what its process was told to send (runtime events, text deltas): see Orchestrator.forwarding
         self.forwarding = (True, True)
-        self.accept_slot: str | None = None  # where its process marks accepted turns (_accept)
+        self.accept_slot: HostSlot | None = None  # where its process marks accepted turns (_accept)
 
     @property
     def name(self) -> str:
@@ -223,10 +223,12 @@ class Orchestrator:
         self.closing = False
         self.turns_dispatched = 0
         self._slots = AcceptSlots()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # --- start / stop ----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         self.spawner = self._spawner_factory(self._on_exit)
         await self.spawner.start()
         if self.reconcile_interval_ms > 0:
@@ -304,6 +306,7 @@ class Orchestrator:
             if h.pid is not None and h.spawner is not None:
                 h.spawner.kill(h.pid, signal.SIGKILL)
                 killed.append(h)
+        self._slots.close()  # the host ends now: nothing of it may stay on /dev/shm
         return killed
 
     async def _release(self) -> None:
@@ -365,8 +368,19 @@ class Orchestrator:
     def listeners_changed(self) -> None:
         """A listener came or went: tell every running process what to send from now on. The
         ``forward`` record goes ahead of any turn dispatched after the change, so a listener that
-        subscribes before a request sees all of that turn's records."""
-        for h in self.handles.values():
+        subscribes before a request sees all of that turn's records. A listener may subscribe from
+        another thread: the records are then sent from this loop's thread, where the streams live."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            here = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            here = False
+        if not here:
+            loop.call_soon_threadsafe(self.listeners_changed)
+            return
+        for h in list(self.handles.values()):
             self._forward(h)
 
     def _forward(self, h: InstanceHandle) -> None:
@@ -403,11 +417,12 @@ class Orchestrator:
         }
         slot = self._slots.create()
         if slot is not None:
-            spec["acceptSlot"] = slot
+            spec["acceptSlot"] = slot.path
         try:
             spawned = await spawner.spawn(spec)
         except BaseException as exc:
-            self._slots.remove(slot)
+            if slot is not None:
+                slot.close()
             h.spawn_task = None
             h.status = "crashed"
             h.consecutive_crashes += 1
@@ -517,6 +532,8 @@ class Orchestrator:
 
     def _on_agent_ready(self, h: InstanceHandle, ready: asyncio.Future[None], steering: bool = False) -> None:
         h.steering = steering
+        if h.accept_slot is not None:  # the process mapped it before it said ready: see _accept
+            h.accept_slot.unlink()
         if h.status == "spawning":
             h.status = "idle"
         h.last_active = self.clock.now_ms()
@@ -615,7 +632,7 @@ class Orchestrator:
         if h.current is not None:
             work, h.current = h.current, None
             if not work.accepted and slot is not None:
-                work.accepted = self._slots.read(slot) == work.ticket  # see _accept
+                work.accepted = slot.read() == work.ticket  # see _accept
             if work.accepted and h.interrupted:
                 self._fail(work, GoondanError("E_RUNTIME_CLOSED", f"interrupted: the turn of {h.name} was stopped"))
             elif work.accepted:
@@ -623,7 +640,8 @@ class Orchestrator:
             else:
                 # never started there: the next process takes it, in its place at the head of the queue
                 h.queue.appendleft(work)
-        self._slots.remove(slot)
+        if slot is not None:
+            slot.close()
         for fut in h.syncs.values():
             if not fut.done():
                 fut.set_result(None)
@@ -704,9 +722,10 @@ class Orchestrator:
                 suggestion="Fix the crash (see the agent's log), then retry or restart the agent.",
             )
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        if self._steer(h, _Work(event, fut)):
+        work = _Work(event, fut)
+        if self._steer(h, work):
             return fut
-        h.queue.append(_Work(event, fut))
+        h.queue.append(work)
         if not h.alive and h.stop_task is None:
             self._spawn(h)
         self._pump(h)
