@@ -287,7 +287,8 @@ class Runtime:
 
     def on_text_delta(self, listener: RuntimeEventListener) -> Callable[[], None]:
         """Subscribe to streamed model text (``{"type": "text.delta", "delta", "agentName", ...}``).
-        With agent processes, register before the first request: running processes keep their setting."""
+        With agent processes, subscribing switches running processes to forward their deltas (and
+        unsubscribing back off), so a process sends no delta frames while nobody listens."""
         return self.executor.on_text_delta(listener)
 
     # --- requests ---------------------------------------------------------------------------
