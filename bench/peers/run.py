@@ -397,7 +397,11 @@ def main() -> int:
         "--goondan-src", default="", help="run Goondan from this source tree (PYTHONPATH) instead of the installed one"
     )
     parser.add_argument("--goondan-tag", default="", help="suffix for Goondan row labels (e.g. a commit)")
-    parser.add_argument("--out", default=str(RESULTS / "last.json"), help="where to write the raw results")
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="where to write the raw results (default: results/last.json for a run; with --from, only if given)",
+    )
     parser.add_argument(
         "--from", dest="sources", action="append", default=[], help="render rows of earlier result JSON files instead"
     )
@@ -418,7 +422,7 @@ def main() -> int:
         meta = dict(metas[0], sources=[{"file": f, **m} for f, m in zip(args.sources, metas, strict=True)])
         text = report(rows, meta, args.basis)
         print(text)
-        if args.out != str(RESULTS / "last.json") or len(args.sources) > 1:
+        if args.out:  # rendering earlier files must not overwrite the last full run's results
             write_results(Path(args.out), rows, meta, text)
         return 0
     selected = list(PEERS) if not args.only else [p for p in args.only.split(",") if p in PEERS]
@@ -475,7 +479,7 @@ def main() -> int:
             r["wrapper"] = [lv for lv, how in r.get("levels", {}).items() if "wrapper (plain Python)" in how]
     text = report(rows, meta, args.basis)
     print(text)
-    write_results(Path(args.out), rows, meta, text)
+    write_results(Path(args.out or RESULTS / "last.json"), rows, meta, text)
     return 0
 
 
