@@ -266,12 +266,17 @@ def test_a_streaming_client_that_hangs_up_leaves_its_turn_to_finish_in_the_conve
         assert run.stop() == 130
 
 
-def test_an_unknown_reply_mode_fails_the_start_with_E_CONNECTOR_CONFIG(tmp_path: Path) -> None:
-    b = bundle(tmp_path / "b", "http://127.0.0.1:9", free_port(), reply_mode="streaming")
+def test_an_unknown_reply_mode_fails_the_start_with_E_CONNECTOR_CONFIG_naming_the_closest_mode_once(
+    tmp_path: Path,
+) -> None:
+    b = bundle(tmp_path / "b", "http://127.0.0.1:9", free_port(), reply_mode="steam")
     proc = gdn_run_to_end(tmp_path, b, timeout=60, TEST_ANTHROPIC_KEY=KEY)
     assert proc.returncode != 0
-    assert "[E_CONNECTOR_CONFIG]" in proc.stderr and "'streaming'" in proc.stderr, proc.stderr
-    assert "sync" in proc.stderr and "stream" in proc.stderr
+    assert "[E_CONNECTOR_CONFIG]" in proc.stderr and "'steam'" in proc.stderr, proc.stderr
+    assert "sync" in proc.stderr and "did you mean 'stream'?" in proc.stderr, proc.stderr
+    # the supervisor names the Connection; the connector's message does not repeat it
+    error_line = next(line for line in proc.stderr.splitlines() if "[E_CONNECTOR_CONFIG]" in line)
+    assert error_line.count("Connection/") == 1, error_line
 
 
 def test_a_connection_that_does_not_stream_leaves_model_calls_unstreamed(

@@ -81,9 +81,14 @@ def reply_mode(ctx: Any) -> str:
     other way than the author meant."""
     mode = str(ctx.setting("replyMode", "sync")).strip().lower()
     if mode not in REPLY_MODES:
+        # imported here: only a misspelt mode pays for the bundle package in the connector process
+        from goondan.bundle._issues import did_you_mean
+
+        hint = did_you_mean(mode, REPLY_MODES)
+        # no "Connection/<name>" here: the supervisor puts it (and the connector) before the message
         raise GoondanError(
             "E_CONNECTOR_CONFIG",
-            f"Connection/{ctx.connection}: webhook replyMode {mode!r} is not one of {', '.join(REPLY_MODES)}",
+            f"webhook replyMode {mode!r} is not one of {', '.join(REPLY_MODES)}" + (f"; {hint}" if hint else ""),
             suggestion="Set config.replyMode to sync (answer with the reply), async (202 at once) or stream "
             "(Server-Sent Events while the model writes).",
         )
