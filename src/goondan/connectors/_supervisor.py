@@ -431,7 +431,10 @@ class ConnectorProcess:
                 )
             reply = ConnectorReply(event_id, reply_text(result), result.finish_reason, result.error)
         except Exception as exc:
-            log.error("Connection/%s: event %s failed: %s", self.plan.name, event_id, exc)
+            # A turn stopped because the runtime is shutting down (Ctrl+C, gdn run stopping) is what the
+            # user asked for: the client still gets the error reply, the terminal no ERROR line.
+            closing = isinstance(exc, GoondanError) and exc.code == "E_RUNTIME_CLOSED"
+            (log.info if closing else log.error)("Connection/%s: event %s failed: %s", self.plan.name, event_id, exc)
             error = (
                 exc.to_dict() if isinstance(exc, GoondanError) else {"code": "E_CONNECTOR_EVENT", "message": str(exc)}
             )
