@@ -1,5 +1,6 @@
-"""The streaming benchmark keeps working: every variant (SDK alone, inline and process runtimes)
-gets one first-delta sample per turn, timed from the moment the fake server wrote the first token."""
+"""The streaming benchmark keeps working: every variant (SDK alone, inline and process runtimes, a
+client of the webhook connector's streamed reply) gets one first-delta sample per turn, timed from the
+moment the fake server wrote the first token."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def test_streaming_bench_times_first_token_to_first_delta_for_every_variant() ->
     assert proc.returncode == 0, proc.stderr[-2000:]
     (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("BENCH-JSON ")]
     report = json.loads(line.removeprefix("BENCH-JSON "))
-    assert set(report) == {"sdk", "inline", "process"}
+    assert set(report) == {"sdk", "inline", "process", "webhook"}
     for figures in report.values():
         assert figures["samples"] == 6
         # a delta cannot arrive before the server wrote the token, nor wait for the whole answer

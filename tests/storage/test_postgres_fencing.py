@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psycopg
@@ -139,6 +140,14 @@ def test_a_holder_whose_lease_session_was_dropped_cannot_write_after_another_nod
                 "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted"
             ).fetchall()
         assert killed == [(True,)]
+        # pg_terminate_backend only signals the backend: its session (and the lock) ends a moment later
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            deadline = time.monotonic() + 10
+            while conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted").fetchone() != (
+                0,
+            ):
+                assert time.monotonic() < deadline, "the terminated session still holds the lease lock"
+                time.sleep(0.01)
         loaded = other.load()
         assert other.lease_token is not None and other.lease_token > first["token"]
         run_turn(other, fold(loaded.base, loaded.events), build_events([["append", "b1"]]))
