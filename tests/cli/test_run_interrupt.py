@@ -135,6 +135,25 @@ def _interrupt(proc: subprocess.Popen[bytes]) -> tuple[int, float]:
     return code, time.monotonic() - started
 
 
+def _ctrl_c_mid_turn(state: Path, proc: subprocess.Popen[bytes], *, presses_before: int = 0) -> tuple[int, float, str]:
+    """Once the turn is processing, press Ctrl+C ``presses_before`` times (checking each leaves the
+    process running), then once more timed; returns the exit code, how long that last press took to end
+    the process, and its stderr. The process never outlives the call."""
+    try:
+        _wait_processing(state, proc)
+        for _ in range(presses_before):
+            os.killpg(proc.pid, signal.SIGINT)
+            time.sleep(0.3)  # the first press waits up to 1.5 s for a blocked turn
+            assert proc.poll() is None
+        code, took = _interrupt(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        stderr = proc.stderr.read().decode() if proc.stderr else ""
+        proc.wait()
+    return code, took, stderr
+
+
 def _messages(state: Path) -> list[dict[str, object]]:
     out: list[dict[str, object]] = []
     for name in ("base.jsonl", "events.jsonl"):
@@ -174,14 +193,7 @@ def test_ctrl_c_during_an_input_turn_in_process_isolation_exits_130_promptly(tmp
         cwd=tmp_path,
         start_new_session=True,
     )
-    try:
-        _wait_processing(state, proc)
-        code, took = _interrupt(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        stderr = proc.stderr.read().decode() if proc.stderr else ""
-        proc.wait()
+    code, took, stderr = _ctrl_c_mid_turn(state, proc)
     assert code == 130, stderr
     assert took < EXIT_BOUND_SECONDS, f"exit took {took:.1f} s"
     assert "Traceback" not in stderr, stderr
@@ -263,13 +275,7 @@ def test_an_agent_process_that_cannot_stop_its_turn_is_killed_after_a_short_boun
     bundle = _bundle(tmp_path)
     state = tmp_path / "state"
     proc = _start_input(tmp_path, bundle, state, "block")
-    try:
-        _wait_processing(state, proc)
-        code, took = _interrupt(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
+    code, took, _ = _ctrl_c_mid_turn(state, proc)
     assert code == 130
     assert took < EXIT_BOUND_SECONDS, f"exit took {took:.1f} s"
     _check_after(tmp_path, bundle, state, "block")
@@ -279,16 +285,7 @@ def test_a_second_ctrl_c_exits_at_once(tmp_path: Path) -> None:
     bundle = _bundle(tmp_path)
     state = tmp_path / "state"
     proc = _start_input(tmp_path, bundle, state, "block")
-    try:
-        _wait_processing(state, proc)
-        os.killpg(proc.pid, signal.SIGINT)
-        time.sleep(0.3)  # the first one waits up to 1.5 s for the blocked agent process
-        assert proc.poll() is None
-        code, took = _interrupt(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
+    code, took, _ = _ctrl_c_mid_turn(state, proc, presses_before=1)
     assert code == 130
     assert took < 1.0, f"exit took {took:.1f} s"
     # the agent process died with the host (parent-death signal): the next run takes over
@@ -301,14 +298,7 @@ def test_inline_ctrl_c_while_synchronous_code_blocks_the_loop_exits_130_after_th
     bundle = _bundle(tmp_path)
     state = tmp_path / "state"
     proc = _start_input(tmp_path, bundle, state, "block", executor="inline")
-    try:
-        _wait_processing(state, proc)
-        code, took = _interrupt(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        stderr = proc.stderr.read().decode() if proc.stderr else ""
-        proc.wait()
+    code, took, stderr = _ctrl_c_mid_turn(state, proc)
     assert code == 130, stderr
     assert took < EXIT_BOUND_SECONDS, f"exit took {took:.1f} s"
     assert "blocked by synchronous code" in stderr
@@ -321,16 +311,7 @@ def test_inline_second_ctrl_c_while_synchronous_code_blocks_the_loop_exits_at_on
     bundle = _bundle(tmp_path)
     state = tmp_path / "state"
     proc = _start_input(tmp_path, bundle, state, "block", executor="inline")
-    try:
-        _wait_processing(state, proc)
-        os.killpg(proc.pid, signal.SIGINT)
-        time.sleep(0.3)
-        assert proc.poll() is None
-        code, took = _interrupt(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
+    code, took, _ = _ctrl_c_mid_turn(state, proc, presses_before=1)
     assert code == 130
     assert took < 1.0, f"exit took {took:.1f} s"
     _check_after(tmp_path, bundle, state, "block", ended_like_a_crash=True)
