@@ -94,6 +94,61 @@ def _builtin_schema(path: Path, builtin: Path) -> dict[str, Any] | None:
     return schema if isinstance(schema, dict) else None
 
 
+def _schema_problems(
+    schema: dict[str, Any], config: Mapping[str, Any], owner: str, *, closed: bool
+) -> list[tuple[str, str, str | None, str | None]]:
+    """``(key, detail, did-you-mean, accepted keys)`` for each problem of ``config`` against ``schema``.
+
+    ``closed``: a key the schema's ``properties`` do not list is a problem even when the schema does
+    not say ``additionalProperties: false`` (a Connection's config: a key its connector never reads
+    is a typo that would otherwise change nothing, silently).
+    """
+    from goondan._argcheck import check_args
+
+    properties = schema.get("properties")
+    known = list(properties) if isinstance(properties, dict) else []
+    problems = [problem.replace("args", "config", 1) for problem in check_args(schema, dict(config))]
+    if closed and known and "additionalProperties" not in schema:
+        problems += [f"config.{key}: unexpected property" for key in config if key not in known]
+    out: list[tuple[str, str, str | None, str | None]] = []
+    for detail in problems:
+        key = detail.split(":", 1)[0].removeprefix("config").lstrip(".").split(".")[0].split("[")[0]
+        hint = did_you_mean(key, known) if key and key not in known else None
+        if hint is None and key in known and isinstance(properties, dict):
+            allowed = properties[key].get("enum") if isinstance(properties[key], dict) else None
+            if isinstance(allowed, list) and key in config:
+                hint = did_you_mean(str(config[key]), [str(a) for a in allowed])
+        listing = f"{owner} accepts: {', '.join(known)}" if known and key not in known else None
+        out.append((key, detail, hint, listing))
+    return out
+
+
+def _as_declared(value: str, prop: Mapping[str, Any], *, hidden: bool) -> Any:
+    """A Connection's config value (always a string) as its schema declares it, where it reads as one.
+
+    Connectors get strings and convert them (``int(ctx.setting("port", "8080"))``), so a schema that
+    says ``integer`` or ``boolean`` accepts ``"8080"``/``"true"``; an enum matches case-insensitively,
+    as the built-in connectors compare. ``hidden``: a variable's value, shown as ``'***'`` in messages.
+    """
+    allowed = prop.get("enum")
+    if isinstance(allowed, list):
+        folded = {str(a).lower(): a for a in allowed}
+        if value.strip().lower() in folded:
+            return folded[value.strip().lower()]
+    declared = prop.get("type")
+    text = value.strip()
+    try:
+        if declared == "integer" and re.fullmatch(r"[+-]?\d+", text):
+            return int(text)
+        if declared == "number" and text:
+            return float(text) if not re.fullmatch(r"[+-]?\d+", text) else int(text)
+    except (ValueError, OverflowError):
+        pass
+    if declared == "boolean" and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    return SecretValue(value) if hidden else value
+
+
 def default_state_root(env: Mapping[str, str]) -> Path:
     configured = env.get("GOONDAN_STATE_ROOT")
     if configured:
@@ -146,7 +201,7 @@ class Loader:
         self.root = Path()
         self.checked_builtins: set[int] = set()
         self.entry_modules: dict[Path, EntryModule] = {}
-        self.extension_schemas: dict[int, dict[str, Any] | None] = {}
+        self.config_schemas: dict[int, dict[str, Any] | None] = {}
         self.checked_models: set[int] = set()
         self.unreadable = 0  # local files that could not be read or parsed
         self.local_documents = 0  # non-empty documents in the local bundle's files
@@ -929,22 +984,23 @@ class Loader:
                 )
             )
 
-    def _extension_schema(self, ext: Resource) -> dict[str, Any] | None:
-        """The extension's ``CONFIG_SCHEMA``: a literal read from its source, or a built-in's by import."""
-        if id(ext) in self.extension_schemas:
-            return self.extension_schemas[id(ext)]
+    def _config_schema(self, res: Resource) -> dict[str, Any] | None:
+        """The ``CONFIG_SCHEMA`` of an Extension's or Connector's entry module: a literal read from its
+        source, or a built-in's by import (built-ins are our own code; theirs are often not literals)."""
+        if id(res) in self.config_schemas:
+            return self.config_schemas[id(res)]
         schema: dict[str, Any] | None = None
-        entry = getattr(ext.spec, "entry", "")
+        entry = getattr(res.spec, "entry", "")
         try:
-            path = resolve_inside(ext.root, entry, python=True)
+            path = resolve_inside(res.root, entry, python=True)
         except PathProblem:
             path = None
         if path is not None:
             schema = self._entry_module(path).config_schema
             builtin = Path(__file__).resolve().parent.parent / "base"
-            if schema is None and ext.package == BASE_PACKAGE and path.is_relative_to(builtin):
+            if schema is None and res.package == BASE_PACKAGE and path.is_relative_to(builtin):
                 schema = _builtin_schema(path, builtin)
-        self.extension_schemas[id(ext)] = schema
+        self.config_schemas[id(res)] = schema
         return schema
 
     def _check_extension_config(
@@ -953,11 +1009,9 @@ class Loader:
         """The config an agent gives an extension (spec.config + its override) against CONFIG_SCHEMA."""
         if not self.check_code:
             return
-        schema = self._extension_schema(ext)
+        schema = self._config_schema(ext)
         if schema is None:
             return
-        from goondan._argcheck import check_args
-
         base = ext.raw.get("spec", {}).get("config") or {}
         config = {**base, **override}
         for key, value in config.items():  # checked as the string the environment gives (repr hidden)
@@ -966,13 +1020,7 @@ class Loader:
                 config[key] = SecretValue(found if found is not None else f"<{key} from the environment>")
         if ext.name == "required-tools-guard" and spec.required_tools and not config.get("requiredTools"):
             config["requiredTools"] = list(spec.required_tools)  # the runtime fills it in the same way
-        properties = schema.get("properties")
-        known = list(properties) if isinstance(properties, dict) else []
-        for problem in check_args(schema, config):
-            detail = problem.replace("args", "config", 1)
-            key = detail.split(":", 1)[0].removeprefix("config").lstrip(".").split(".")[0].split("[")[0]
-            hint = did_you_mean(key, known) if key and key not in known else None
-            listing = f"{ext.key} accepts: {', '.join(known)}" if known else None
+        for key, detail, hint, listing in _schema_problems(schema, config, ext.key, closed=False):
             where_agent = key in override or (not key and bool(override)) or ext.package is not None
             field_path = f"spec.extensions[{index}].config" if where_agent else "spec.config"
             owner = agent if where_agent else ext
@@ -1023,8 +1071,44 @@ class Loader:
             return named[0]
         return swarms[0] if len(swarms) == 1 else None
 
+    def _check_connection_config(self, res: Resource, spec: ConnectionSpec, connector: Resource) -> None:
+        """``spec.config`` against the connector's ``CONFIG_SCHEMA``, in validate and in run alike.
+
+        Without it a misspelt value (``replyMode: strem``) failed only when ``gdn run`` started the
+        connector process, and a misspelt key (``prot``) was never reported: the connector reads
+        ``port`` and silently listens on its default. Values come as the connector receives them: a
+        variable's value (hidden in messages), an unset one is left out (reported as missing above).
+        Connectors compare enum settings case-insensitively (``Stream`` works), so the check does too.
+        """
+        schema = self._config_schema(connector)
+        if schema is None:
+            return
+        properties = schema.get("properties")
+        properties = properties if isinstance(properties, dict) else {}
+        config: dict[str, Any] = {}
+        for key, source in spec.config.items():
+            value, variable = lookup_value_source(source, self.env)
+            if value is None:
+                continue
+            prop = properties.get(key)
+            config[key] = _as_declared(value, prop if isinstance(prop, dict) else {}, hidden=variable is not None)
+        for key, detail, hint, listing in _schema_problems(schema, config, connector.key, closed=True):
+            field_path = "spec.config" + (f".{key}" if key else "")
+            value = config.get(key)
+            got = f" (got {value!r})" if key in properties and isinstance(value, str) else ""
+            self.errors.append(
+                res.issue(
+                    "E_CONNECTOR_CONFIG",
+                    f"{res.key}: invalid config for {connector.key}: {detail}{got}",
+                    field_path,
+                    "; ".join(s for s in (hint, listing) if s) or None,
+                )
+            )
+
     def _check_connection(self, res: Resource, spec: ConnectionSpec) -> None:
-        self._resolve(res, "spec.connectorRef", spec.connector_ref, "Connector")
+        connector = self._resolve(res, "spec.connectorRef", spec.connector_ref, "Connector")
+        if connector is not None:
+            self._check_connection_config(res, spec, connector)
         swarm = self._connection_swarm(res, spec)
         rules = spec.ingress.rules if spec.ingress is not None else []
         for i, rule in enumerate(rules):
