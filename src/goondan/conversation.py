@@ -54,7 +54,7 @@ def _duplicate_id(message_id: str) -> GoondanError:
     )
 
 
-def _handle(message: Message) -> Message:
+def handle(message: Message) -> Message:
     """What readers get: a fresh Message object over the frozen contents (so rebinding its
     attributes cannot touch the state) — far cheaper than a deep copy."""
     return Message(message.id, message.data, message.metadata, message.created_at, message.source)
@@ -97,13 +97,13 @@ class MessagesView(_SnapshotView, Sequence[Message]):
     def __getitem__(self, index: slice) -> list[Message]: ...
     def __getitem__(self, index: int | slice) -> Message | list[Message]:
         if isinstance(index, slice):
-            return [_handle(self._items[i]) for i in range(self._n)[index]]
-        return _handle(self._items[self._index(index)])
+            return [handle(self._items[i]) for i in range(self._n)[index]]
+        return handle(self._items[self._index(index)])
 
     def __iter__(self) -> Iterator[Message]:
         items = self._items
         for i in range(self._n):
-            yield _handle(items[i])
+            yield handle(items[i])
 
     def __repr__(self) -> str:
         return f"MessagesView({self._n} messages)"
@@ -163,7 +163,7 @@ def _event_handle(event: dict[str, Any]) -> dict[str, Any]:
     out = dict(event)
     msg = out.get("message")
     if isinstance(msg, Message):
-        out["message"] = _handle(msg)
+        out["message"] = handle(msg)
     return out
 
 
@@ -278,7 +278,7 @@ class ConversationState:
         return message_id in self._ids
 
     def last_message(self) -> Message | None:
-        return _handle(self._next[-1]) if self._next else None
+        return handle(self._next[-1]) if self._next else None
 
     def last_stored(self) -> Message | None:
         """The last message as stored (frozen contents, no fresh handle): for the engine's own
@@ -331,10 +331,16 @@ class ConversationState:
         return found
 
     def append_trusted(self, message: Message) -> None:
-        """Append a message the runtime built itself (well-formed, fresh id, contents from
-        :mod:`goondan.engine._messages`): the same as emitting an ``append`` event, minus the
-        shape checks, and free of copies when its contents are already frozen."""
-        msg = freeze_message(message)
+        """Append a message the runtime built itself (well-formed, fresh id): the same as emitting
+        an ``append`` event, minus the shape checks, and free of copies when its contents are
+        already frozen. The state keeps a Message object of its own: the caller may keep ``message``."""
+        self.append_owned(freeze_message(message))
+
+    def append_owned(self, msg: Message) -> None:
+        """:meth:`append_trusted` for a message the caller hands over: its contents are frozen
+        already (built by :mod:`goondan.engine._messages`) and the caller neither keeps nor shows
+        the object (what it shows is a copy, e.g. :func:`handle`), so no Message is made here. The
+        turn loop appends about four messages per turn this way."""
         if msg.id in self._ids:
             raise _duplicate_id(msg.id)
         event = {"type": "append", "message": msg}

@@ -592,6 +592,51 @@ def test_tool_handler_context_fields(tmp_path: Path, state_root: Path) -> None:
     assert ctx["has_logger"] and ctx["has_runtime"]
 
 
+REBIND_TOOL = """\
+def rebind(ctx, args):
+    ctx.message.data = {"role": "assistant", "content": "rebound by the tool"}
+    ctx.message.id = "rebound-id"
+    return "ok"
+
+
+handlers = {"rebind": rebind}
+"""
+
+
+def test_messages_shown_to_tools_and_callers_are_copies_of_the_stored_ones(tmp_path: Path, state_root: Path) -> None:
+    """The turn loop stores the messages it builds without copying them; what a tool's ctx.message
+    and the TurnResult show must still be objects of their own, so rebinding their attributes
+    changes neither the history the model is given next nor what is committed."""
+    root = k.simple_bundle(
+        tmp_path,
+        agents=[agent_doc("a", tools=["c"])],
+        tools=[tool_doc("c", "./tools/c.py", [export("rebind")])],
+        files={"tools/c.py": REBIND_TOOL},
+    )
+    seen: list[list[Any]] = []
+
+    def answer(request: Any) -> dict[str, Any]:
+        seen.append([dict(m) for m in request.messages])
+        return text("done")
+
+    k.MODEL = scripted(call("c__rebind", {}, id="call-1", text="calling"), answer, answer)
+
+    async def run() -> list[dict[str, Any]]:
+        async with goondan.Runtime(root, state_root=state_root, isolation="inline") as rt:
+            first = await rt.request("go")
+            assert first.response_message is not None
+            first.response_message.data = {"role": "assistant", "content": "rebound by the caller"}
+            first.response_message.id = "rebound-by-caller"
+            await rt.request("again")
+            return k.history(rt)
+
+    committed = k.run(run())
+    for messages in (seen[-1], committed):
+        assistants = [m for m in messages if m["role"] == "assistant"]
+        assert [k.parts(assistants[0], "tool-call")[0]["toolCallId"], assistants[1]["content"]] == ["call-1", "done"]
+        assert "rebound" not in repr(messages)
+
+
 ODD_OUTPUT_TOOL = """\
 def nothing(ctx, args):
     return None

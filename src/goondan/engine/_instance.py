@@ -34,7 +34,7 @@ from .._json import (
 )
 from .._modules import import_path, reproduce_command
 from .._usercode import format_traceback, released, user_traceback
-from ..conversation import ConversationState
+from ..conversation import ConversationState, handle
 from ..errors import ExtensionError, GoondanError, ModelError
 from ..extensions import EventBus, ExtensionApi, ExtensionState, load_module, register_extension
 from ..messages import Message, assistant_message, tool_message, user_message
@@ -765,7 +765,7 @@ class AgentInstance:
         event_id = event_id if isinstance(event_id, str) and event_id else None
         if event_id is not None and _is_inbound_of(conversation.last_stored(), event_id):
             return  # redelivered: a process stored it and died before its host heard the turn began
-        conversation.append_trusted(self._inbound_message(event, inbound, event_id))
+        conversation.append_owned(self._inbound_message(event, inbound, event_id))  # built frozen, kept nowhere else
 
     def _inbound_message(self, event: dict[str, Any], inbound: dict[str, Any], event_id: str | None) -> Message:
         """The user message of an inbound event (a new turn's, or one steered into a running turn)."""
@@ -1091,7 +1091,8 @@ class AgentInstance:
                 tool_calls = [ToolCall(c.id, c.name, repair_json(c.args)) for c in tool_calls]
                 provider_meta = {k: repair_json(v, MAX_RECORD_DEPTH) for k, v in provider_meta.items()}
                 assistant = model_message(text, tool_calls, provider_meta, step_id)
-            conversation.append_trusted(assistant)
+            conversation.append_owned(assistant)  # built frozen; what tools and the result see is a copy
+            assistant = handle(assistant)
             run.last_assistant = assistant
             if text is not None:
                 run.last_text = text
@@ -1163,7 +1164,7 @@ class AgentInstance:
     def _answer_unrun(self, conversation: ConversationState, call: ToolCall, result: ToolCallResult) -> ToolCallResult:
         """Answer a call that is not run (over the per-step limit, unusable arguments): every call
         of a recorded assistant message gets a result, or the next provider request is invalid."""
-        conversation.append_trusted(tool_result_message(call, result_output_part(result)))
+        conversation.append_owned(tool_result_message(call, result_output_part(result)))
         return result
 
     def _retry_step(
@@ -1297,7 +1298,7 @@ class AgentInstance:
     def _append_tool_result(self, turn_state: TurnState, call: ToolCall, result: ToolCallResult) -> ToolCallResult:
         """Answer a finished call: its result, made storable and bounded, appended to the history."""
         result, message = self._result_message(call, result)
-        turn_state.conversation_state.append_trusted(message)
+        turn_state.conversation_state.append_owned(message)  # built frozen here, kept nowhere else
         return result
 
     def _result_message(self, call: ToolCall, result: ToolCallResult) -> tuple[ToolCallResult, Message]:
