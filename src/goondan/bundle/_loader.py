@@ -25,7 +25,7 @@ from ._bundle import BASE_PACKAGE, Bundle, ScopeKey, ref_scope
 from ._code import REQUIRED_ATTRIBUTE, EntryModule, inspect_entry
 from ._issues import did_you_mean, join_path, parent_path, pydantic_problems
 from ._packages import InstalledPackage, base_package_root, default_distribution, find_package, specifier_problem
-from ._paths import PathProblem, resolve_inside
+from ._paths import PathProblem, close_path, resolve_inside
 from ._plan import required_tool_message, tool_names
 from ._refs import ObjectRef
 from ._resource import Position, Resource
@@ -311,10 +311,13 @@ class Loader:
         except (OSError, RuntimeError, ValueError) as exc:
             self._fail("E_CONFIG_FILE_NOT_FOUND", f"cannot open bundle {str(target)!r}: {exc}")
             return None
+        near = close_path(target)
+        hint = f"did you mean {os.path.relpath(near)}? " if near is not None else ""
+        absolute = os.path.abspath(target)
         self._fail(
             "E_CONFIG_FILE_NOT_FOUND",
-            f"{target} does not exist",
-            f"pass a bundle directory (one with a {MANIFEST}) or the path of its {MANIFEST}",
+            f"{target} does not exist" + (f" (looked for {absolute})" if absolute != str(target) else ""),
+            f"{hint}pass a bundle directory (one with a {MANIFEST}) or the path of its {MANIFEST}",
             file=str(target),
         )
         return None

@@ -50,9 +50,59 @@ def resolve_inside(root: Path, relative: str, *, python: bool, what: str = "entr
     except OSError:
         is_file = False
     if not is_file:
+        near = close_path(target)
+        hint = (
+            f"did you mean './{near.relative_to(base).as_posix()}'? "
+            if near is not None and near.is_file() and near.is_relative_to(base)
+            else ""
+        )
         raise PathProblem(
             "E_CONFIG_ENTRY_NOT_FOUND",
             f"{what} file {relative!r} does not exist (looked for {target})",
-            "check the path; it is relative to the directory holding goondan.yaml",
+            f"{hint}check the path; it is relative to the directory holding goondan.yaml",
         )
     return target
+
+
+_MAX_LISTED = 2000  # entries of one directory compared with a misspelt name (a huge one is skipped)
+
+
+def close_path(path: Path, *, depth: int = 3) -> Path | None:
+    """An existing path that differs from the missing ``path`` by a misspelt component, or None.
+
+    ``../quikstart/goondan.yaml`` -> ``/abs/quickstart/goondan.yaml``: the first component that does
+    not exist is compared with the names in the directory above it (``difflib``, then ignoring case);
+    a later one may be misspelt too (``depth`` corrections at most). The result is absolute.
+    """
+    import difflib
+
+    try:
+        absolute = path.resolve()
+    except (OSError, RuntimeError, ValueError):
+        return None
+    parts = absolute.parts
+    existing = Path(parts[0])
+    for i, name in enumerate(parts[1:], 1):
+        candidate = existing / name
+        try:
+            if candidate.exists():
+                existing = candidate
+                continue
+            names = []
+            for entry in existing.iterdir():
+                names.append(entry.name)
+                if len(names) > _MAX_LISTED:
+                    return None
+        except OSError:
+            return None
+        matches = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+        if not matches:
+            lowered = {n.lower(): n for n in names}
+            matches = [lowered[name.lower()]] if name.lower() in lowered else []
+        if not matches:
+            return None
+        fixed = existing.joinpath(matches[0], *parts[i + 1 :])
+        if fixed.exists():
+            return fixed
+        return close_path(fixed, depth=depth - 1) if depth > 1 else None
+    return None

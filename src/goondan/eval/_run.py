@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -19,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..bundle._paths import close_path
 from ..errors import GoondanError
 from ..messages import content_text
 from ..testing._runner import AsyncAgentRunner
@@ -222,7 +224,7 @@ class SuiteRun:
                 suggestion="Add `bundle: <dir>` to the suite (relative to it) or pass --bundle PATH.",
             )
         self.bundle = Path(bundle_path) if bundle is not None else (suite_dir / bundle_path)
-        _check_bundle_path(self.bundle, None if bundle is not None else str(bundle_path))
+        _check_bundle_path(self.bundle, None if bundle is not None else str(bundle_path), suite_dir)
         self.overrides = {**suite.models, **(overrides or {})}
         self.concurrency = concurrency or suite.concurrency
         self.keep_state = Path(keep_state) if keep_state is not None else None
@@ -340,26 +342,48 @@ class SuiteRun:
         return result
 
 
-def _check_bundle_path(path: Path, suite_value: str | None) -> None:
+def _check_bundle_path(path: Path, suite_value: str | None, suite_dir: Path | None = None) -> None:
     """Fail once, before any scenario, when the bundle is not there (``E_EVAL_BUNDLE_NOT_FOUND``).
 
     Each scenario loads the bundle itself, so a wrong path used to fail every scenario with the same
     loader error and a report of N failures, which reads like N problems with the agent.
-    ``suite_value`` is the suite's ``bundle:`` as written (``None`` when ``--bundle`` named it).
+    ``suite_value`` is the suite's ``bundle:`` as written (``None`` when ``--bundle`` named it), and
+    ``suite_dir`` the directory it is relative to. The message shows the absolute path that was
+    looked at (``evals/../quikstart`` as typed says little about where), and the suggestion a
+    near name that does exist, written the way the user would write it.
     """
     manifest = path / MANIFEST if path.is_dir() else path
     if manifest.name == MANIFEST and manifest.is_file():
         return
-    what = "does not exist" if not path.exists() else f"is not a bundle: it has no {MANIFEST}"
+    try:
+        absolute = path.resolve()
+    except (OSError, RuntimeError, ValueError):
+        absolute = Path(os.path.abspath(path))
+    near: Path | None = None
+    if not path.exists():
+        what = "does not exist"
+        near = close_path(path)
+    elif path.is_dir():
+        what = f"is not a bundle: it has no {MANIFEST}"
+        nested = sorted(p.parent for p in path.glob(f"*/{MANIFEST}"))
+        near = nested[0] if len(nested) == 1 else None
+    else:
+        what = f"is not a bundle: a bundle is a directory with a {MANIFEST}, or that file"
+        near = path.parent if (path.parent / MANIFEST).is_file() else None
     if suite_value is None:
         source, fix = "--bundle", f"Pass --bundle the bundle directory (the one with {MANIFEST})"
+        shown = os.path.relpath(near) if near is not None else ""
+        hint = f"did you mean --bundle {shown}? " if near is not None else ""
     else:
         source = f"the suite's `bundle: {suite_value}`"
         fix = "Fix `bundle:` in the suite (a path relative to the suite file), or pass --bundle PATH"
+        base = suite_dir if suite_dir is not None else absolute.parent
+        shown = Path(os.path.relpath(near, base)).as_posix() if near is not None else ""
+        hint = f"did you mean `bundle: {shown}`? " if near is not None else ""
     raise GoondanError(
         "E_EVAL_BUNDLE_NOT_FOUND",
-        f"the bundle {path} ({source}) {what}",
-        suggestion=f"{fix}; no scenario was run.",
+        f"the bundle {absolute} ({source}) {what}",
+        suggestion=f"{hint}{fix}; no scenario was run.",
     )
 
 

@@ -3,6 +3,7 @@ as ``E_EVAL_SUITE_INVALID`` at ``file:line`` (docs/guides/evaluating.md describe
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -10,6 +11,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..bundle._paths import close_path
 from ..errors import GoondanError
 
 
@@ -217,10 +219,14 @@ def load_suite(path: str | Path) -> tuple[Suite, Path]:
     """Read and check a suite file; returns the suite and its directory (relative paths start there)."""
     file = Path(path)
     if not file.is_file():
+        inside = sorted(file.glob("*.y*ml")) if file.is_dir() else []
+        near = close_path(file) if not file.exists() else inside[0] if len(inside) == 1 else None
+        hint = f"did you mean {os.path.relpath(near)}? " if near is not None and near.is_file() else ""
         raise GoondanError(
             "E_EVAL_SUITE_NOT_FOUND",
-            f"eval suite {file} does not exist",
-            suggestion="Pass the path of a suite YAML file (docs/guides/evaluating.md shows one).",
+            f"eval suite {file} ({os.path.abspath(file)}) "
+            + ("does not exist" if not file.exists() else "is not a file"),
+            suggestion=f"{hint}Pass the path of a suite YAML file (docs/guides/evaluating.md shows one).",
         )
     text = file.read_text(encoding="utf-8")
     try:
