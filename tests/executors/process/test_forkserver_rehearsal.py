@@ -1,0 +1,133 @@
+"""The fork server rehearses, before it forks, the work every agent process does that is the same in
+all of them (an event loop, IPC connections exchanging a turn's records, the id helpers), so that
+the bytecode CPython 3.11 specializes after a function's first calls and the interpreter's method
+cache are already written in pages the children share instead of in each child's private copies.
+
+"Specialized" is read from the code object: ``_co_code_adaptive`` (CPython 3.11) differs from
+``co_code`` once the interpreter has quickened the function.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import goondan
+import kit
+
+PROBE = """
+import asyncio, json, os, signal, threading
+from goondan.executors.process import _forkserver, _ipc
+import asyncio.base_events as base_events
+
+def specialized(fn):
+    code = fn.__code__
+    return code._co_code_adaptive != code.co_code
+
+probes = {
+    "loop_init": base_events.BaseEventLoop.__init__,
+    "run_once": base_events.BaseEventLoop._run_once,
+    "connection_send": _ipc.Connection.send,
+    "dispatch": _ipc.Dispatcher.dispatch,
+}
+before = {name: specialized(fn) for name, fn in probes.items()}
+fds = sorted(os.listdir("/proc/self/fd"))
+tasks = len(os.listdir("/proc/self/task"))
+_forkserver.rehearse()
+print(json.dumps({
+    "before": before,
+    "after": {name: specialized(fn) for name, fn in probes.items()},
+    "fds_left": sorted(set(os.listdir("/proc/self/fd")) - set(fds)),
+    "threads_added": len(os.listdir("/proc/self/task")) - tasks,
+    "loop_left": asyncio.get_event_loop_policy()._local._loop is not None,
+    "wakeup_fd": signal.set_wakeup_fd(-1),
+}))
+"""
+
+
+def probe() -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60, check=True)
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_rehearsal_specializes_the_event_loop_and_ipc_code_every_agent_process_runs() -> None:
+    result = probe()
+    assert not any(result["before"].values()), result  # a fresh interpreter has run none of it
+    assert all(result["after"].values()), result
+
+
+def test_rehearsal_leaves_no_thread_event_loop_descriptor_or_wakeup_fd_behind_for_the_fork() -> None:
+    # what the fork server forks after it must still be a single-threaded process with no loop
+    result = probe()
+    assert result["threads_added"] == 0
+    assert result["fds_left"] == []
+    assert result["loop_left"] is False
+    assert result["wakeup_fd"] == -1
+
+
+MODEL = """
+import asyncio.base_events
+import json
+import os
+import threading
+
+
+def generate(request):
+    # an agent process makes one event loop: eight made before the fork specialized this code
+    code = asyncio.base_events.BaseEventLoop.__init__.__code__
+    return {"text": json.dumps({"pid": os.getpid(), "specialized": code._co_code_adaptive != code.co_code,
+                                "threads": threading.active_count()})}
+"""
+
+THREAD_MODEL = (
+    """
+import threading
+import time
+
+TICKER = threading.Thread(target=lambda: time.sleep(3600), daemon=True, name="ticker")
+TICKER.start()
+"""
+    + MODEL
+)
+
+
+async def one_turn(root: Path, state_root: Path) -> tuple[dict[str, Any], int]:
+    async with goondan.Runtime(root, state_root=state_root, executor="process") as rt:
+        result = await rt.request("hi", agent="a", instance_key="k")
+        orch: Any = rt.orchestrator
+        answer: dict[str, Any] = json.loads(str(result.text))
+        return answer, int(orch.handles[("a", "k")].pid)
+
+
+def bundle(root: Path, code: str) -> Path:
+    return kit.write_bundle(
+        root,
+        kit.package_doc(),
+        kit.python_model_doc(),
+        kit.agent_doc("a"),
+        kit.swarm_doc(["a"]),
+        files={"model.py": code},
+    )
+
+
+def test_an_agent_process_is_forked_with_the_rehearsed_code_already_specialized(
+    tmp_path: Path, state_root: Path
+) -> None:
+    answer, pid = kit.run(one_turn(bundle(tmp_path / "b", MODEL), state_root))
+    assert answer["pid"] == pid
+    assert answer["specialized"] is True
+
+
+def test_the_fork_server_that_replaced_a_thread_starting_preload_still_rehearses(
+    tmp_path: Path, state_root: Path
+) -> None:
+    # the re-exec fallback (a bundle module started a thread at import) keeps the thread in the
+    # agent process and still forks it from a rehearsed server
+    answer, pid = kit.run(one_turn(bundle(tmp_path / "b", THREAD_MODEL), state_root))
+    assert answer["pid"] == pid
+    assert answer["threads"] == 2
+    assert answer["specialized"] is True
