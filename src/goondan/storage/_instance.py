@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from .._ids import now_iso
-from .._json import dumps_line, dumps_pretty
+from .._json import dumps, dumps_line, dumps_pretty
 from ..errors import GoondanError, StorageError
 from ..messages import Message, event_from_record, event_to_record
 from . import _atomic
@@ -113,6 +113,17 @@ def _encoded_batches(messages: Sequence[Message]) -> Iterator[bytes]:
 _STATUS_WIDTH = 24
 
 
+def _metadata_record(raw: bytes | None) -> dict[str, Any] | None:
+    """The JSON object in ``raw`` (``None`` for no file, invalid JSON or another JSON value)."""
+    if raw is None:
+        return None
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def _metadata_bytes(record: dict[str, Any]) -> bytes:
     """Pretty JSON with whitespace after the status so every status gives the same file length."""
     text = dumps_pretty(record)
@@ -144,6 +155,10 @@ class FileInstanceStore:
         self.instance_key = instance_key
         self._created_at: str | None = None
         self._metadata_len = -1
+        # A status flip's bytes up to the updatedAt value, per status (for the current agent, key and
+        # createdAt): a flip then formats one timestamp instead of encoding the whole record.
+        self._metadata_heads: dict[str, bytes] = {}
+        self._metadata_head_key: tuple[str, str, str] | None = None
         self.messages_dir = self.path / "messages"
         self.extensions_dir = self.path / "extensions"
         self.base_path = self.messages_dir / BASE_FILE
@@ -792,60 +807,94 @@ class FileInstanceStore:
     def read_metadata(self) -> dict[str, Any] | None:
         """``metadata.json`` as a dict, or ``None`` if it is missing or not a JSON object."""
         try:
-            value = orjson.loads(self.metadata_path.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
+            return _metadata_record(self.metadata_path.read_bytes())
+        except OSError:
             return None
-        return value if isinstance(value, dict) else None
 
-    def _overwrite_metadata(self, data: bytes) -> bool:
+    def _overwrite_metadata(self, data: bytes, *, durable: bool = False) -> bool:
         """Status flips rewrite the file in place: ``data`` has exactly the length of what is on disk
         (the status is padded to a fixed width), so one small ``pwrite`` replaces it without the
-        flush that ext4 forces on every rename-over-existing (~100-200 µs, twice per turn). The
-        descriptor is kept; if another writer (the supervisor resetting a crashed instance) renamed
-        a new file into place, the kept inode has no name left and the path is opened again."""
+        flush that ext4 forces on every rename-over-existing (~100-200 µs, twice per turn).
+
+        The descriptor is kept between flips and never ``fstat``-ed: since Linux 6.13 a stat marks
+        the inode's timestamps as queried, so the next write takes a fine-grained mtime and dirties
+        the inode in the journal (after a commit's fsync, measured on ext4: fstat + pwrite 16.6 µs,
+        pwrite alone 9.3 µs, medians of 6,000). It cannot name a file that is no longer there: every
+        writer overwrites an existing file of the same length in place (see :meth:`write_metadata`);
+        the file is replaced only when it is missing, unreadable or of another length, which no
+        writer of the same instance produces while this store is open."""
         fd = self._metadata_fd
         try:
-            if fd is not None and os.fstat(fd).st_nlink == 0:
-                self._drop_metadata_fd()
-                fd = None
             if fd is None:
                 fd = self._metadata_fd = os.open(self.metadata_path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
             if os.pwrite(fd, data, 0) == len(data):
+                if durable:
+                    os.fsync(fd)
                 return True
         except OSError:
             pass
         self._drop_metadata_fd()
         return False
 
+    def _flip_bytes(self, agent_name: str, instance_key: str, status: str, created: str, now: str) -> bytes:
+        """:func:`_metadata_bytes` of the record, from a cached head per status plus the timestamp."""
+        key = (agent_name, instance_key, created)
+        heads = self._metadata_heads
+        if key != self._metadata_head_key:
+            heads.clear()
+            self._metadata_head_key = key
+        head = heads.get(status)
+        if head is None:
+            record = {
+                "agentName": agent_name,
+                "instanceKey": instance_key,
+                "status": status,
+                "createdAt": created,
+                "updatedAt": "",
+            }
+            full = _metadata_bytes(record)
+            head = heads[status] = full[: full.rindex(b'""')]
+        return head + dumps(now) + b"\n}\n"
+
     def write_metadata(self, *, agent_name: str, instance_key: str, status: str) -> None:
-        """Write ``metadata.json``; ``createdAt`` is kept from the existing file. The first write is
-        atomic and durable; later status changes overwrite it in place (same length)."""
+        """Write ``metadata.json``; ``createdAt`` is kept from the existing file.
+
+        Status changes overwrite the file in place (same length). The first write of this store
+        is durable: an existing file of the same length is overwritten in place and fsynced (so
+        that no other store's kept descriptor is left naming a replaced file), anything else -
+        a new instance, an unreadable file, a file of an older layout - is replaced atomically."""
         now = now_iso()
         created = self._created_at
-        first_write = created is None
-        if first_write:
-            existing = self.read_metadata()
-            created = existing.get("createdAt") if existing else None
-        record = {
-            "agentName": agent_name,
-            "instanceKey": instance_key,
-            "status": status,
-            "createdAt": created if isinstance(created, str) else now,
-            "updatedAt": now,
-        }
-        data = _metadata_bytes(record)
-        if not first_write and self._metadata_len == len(data) and self._overwrite_metadata(data):
-            self._created_at = record["createdAt"]
-            return
+        if created is not None:
+            data = self._flip_bytes(agent_name, instance_key, status, created, now)
+            if self._metadata_len == len(data) and self._overwrite_metadata(data):
+                return
+        else:
+            try:
+                raw: bytes | None = self.metadata_path.read_bytes()
+            except OSError:
+                raw = None
+            existing = _metadata_record(raw)
+            found = existing.get("createdAt") if existing else None
+            created = found if isinstance(found, str) else now
+            data = self._flip_bytes(agent_name, instance_key, status, created, now)
+            if (
+                existing is not None
+                and raw is not None
+                and len(raw) == len(data)
+                and self._overwrite_metadata(data, durable=True)
+            ):
+                self._metadata_len = len(data)
+                self._created_at = created
+                return
         self._drop_metadata_fd()  # replaced below: the kept descriptor would name the old file
         try:
-            if first_write:
-                ensure_dir(self.path)
+            ensure_dir(self.path)
             replace_atomically(self.metadata_path, data)
         except OSError as exc:
             raise _write_error(self.metadata_path, "write", exc) from exc
         self._metadata_len = len(data)
-        self._created_at = record["createdAt"]
+        self._created_at = created
 
     # ------------------------------------------------------------------ fresh start
 

@@ -1,0 +1,98 @@
+"""The file store's per-turn path: what a turn's status flips, event lines and commit do on disk,
+and that the shortcuts taken for speed write exactly what the full encoding would."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from goondan.storage import FileInstanceStore
+from goondan.storage._instance import _metadata_bytes
+
+
+def _stat_calls(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    calls: list[Any] = []
+    real_fstat, real_stat = os.fstat, os.stat
+
+    def fstat(fd: int) -> os.stat_result:
+        calls.append(("fstat", fd))
+        return real_fstat(fd)
+
+    def stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        calls.append(("stat", os.fspath(path)))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "fstat", fstat)
+    monkeypatch.setattr(os, "stat", stat)
+    return calls
+
+
+def test_status_flips_never_stat_metadata_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stat marks the inode's timestamps as queried (Linux >= 6.13), which makes the next write
+    dirty the inode in the journal: flips write through the kept descriptor without one."""
+    store = FileInstanceStore(tmp_path / "inst")
+    store.write_metadata(agent_name="a", instance_key="k", status="idle")
+    store.write_metadata(agent_name="a", instance_key="k", status="processing")  # opens the descriptor
+    calls = _stat_calls(monkeypatch)
+    for status in ("idle", "processing", "idle"):
+        store.write_metadata(agent_name="a", instance_key="k", status=status)
+    assert calls == []
+    value = store.read_metadata()
+    assert value is not None and value["status"] == "idle"
+    store.close()
+
+
+def test_status_flip_writes_exactly_the_full_encoding(tmp_path: Path) -> None:
+    """Flips are built from a cached head per status plus the timestamp: byte for byte what
+    encoding the whole record gives."""
+    store = FileInstanceStore(tmp_path / "inst")
+    store.write_metadata(agent_name="ag\u00e9nt", instance_key='user:"1"', status="idle")
+    for status in ("processing", "idle", "processing"):
+        store.write_metadata(agent_name="ag\u00e9nt", instance_key='user:"1"', status=status)
+        raw = store.metadata_path.read_bytes()
+        record = orjson.loads(raw)
+        assert record["status"] == status
+        assert raw == _metadata_bytes(record)
+    store.close()
+
+
+def test_first_status_write_of_another_store_overwrites_in_place(tmp_path: Path) -> None:
+    """A second store of the same instance (the supervisor resetting a crashed one, a new agent
+    process) overwrites an existing metadata.json of the same length in place: a descriptor kept
+    by a store still open then names the file everyone reads, with no check per flip."""
+    first = FileInstanceStore(tmp_path / "inst")
+    first.write_metadata(agent_name="a", instance_key="k", status="idle")
+    first.write_metadata(agent_name="a", instance_key="k", status="processing")
+    created = (first.read_metadata() or {})["createdAt"]
+    inode = os.stat(first.metadata_path).st_ino
+    second = FileInstanceStore(tmp_path / "inst")
+    second.write_metadata(agent_name="a", instance_key="k", status="idle")
+    assert os.stat(first.metadata_path).st_ino == inode
+    first.write_metadata(agent_name="a", instance_key="k", status="processing")
+    value = second.read_metadata()
+    assert value is not None and value["status"] == "processing" and value["createdAt"] == created
+    assert sorted(os.listdir(tmp_path / "inst")) == ["metadata.json"]
+    first.close()
+    second.close()
+
+
+def test_first_status_write_replaces_a_file_of_another_layout(tmp_path: Path) -> None:
+    """An existing file that is not the same length (an older layout, a hand edit) is replaced
+    atomically, keeping its createdAt."""
+    path = tmp_path / "inst"
+    path.mkdir()
+    (path / "metadata.json").write_text(
+        '{"agentName":"a","instanceKey":"k","status":"idle","createdAt":"2020-01-01T00:00:00.000Z"}'
+    )
+    inode = os.stat(path / "metadata.json").st_ino
+    store = FileInstanceStore(path)
+    store.write_metadata(agent_name="a", instance_key="k", status="processing")
+    value = store.read_metadata()
+    assert value is not None and value["createdAt"] == "2020-01-01T00:00:00.000Z"
+    assert value["status"] == "processing"
+    assert os.stat(path / "metadata.json").st_ino != inode
+    store.close()
