@@ -59,10 +59,19 @@ def test_output_schema_must_be_an_object(tmp_path: Path) -> None:
 
 
 def test_output_without_schema_and_unknown_keys_are_rejected(tmp_path: Path) -> None:
-    report = check(tmp_path, {"goondan.yaml": manifest("    retries: 1\n    shema: {}\n")})
+    report = check(tmp_path / "a", {"goondan.yaml": manifest("    retries: 1\n")})
     paths = {issue.path for issue in report.errors}
     assert any(p and p.endswith("spec.output.schema") for p in paths)
+    report = check(tmp_path / "b", {"goondan.yaml": manifest("    retries: 1\n    shema: {}\n")})
+    paths = {issue.path for issue in report.errors}
     assert any(p and p.endswith("spec.output.shema") for p in paths)
+
+
+def test_a_misspelt_required_field_is_one_error_not_also_a_missing_one(tmp_path: Path) -> None:
+    report = check(tmp_path, {"goondan.yaml": manifest("    retries: 1\n    shema: {}\n")})
+    (issue,) = report.errors
+    assert issue.path is not None and issue.path.endswith("spec.output.shema")
+    assert issue.suggestion is not None and issue.suggestion.startswith("did you mean 'schema'?")
 
 
 @pytest.mark.parametrize("retries", ["-1", "11", "'2'", "true"])

@@ -152,3 +152,16 @@ def test_gdn_run_rejects_a_misspelt_connection_config_before_starting_anything(t
     assert proc.returncode == 3, proc.stderr
     assert "[E_CONNECTOR_CONFIG]" in proc.stderr and "did you mean 'stream'?" in proc.stderr
     assert "Starting" not in proc.stdout + proc.stderr
+
+
+def test_a_plain_string_where_a_value_source_belongs_suggests_the_mapping_without_echoing_the_value(
+    tmp_path: Path,
+) -> None:
+    text = webhook_connection("replyMode: stream") + "  secrets:\n    signingSecret: hunter2-secret\n"
+    b = write_bundle(tmp_path / "b", ECHO_BUNDLE, text)
+    code, report = validate_json(tmp_path, b)
+    assert code == 4, report
+    suggestions = {e["path"].rsplit(".", 1)[-1]: e["suggestion"] for e in report["errors"]}
+    assert suggestions["replyMode"].startswith('write replyMode: {value: "..."}'), suggestions
+    assert suggestions["signingSecret"].startswith('write signingSecret: {value: "..."}'), suggestions
+    assert "hunter2" not in json.dumps(report)

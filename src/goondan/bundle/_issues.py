@@ -80,8 +80,19 @@ def _short(value: Any) -> str:
 def pydantic_problems(exc: ValidationError, model: type[BaseModel]) -> list[tuple[str, str, str | None, str]]:
     """``(relative field path, message, suggestion, issue code)`` for each error in ``exc``."""
     out: list[tuple[str, str, str | None, str]] = []
-    for err in exc.errors(include_url=False):
+    errors = exc.errors(include_url=False)
+    # `modelConfg:` gives "unknown field 'modelConfg', did you mean 'modelConfig'?" and "missing
+    # required field 'modelConfig'": one typo, one report (the first one says all there is to say)
+    misspelt = {
+        (tuple(e.get("loc", ()))[:-1], str(tuple(e.get("loc", ()))[-1]))
+        for e in errors
+        if e.get("type") == "extra_forbidden" and e.get("loc")
+    }
+    for err in errors:
         loc = tuple(err.get("loc", ()))
+        meant = err.get("type") == "missing" and loc
+        if meant and any(parent == loc[:-1] and did_you_mean(extra, [str(loc[-1])]) for parent, extra in misspelt):
+            continue
         kind = err.get("type", "")
         ctx = err.get("ctx") or {}
         subpath = ctx.get("subpath") if isinstance(ctx, dict) else None
@@ -105,6 +116,9 @@ def pydantic_problems(exc: ValidationError, model: type[BaseModel]) -> list[tupl
             message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
             message = message.replace("Input should be", "should be")
             show_input = kind not in ("invalid_ref", "value_source") and not kind.endswith("_xor")
+            if kind == "value_source" and not isinstance(err.get("input"), dict | list):
+                # never the value itself: under `secrets:` it would be a secret printed in CI logs
+                suggestion = f'write {last}: {{value: "..."}} (quoted), or {{valueFrom: {{env: VARIABLE}}}}'
             if show_input and "input" in err and not isinstance(err["input"], dict | list):
                 message += f" (got {_short(err['input'])})"
         out.append((path, message, suggestion, code))
