@@ -127,3 +127,55 @@ def test_a_heartbeat_yields_an_empty_delta_after_silence_only() -> None:
         assert stream._timer is None  # the turn ended: no timer left behind
 
     asyncio.run(main())
+
+
+def test_write_through_takes_the_first_delta_of_a_loop_iteration_and_the_consumer_joins_the_rest() -> None:
+    async def main() -> None:
+        ctx = context([])
+        stream = ctx.stream(EVENT)
+        written: list[ReplyDelta] = []
+        stream.write_through(lambda delta: written.append(delta) is None)
+        got: list[ReplyDelta] = []
+
+        async def consume() -> None:
+            async for delta in stream:
+                got.append(delta)
+
+        reader = asyncio.create_task(consume())
+        await asyncio.sleep(0)  # the consumer waits with nothing pending
+        for piece in ("a", "b", "c"):  # a burst: frames read off the channel together
+            ctx._delta("1", piece, 0)
+        assert written == [ReplyDelta("a", 0)]  # at once, in the delivering callback
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert got == [ReplyDelta("bc", 0)]  # the rest of the burst: one piece, after the first
+        ctx._delta("1", "d", 1)  # a later iteration, the consumer waiting again: straight through
+        assert written == [ReplyDelta("a", 0), ReplyDelta("d", 1)]
+        ctx._resolve("1", Reply("abcd", "text_response"))
+        await asyncio.wait_for(reader, 1)
+        assert got == [ReplyDelta("bc", 0)]
+
+    asyncio.run(main())
+
+
+def test_a_delta_the_writer_cannot_take_now_is_buffered_for_the_consumer_in_order() -> None:
+    async def main() -> None:
+        ctx = context([])
+        stream = ctx.stream(EVENT)
+        stream.write_through(lambda delta: False)  # a slow client: flow control paused
+        got: list[ReplyDelta] = []
+
+        async def consume() -> None:
+            async for delta in stream:
+                got.append(delta)
+
+        reader = asyncio.create_task(consume())
+        await asyncio.sleep(0)
+        ctx._delta("1", "x", 0)
+        await asyncio.sleep(0)
+        ctx._delta("1", "y", 0)
+        ctx._resolve("1", Reply("xy", "text_response"))
+        await asyncio.wait_for(reader, 1)
+        assert got == [ReplyDelta("x", 0), ReplyDelta("y", 0)]
+
+    asyncio.run(main())

@@ -5,6 +5,7 @@ model's answer, with agent processes (the default isolation) and inline."""
 from __future__ import annotations
 
 import json
+import select
 import signal
 import socket
 import threading
@@ -336,6 +337,45 @@ def test_a_client_that_stops_reading_holds_back_the_stream_and_gets_the_backlog_
     ]
     assert len(deltas) < batches * per_batch // 10  # the backlog went out joined, not one event per delta
     assert events[-1].event == "done"
+
+
+def test_a_delta_reaches_the_sse_client_from_the_callback_that_delivers_it_before_the_next_loop_iteration() -> None:
+    with running_connector("webhook", config={"replyMode": "stream"}, auto_reply=False) as conn:
+        assert conn.ctx is not None
+        ctx = conn.ctx
+        port = int(conn.url.rsplit(":", 1)[1].strip("/"))
+        body = json.dumps({"text": "hi", "instanceKey": "k"}).encode()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+            head = b"POST / HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+            client.sendall(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            message = wait_until_sent(conn)
+            received = b""
+            while b"\r\n\r\n" not in received:
+                received += client.recv(65536)
+            assert received.startswith(b"HTTP/1.1 200")
+            # the task that wrote the head went on to wait for text in the same step: it is waiting now
+            seen: dict[str, bool] = {}
+            done = threading.Event()
+
+            def deliver() -> None:
+                # as the host's record callback does; then the loop is held here, so only a write
+                # made inside _delta itself can reach the client
+                ctx._delta(message.id, "hello", 0)
+                seen["readable"] = bool(select.select([client], [], [], 2.0)[0])
+                done.set()
+
+            conn.call(deliver)
+            assert done.wait(10)
+            assert seen["readable"], "the delta waited for another loop iteration"
+            received = received.split(b"\r\n\r\n", 1)[1]
+            while b"\n\n" not in received:
+                received += client.recv(65536)
+            assert b'event: delta\ndata: {"text":"hello","step":0}' in received
+            conn.call(ctx._resolve, message.id, ConnectorReply("hello", "text_response"))
+            while b"event: done" not in received:
+                chunk = client.recv(65536)
+                assert chunk, "the answer ended without its done event"
+                received += chunk
 
 
 def test_a_silent_stream_sends_keep_alive_comments(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -48,9 +48,24 @@ class ReplyStream:
     instead of one object per token. The buffer therefore holds at most the text the turn has written,
     which the final reply carries anyway. :meth:`close` drops the buffer and later deltas (the client
     is gone); the turn itself runs on and its reply still resolves. :meth:`heartbeat` makes a silent
-    stream yield an empty delta now and then (to keep a connection alive through a long tool call)."""
+    stream yield an empty delta now and then (to keep a connection alive through a long tool call).
+    :meth:`write_through` hands deltas to a synchronous writer as they arrive, skipping the buffer
+    and the consumer's wake-up while the writer keeps up."""
 
-    __slots__ = ("_beat", "_beat_due", "_buffer", "_closed", "_last", "_step", "_timer", "_wake", "reply")
+    __slots__ = (
+        "_beat",
+        "_beat_due",
+        "_buffer",
+        "_burst",
+        "_closed",
+        "_last",
+        "_parked",
+        "_sink",
+        "_step",
+        "_timer",
+        "_wake",
+        "reply",
+    )
 
     def __init__(self, reply: asyncio.Future[Reply]) -> None:
         self.reply = reply
@@ -62,16 +77,58 @@ class ReplyStream:
         self._last = 0.0
         self._step = 0
         self._timer: asyncio.TimerHandle | None = None
+        self._sink: Callable[[ReplyDelta], bool] | None = None
+        self._parked = False  # the consumer waits in __anext__ with everything before it handled
+        self._burst = False  # a delta went to the sink in this loop iteration
         reply.add_done_callback(self._ended)
+
+    def write_through(self, sink: Callable[[ReplyDelta], bool]) -> None:
+        """From now on, a delta that arrives while the consumer waits with nothing buffered goes to
+        ``sink`` at once, in the callback that delivered it (the connector channel's record), instead
+        of waking the consumer one event-loop iteration later to do the same. ``sink`` returns
+        ``False`` when it cannot take the delta now (a slow or gone client): the delta is buffered
+        as without a sink, so order, joining and the buffer's bound are unchanged. While anything
+        is buffered or the consumer is busy with an earlier delta, deltas queue behind it. Only the
+        first delta of a loop iteration goes to the sink: the rest of a burst (frames read together)
+        is joined by the consumer into one piece, one write, as before."""
+        self._sink = sink
 
     def _push(self, text: str, step: int) -> None:
         if self._closed or not text:
+            return
+        if (
+            self._sink is not None
+            and self._parked
+            and not self._buffer
+            and not self._burst
+            and self._written(ReplyDelta(text, step))
+        ):
             return
         if self._buffer and self._buffer[-1][0] == step:
             self._buffer[-1][1].append(text)
         else:
             self._buffer.append((step, [text]))
         self._wake.set()
+
+    def _written(self, delta: ReplyDelta) -> bool:
+        assert self._sink is not None
+        try:
+            written = self._sink(delta)
+        except Exception:
+            logging.getLogger("goondan.connectors").exception("a stream's writer failed; deltas are buffered")
+            self._sink = None
+            return False
+        if written:
+            self._step = delta.step
+            self._burst = True
+            loop = asyncio.get_running_loop()
+            loop.call_soon(self._end_burst)
+            if self._beat:
+                self._last = loop.time()
+        return written
+
+    def _end_burst(self) -> None:
+        self._burst = False
 
     def heartbeat(self, seconds: float) -> None:
         """From now on, after ``seconds`` without a delta the iteration yields ``ReplyDelta("", step)``.
@@ -130,7 +187,11 @@ class ReplyStream:
                 self._beat_due = False
                 return ReplyDelta("", self._step)
             self._wake.clear()
-            await self._wake.wait()
+            self._parked = True
+            try:
+                await self._wake.wait()
+            finally:
+                self._parked = False
 
 
 def check_event(event: Any) -> dict[str, Any]:

@@ -84,17 +84,29 @@ class HttpResponse:
     stream: AsyncIterator[bytes] | None = None
     """When set, the body (instead of ``body``): chunks written as they are yielded. A client that
     hangs up cancels the iterator where it waits, so its ``finally`` runs."""
+    on_open: Callable[[Callable[[bytes], bool]], None] | None = None
+    """With ``stream``: called before the answer starts with ``write(chunk) -> bool``, which writes a
+    body chunk at once, from any callback, and returns ``False`` when it cannot (head not out yet,
+    client slow or gone), leaving the chunk to the caller. ``write`` knows nothing of ``stream``: the
+    caller uses it only while the iterator waits with nothing pending, or chunks would overtake it."""
 
     @classmethod
-    def event_stream(cls, events: AsyncIterator[bytes], status: int = 200) -> HttpResponse:
+    def event_stream(
+        cls,
+        events: AsyncIterator[bytes],
+        status: int = 200,
+        *,
+        on_open: Callable[[Callable[[bytes], bool]], None] | None = None,
+    ) -> HttpResponse:
         """A ``text/event-stream`` answer (Server-Sent Events) whose events ``events`` yields, already
-        encoded. Caches and proxies are told not to hold it back (``no-cache``, ``X-Accel-Buffering``)."""
+        encoded. Caches and proxies are told not to hold it back (``no-cache``, ``X-Accel-Buffering``).
+        ``on_open``: see the field (what lets a producer skip a loop iteration per event)."""
         headers = {
             "Content-Type": "text/event-stream; charset=utf-8",
             "Cache-Control": "no-cache",
             "X-Accel-Buffering": "no",
         }
-        return cls(status, b"", headers, events)
+        return cls(status, b"", headers, events, on_open)
 
     @classmethod
     def json(cls, status: int, payload: Any) -> HttpResponse:
@@ -137,7 +149,7 @@ def _asgi_app(handler: Handler, max_body: int) -> Callable[[Scope, Receive, Send
     from starlette.requests import ClientDisconnect, Request
     from starlette.responses import Response, StreamingResponse
 
-    from ._http_protocol import refusal_body
+    from ._http_protocol import body_writer, refusal_body
 
     def refuse(status: int, detail: str) -> Response:
         # closing (lingering while the client still sends, see _http_protocol): a refused request
@@ -182,6 +194,10 @@ def _asgi_app(handler: Handler, max_body: int) -> Callable[[Scope, Receive, Send
             response = HttpResponse.json(500, {"ok": False, "error": "internal error"})
         if response.stream is not None:
             streamed = StreamingResponse(response.stream, response.status, headers=response.headers)
+            if response.on_open is not None:
+                write = body_writer(send)
+                if write is not None:
+                    response.on_open(write)
             try:
                 await streamed(scope, receive, send)
             except ClientDisconnect:

@@ -29,10 +29,11 @@ import http
 import json
 import logging
 import socket
+from collections.abc import Callable
 from typing import Any
 
 import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
 LINGER_SECONDS = 2.0
 LINGER_BYTES = 4 << 20
@@ -253,4 +254,45 @@ class GuardedH11Protocol(H11Protocol):
         super().shutdown()
 
 
-__all__ = ["LINGER_BYTES", "LINGER_SECONDS", "REFUSAL_REASONS", "GuardedH11Protocol", "raw_response", "refusal_body"]
+def body_writer(send: Any) -> Callable[[bytes], bool] | None:
+    """A synchronous ``write(chunk) -> bool`` for the body of the response ``send`` (an ASGI send of
+    this server) is answering, or ``None`` when ``send`` is not one of ours.
+
+    It does what uvicorn's ``send`` of a body chunk does (h11 frames it, the transport takes it), minus
+    the coroutine: a producer woken by a plain callback (a delta record read off the connector
+    channel) writes from that callback, instead of waking a task that would write one loop iteration
+    later. It writes only when uvicorn's own send would write at once, and returns ``False`` when
+    that send would wait or drop the chunk: head not out yet, answer complete, client gone, or flow
+    control paused (the client reads slowly; the producer keeps the chunk and sends it through the
+    response's iterator, whose send waits, so a slow client still holds back the producer)."""
+    cycle = getattr(send, "__self__", None)
+    if not isinstance(cycle, RequestResponseCycle):
+        return None
+
+    def write(chunk: bytes) -> bool:
+        if (
+            cycle.disconnected
+            or cycle.flow.write_paused
+            or not cycle.response_started
+            or cycle.response_complete
+            or cycle.scope["method"] == "HEAD"
+            or cycle.transport.is_closing()
+        ):
+            return False
+        output = cycle.conn.send(h11.Data(data=chunk))
+        if output:
+            cycle.transport.write(output)
+        return True
+
+    return write
+
+
+__all__ = [
+    "LINGER_BYTES",
+    "LINGER_SECONDS",
+    "REFUSAL_REASONS",
+    "GuardedH11Protocol",
+    "body_writer",
+    "raw_response",
+    "refusal_body",
+]

@@ -25,7 +25,7 @@ answer, so one Connection serves both kinds of client. Refusals (401, 400, ...) 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -35,6 +35,7 @@ from goondan.connectors import (
     HttpResponse,
     ReplayGuard,
     Reply,
+    ReplyDelta,
     ReplyStream,
     content_key,
     serve_http,
@@ -106,6 +107,10 @@ def _failure(reply: Reply) -> dict[str, Any]:
     return error
 
 
+def _delta_event(delta: ReplyDelta) -> bytes:
+    return _sse(b"delta", {"text": delta.text, "step": delta.step})
+
+
 async def _events(ctx: Any, stream: ReplyStream) -> AsyncIterator[bytes]:
     """The SSE body of one streamed reply (see the module docstring)."""
     finished = False
@@ -115,7 +120,7 @@ async def _events(ctx: Any, stream: ReplyStream) -> AsyncIterator[bytes]:
             if not delta.text:  # the stream's heartbeat: nothing new for a while
                 yield b": keep-alive\n\n"
                 continue
-            yield _sse(b"delta", {"text": delta.text, "step": delta.step})
+            yield _delta_event(delta)
         reply = await stream.reply
         finished = True
         if reply.ok:
@@ -176,7 +181,14 @@ async def run(ctx: Any) -> None:
             "instanceKey": key or ctx.setting("defaultInstanceKey", "webhook:default"),
         }
         if mode == "stream" and _wants_stream(req):
-            return HttpResponse.event_stream(_events(ctx, ctx.stream(event)))
+            stream = ctx.stream(event)
+
+            def on_open(write: Callable[[bytes], bool]) -> None:
+                # a delta is written in the callback that reads it off the connector channel while
+                # the client keeps up (one loop iteration less per delta); else _events sends it
+                stream.write_through(lambda delta: write(_delta_event(delta)))
+
+            return HttpResponse.event_stream(_events(ctx, stream), on_open=on_open)
         pending = ctx.emit(event)
         if mode == "async":
             return HttpResponse.json(202, {"ok": True, "accepted": True})
