@@ -341,13 +341,16 @@ class ConversationState:
         already (built by :mod:`goondan.engine._messages`) and the caller neither keeps nor shows
         the object (what it shows is a copy, e.g. :func:`handle`), so no Message is made here. The
         turn loop appends about four messages per turn this way."""
-        if msg.id in self._ids:
-            raise _duplicate_id(msg.id)
+        mid = msg.id
+        ids = self._ids
+        if mid in ids:
+            raise _duplicate_id(mid)
         event = {"type": "append", "message": msg}
-        if self._sink is not None:
-            self._sink(event)
+        sink = self._sink
+        if sink is not None:
+            sink(event)
         self._next.append(msg)
-        self._ids[msg.id] = self._ids.get(msg.id, 0) + 1
+        ids[mid] = 1  # not there before (checked above)
         self._appended.append(msg)
         self._events.append(event)
 

@@ -680,7 +680,27 @@ class AgentInstance:
             if on_accepted is not None:
                 on_accepted()
             turn_chain, _, _ = self._get_chains()
-            result = await self._cancellable(turn_chain, turn_state)
+            # the turn chain runs where cancel_turn() can stop it (inline rather than a coroutine
+            # of its own: one coroutine less per turn)
+            done = self._chain_starts()
+            try:
+                if self._cancel_requested:  # cancelled before it started: no step runs
+                    raise asyncio.CancelledError
+                result = await turn_chain.run(turn_state)
+            except asyncio.CancelledError:
+                cancelled_result = self._chain_cancelled(turn_state, done)
+                if cancelled_result is None:
+                    raise
+                result = cancelled_result
+            except BaseException:
+                if done is not None:
+                    done.cancel()
+                raise
+            finally:
+                self._turn_task, self._cancel_requested, self._steer_open = None, False, False
+                self._turn_done = None
+            if done is not None and not done.done():
+                done.set_result(result)
         except (asyncio.CancelledError, KeyboardInterrupt):
             # an interrupted turn (Ctrl+C, a cancelled task) must not leave "processing" on disk
             self._turn_starting = False
@@ -1367,7 +1387,7 @@ class AgentInstance:
         """Stop the running turn (``Runtime.cancel``). Returns False when no turn runs.
 
         The task running the turn is cancelled: an awaited model call closes its stream, a tool's
-        process group is killed. :meth:`_cancellable` turns that into a committed turn with
+        process group is killed. :meth:`_chain_cancelled` turns that into a committed turn with
         ``finish_reason="cancelled"``, every call left without a result answered ``E_TOOL_CANCELLED``,
         so the next model request is valid."""
         task = self._turn_task
@@ -1381,34 +1401,25 @@ class AgentInstance:
         task.cancel()
         return True
 
-    async def _cancellable(self, turn_chain: Chain[Any, Any], turn_state: TurnState) -> TurnResult:
-        """Run the turn chain where :meth:`cancel_turn` can stop it. A cancellation that came from
-        elsewhere (the runtime closing, Ctrl+C with ``--force``) still propagates."""
-        task = asyncio.current_task()
-        self._turn_task, self._turn_starting = task, False
-        # what steered requests wait for: only an agent with steering: inject gets any
+    def _chain_starts(self) -> asyncio.Future[TurnResult] | None:
+        """The turn chain is about to run (in :meth:`_run_turn`) where :meth:`cancel_turn` can stop
+        it: remember its task. Returns what steered requests wait for (only an agent with
+        ``steering: inject`` gets one)."""
+        self._turn_task, self._turn_starting = asyncio.current_task(), False
         done = self._turn_done = asyncio.get_running_loop().create_future() if self._steering else None
         self._steer_open = self._steering
-        try:
-            if self._cancel_requested:  # cancelled before it started: no step runs
-                raise asyncio.CancelledError
-            result: TurnResult = await turn_chain.run(turn_state)
-        except asyncio.CancelledError:
-            if not self._cancel_requested or task is None or task.uncancel() > 0:
-                if done is not None:
-                    done.cancel()
-                raise
-            result = self._cancelled_result(turn_state)
-        except BaseException:
+        return done
+
+    def _chain_cancelled(self, turn_state: TurnState, done: asyncio.Future[TurnResult] | None) -> TurnResult | None:
+        """The turn chain was cancelled: by :meth:`cancel_turn`, the turn commits what it has
+        (:meth:`_cancelled_result`); None for a cancellation that came from elsewhere (the runtime
+        closing, Ctrl+C with ``--force``), which the caller lets propagate."""
+        task = self._turn_task
+        if not self._cancel_requested or task is None or task.uncancel() > 0:
             if done is not None:
                 done.cancel()
-            raise
-        finally:
-            self._turn_task, self._cancel_requested, self._steer_open = None, False, False
-            self._turn_done = None
-        if done is not None and not done.done():
-            done.set_result(result)
-        return result
+            return None
+        return self._cancelled_result(turn_state)
 
     def _cancelled_result(self, turn_state: TurnState) -> TurnResult:
         run: _TurnRun = turn_state.internal
