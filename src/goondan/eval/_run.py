@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bundle._paths import close_path
-from ..errors import GoondanError
+from ..errors import ConfigError, ConfigIssue, GoondanError
 from ..messages import content_text
 from ..testing._runner import AsyncAgentRunner
 from ..testing._turn import Turn, is_subset
@@ -226,6 +227,7 @@ class SuiteRun:
         self.bundle = Path(bundle_path) if bundle is not None else (suite_dir / bundle_path)
         _check_bundle_path(self.bundle, None if bundle is not None else str(bundle_path), suite_dir)
         self.overrides = {**suite.models, **(overrides or {})}
+        _check_bundle_loads(self.bundle, self.overrides, env)
         self.concurrency = concurrency or suite.concurrency
         self.keep_state = Path(keep_state) if keep_state is not None else None
         self.executor = executor
@@ -385,6 +387,45 @@ def _check_bundle_path(path: Path, suite_value: str | None, suite_dir: Path | No
         f"the bundle {absolute} ({source}) {what}",
         suggestion=f"{hint}{fix}; no scenario was run.",
     )
+
+
+def _check_bundle_loads(path: Path, overrides: Mapping[str, str], env: Mapping[str, str] | None) -> None:
+    """Load the bundle once and apply the model overrides before any scenario runs.
+
+    Every scenario loads the bundle again, so a bundle that does not load (an unknown option, an
+    unset variable) or an override naming no Model of it (``--model-override locl=...``) used to fail
+    each scenario with the same error, exit 1 "below threshold", the suggestion left out of the table:
+    it read like N problems with the agent. Now it is one error with its suggestion, exit 3 (a broken
+    suite), as for a bundle path that is not there. The load is the scenarios' own (same function,
+    environment and overrides), so nothing that would run is refused.
+    """
+    import tempfile
+
+    from ..bundle import load_bundle
+    from ..testing._models import ModelOverrides
+    from ..testing._runner import _bundle_env
+
+    try:
+        bundle = load_bundle(path, env=_bundle_env(path) if env is None else env)
+    except ConfigError as exc:
+        issues = exc.errors or [ConfigIssue(exc.code, exc.message, suggestion=exc.suggestion)]
+        lines = [
+            f"[{i.code}] {i.message}" + (f" ({i.file}:{i.line})" if i.file and i.line else "") for i in issues[:10]
+        ]
+        more = [f"+{len(issues) - 10} more"] if len(issues) > 10 else []
+        first = issues[0].suggestion
+        raise GoondanError(
+            exc.code,
+            f"the bundle {path.resolve()} does not load; no scenario was run:\n  " + "\n  ".join(lines + more),
+            suggestion=(f"{first.rstrip('.')}; " if first else "")
+            + f"`gdn validate {shlex.quote(os.path.relpath(path))}` shows each problem with its fix.",
+        ) from None
+    with tempfile.TemporaryDirectory(prefix="goondan-eval-") as scratch:
+        models = ModelOverrides(Path(scratch))
+        try:
+            models.apply(bundle, overrides)
+        finally:
+            models.close()
 
 
 def _agent_models(bundle: Any) -> dict[str, tuple[str, str]]:
