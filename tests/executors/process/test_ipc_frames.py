@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from goondan.executors.process import _ipc
-from goondan.executors.process._ipc import HEADER, Connection, FrameTooLarge, IpcError, encode, message
+from goondan.executors.process._ipc import HEADER, Connection, FrameChannel, FrameTooLarge, IpcError, encode, message
 
 LIMIT = 4096
 
@@ -44,19 +44,17 @@ def test_a_message_above_the_limit_is_refused_by_the_sender_and_the_stream_goes_
 
 Frame = tuple[str, int]  # ("ok", n) a valid message; ("big", size) an oversized frame; ("junk", size) not JSON
 
-
-@settings(max_examples=60, deadline=None)
-@given(
-    st.lists(
-        st.one_of(
-            st.tuples(st.just("ok"), st.integers(0, 100)),
-            st.tuples(st.just("big"), st.integers(LIMIT + 1, 3 * LIMIT)),
-            st.tuples(st.just("junk"), st.integers(0, 64)),
-        ),
-        max_size=12,
-    )
+FRAMES = st.lists(
+    st.one_of(
+        st.tuples(st.just("ok"), st.integers(0, 100)),
+        st.tuples(st.just("big"), st.integers(LIMIT + 1, 3 * LIMIT)),
+        st.tuples(st.just("junk"), st.integers(0, 64)),
+    ),
+    max_size=12,
 )
-def test_the_reader_skips_oversized_and_malformed_frames_and_keeps_every_valid_one(frames: list[Frame]) -> None:
+
+
+def _raw(frames: list[Frame]) -> bytes:
     raw = b""
     for kind, n in frames:
         if kind == "ok":
@@ -65,6 +63,13 @@ def test_the_reader_skips_oversized_and_malformed_frames_and_keeps_every_valid_o
             raw += HEADER.pack(n) + b"x" * n
         else:
             raw += HEADER.pack(n) + b"\xff" * n
+    return raw
+
+
+@settings(max_examples=60, deadline=None)
+@given(FRAMES)
+def test_the_reader_skips_oversized_and_malformed_frames_and_keeps_every_valid_one(frames: list[Frame]) -> None:
+    raw = _raw(frames)
 
     async def main() -> list[Frame]:
         reader = asyncio.StreamReader()
@@ -128,3 +133,32 @@ def test_deferred_messages_keep_the_stream_order_and_a_burst_goes_out_in_one_wri
     # one write per plain send (carrying the deferred ones before it) plus one for a deferred tail
     tail = 1 if deferred[-1] else 0
     assert writes == deferred.count(False) + tail
+
+
+@settings(max_examples=80, deadline=None)
+@given(FRAMES, st.lists(st.integers(1, 2 * LIMIT), max_size=30))
+def test_the_frame_channel_yields_each_valid_message_once_in_order_however_the_reads_cut_the_stream(
+    frames: list[Frame], cuts: list[int]
+) -> None:
+    """The agent channel's reader (``FrameChannel``) parses frames in the transport's read callback:
+    whatever sizes the reads have, it keeps step past oversized and malformed frames."""
+    raw = _raw(frames)
+
+    async def main() -> list[Frame]:
+        channel = FrameChannel()
+        proto = _ipc._FrameProtocol(channel)
+        pos = 0
+        for size in cuts:  # reads of these sizes, then the rest in one
+            proto.data_received(raw[pos : pos + size])
+            pos += size
+        proto.data_received(raw[pos:])
+        proto.eof_received()
+        got: list[Frame] = []
+
+        def bad(exc: IpcError) -> None:
+            got.append(("big", exc.size) if isinstance(exc, FrameTooLarge) else ("junk", -1))
+
+        await channel.serve(lambda msg: got.append(("ok", msg["payload"]["n"])), bad)
+        return got
+
+    assert asyncio.run(main()) == [(k, n if k != "junk" else -1) for k, n in frames]

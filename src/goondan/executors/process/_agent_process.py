@@ -30,13 +30,14 @@ from ._ipc import (
     ORCHESTRATOR,
     AgentReady,
     CancelTurn,
-    Connection,
     Dispatcher,
     ErrorResponse,
     Forward,
+    FrameChannel,
     FrameTooLarge,
     IpcError,
     Log,
+    MessageChannel,
     Record,
     Response,
     RestartRequest,
@@ -63,7 +64,7 @@ log = logging.getLogger("goondan.executors.process")
 class ProcessBackend:
     """Inter-agent routing through the orchestrator (see ``HubBackend``)."""
 
-    def __init__(self, conn: Connection, agent: str) -> None:
+    def __init__(self, conn: MessageChannel, agent: str) -> None:
         self._conn = conn
         self._agent = agent
         self._pending: dict[str, tuple[str, asyncio.Future[str]]] = {}
@@ -207,11 +208,8 @@ def error_dict(exc: BaseException) -> dict[str, Any]:
 
 
 async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
-    if sock.family == socket.AF_UNIX:
-        reader, writer = await asyncio.open_unix_connection(sock=sock)
-    else:  # the Ray executor's actors reach the orchestrator over TCP (same records, same framing)
-        reader, writer = await asyncio.open_connection(sock=sock)
-    conn = Connection(reader, writer)
+    # Unix socket, or TCP for the Ray executor's actors (same records, same framing)
+    conn = await FrameChannel.open(sock)
     agent: str = spec["agent"]
     key: str = spec["instanceKey"]
 
@@ -268,7 +266,7 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
     except BaseException as exc:
         send(StartError(error_dict(exc)))
         with contextlib.suppress(Exception):
-            await writer.drain()
+            await conn.drain()
         return 3
     # where accepted turns are marked without a frame (see _accept); steering agents accept several
     # tickets at once and keep the frames, as does a process that cannot map the slot
@@ -339,12 +337,12 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
         background.add(task)
         task.add_done_callback(background.discard)
 
-    async def on_shutdown(rec: Shutdown) -> int:
+    async def shutdown(rec: Shutdown) -> int:
         if rec.interrupt:
             await _interrupted(current, background, hub, instance)
             conn.send_record(ShutdownAck(key), agent, ORCHESTRATOR)
             with contextlib.suppress(Exception):
-                await writer.drain()
+                await conn.drain()
             _exit_now()
         deadline = loop.time() + rec.grace_period_ms / 1000
         while not queue.empty() or instance.lock.locked() or (hub.busy and loop.time() < deadline):
@@ -353,8 +351,31 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
         await instance.close()
         conn.send_record(ShutdownAck(key), agent, ORCHESTRATOR)
         with contextlib.suppress(Exception):
-            await writer.drain()
+            await conn.drain()
         return 0
+
+    # the exit code, once a shutdown has saved everything (the orchestrator's side closing first
+    # ends the process at once instead: see orchestrator_gone)
+    stopped: asyncio.Future[int] = loop.create_future()
+    stopping: list[asyncio.Task[int]] = []
+
+    def on_shutdown(rec: Shutdown) -> None:
+        if stopping:  # one shutdown at a time; a second one changes nothing
+            return
+        task = loop.create_task(shutdown(rec))
+        stopping.append(task)
+
+        def done(t: asyncio.Task[int]) -> None:
+            if stopped.done():
+                return
+            if t.cancelled():
+                stopped.cancel()
+            elif (exc := t.exception()) is not None:
+                stopped.set_exception(exc)
+            else:
+                stopped.set_result(t.result())
+
+        task.add_done_callback(done)
 
     # what this process answers to; anything else the orchestrator sends is logged and skipped
     table = (
@@ -368,17 +389,21 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
         .on(Forward, on_forward)
         .on(Shutdown, on_shutdown)
     )
-    while True:
-        try:
-            msg = await conn.recv()
-        except IpcError as exc:
-            log.error("%s@%s: skipped a frame from the orchestrator: %s", agent, key, exc)
-            continue
-        if msg is None:
+
+    def bad_frame(exc: IpcError) -> None:
+        log.error("%s@%s: skipped a frame from the orchestrator: %s", agent, key, exc)
+
+    # every message is handled in the read callback (messages keep coming during a shutdown: the
+    # last turn may still wait for an inter-agent response)
+    reading = loop.create_task(conn.serve(table.dispatch, bad_frame))
+
+    def orchestrator_gone(_: Any) -> None:
+        # everything a turn made durable is on disk; a shutdown under way finishes saving first
+        if not stopping:
             os._exit(0)
-        code = await table.dispatch_async(msg)
-        if isinstance(code, int):
-            return code
+
+    reading.add_done_callback(orchestrator_gone)
+    return await stopped
 
 
 async def _interrupted(

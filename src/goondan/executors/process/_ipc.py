@@ -90,10 +90,12 @@ Connector channel (``gdn run`` ↔ connector host, ``python -m goondan.connector
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import inspect
 import logging
 import os
+import socket
 import struct
 import types
 import typing
@@ -635,7 +637,7 @@ def encode_packet(msg: dict[str, Any]) -> bytes:
     return _body(msg)
 
 
-def decode(body: bytes) -> dict[str, Any]:
+def decode(body: bytes | bytearray) -> dict[str, Any]:
     try:
         msg = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -672,9 +674,11 @@ async def read_message(reader: asyncio.StreamReader) -> dict[str, Any] | None:
     return decode(body)
 
 
-class Connection:
-    """One ordered message stream over an asyncio stream pair. ``send`` never blocks: frames are
-    queued on the transport (a peer that stops reading is a dead peer and gets killed).
+class MessageChannel:
+    """One ordered message stream to a peer: the sending side shared by :class:`Connection` (over
+    an asyncio stream pair) and :class:`FrameChannel` (frames parsed where the bytes arrive). ``send``
+    never blocks: frames are queued on the transport (a peer that stops reading is a dead peer and
+    gets killed).
 
     :meth:`defer` is ``send`` for messages nobody waits on (an agent process's runtime events): they
     are written together, in one ``write``, at the end of the current event-loop iteration or right
@@ -684,21 +688,26 @@ class Connection:
     ``received`` and ``writes`` count the messages read and the ``write`` calls made (each one a
     syscall that wakes the peer): what tests and benchmarks look at to see what a turn costs."""
 
-    __slots__ = ("_deferred", "closed", "reader", "received", "writer", "writes")
+    __slots__ = ("_deferred", "closed", "received", "writes")
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
+    def __init__(self) -> None:
         self.closed = False
         self._deferred: list[bytes] = []
         self.received = 0
         self.writes = 0
 
+    # what a subclass provides: its transport's state and its write call
+    def _closing(self) -> bool:
+        raise NotImplementedError
+
+    def _transport_write(self, data: bytes) -> None:
+        raise NotImplementedError
+
     def send(self, msg: dict[str, Any]) -> bool:
         """Queue one message; ``False`` when the peer is gone. Raises ``TypeError`` for values
         that are not JSON and :class:`FrameTooLarge` for a message above the frame limit: nothing
         is written then, so the stream stays usable."""
-        if self.closed or self.writer.is_closing():
+        if self.closed or self._closing():
             return False
         data = encode(msg)
         if self._deferred:
@@ -708,7 +717,7 @@ class Connection:
 
     def defer(self, msg: dict[str, Any]) -> bool:
         """:meth:`send`, written with whatever else is sent in this loop iteration (see the class)."""
-        if self.closed or self.writer.is_closing():
+        if self.closed or self._closing():
             return False
         data = encode(msg)
         if not self._deferred:
@@ -722,14 +731,14 @@ class Connection:
             return not self.closed
         data = b"".join(self._deferred)
         self._deferred.clear()
-        if self.closed or self.writer.is_closing():
+        if self.closed or self._closing():
             return False
         return self._write(data)
 
     def _write(self, data: bytes) -> bool:
         self.writes += 1
         try:
-            self.writer.write(data)
+            self._transport_write(data)
         except (ConnectionError, RuntimeError):
             self.closed = True
             return False
@@ -742,6 +751,47 @@ class Connection:
     async def recv(self) -> dict[str, Any] | None:
         """The next message or ``None`` when the peer is gone; :class:`IpcError` (incl.
         :class:`FrameTooLarge`) for one bad frame, after which the stream goes on."""
+        raise NotImplementedError
+
+    async def serve(self, on_message: Callable[[dict[str, Any]], Any], on_error: Callable[[IpcError], Any]) -> None:
+        """Hand every message to ``on_message`` and every bad frame to ``on_error`` (both called
+        synchronously, in stream order) until the peer is gone."""
+        while True:
+            try:
+                msg = await self.recv()
+            except IpcError as exc:
+                on_error(exc)
+                continue
+            if msg is None:
+                return
+            on_message(msg)
+
+    async def drain(self) -> None:
+        """Wait while the transport's write buffer is above its high-water mark (before an exit)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class Connection(MessageChannel):
+    """A :class:`MessageChannel` over an asyncio stream pair (``asyncio.open_unix_connection`` /
+    ``open_connection``): channels whose rate does not matter (connector hosts, Ray actors, tests)."""
+
+    __slots__ = ("reader", "writer")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        super().__init__()
+        self.reader = reader
+        self.writer = writer
+
+    def _closing(self) -> bool:
+        return self.writer.is_closing()
+
+    def _transport_write(self, data: bytes) -> None:
+        self.writer.write(data)
+
+    async def recv(self) -> dict[str, Any] | None:
         try:
             msg = await read_message(self.reader)
         except (ConnectionError, OSError):
@@ -749,6 +799,9 @@ class Connection:
         if msg is not None:
             self.received += 1
         return msg
+
+    async def drain(self) -> None:
+        await self.writer.drain()
 
     def close(self) -> None:
         if not self.closed:
@@ -760,6 +813,216 @@ class Connection:
                 pass
 
 
+_EOF: Any = object()
+
+
+class _FrameProtocol(asyncio.Protocol):
+    """The reading end of a :class:`FrameChannel`: splits the bytes the transport hands over into
+    frames and passes each one on as it completes. An oversized frame's header is answered with
+    :class:`FrameTooLarge` and its body is dropped as it arrives (never held in memory)."""
+
+    def __init__(self, channel: FrameChannel) -> None:
+        self._channel = channel
+        self._buf = bytearray()
+        self._skip = 0  # body bytes of an oversized frame still to drop
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._channel._transport = typing.cast(asyncio.WriteTransport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self._skip:
+            if len(data) <= self._skip:
+                self._skip -= len(data)
+                return
+            data = data[self._skip :]
+            self._skip = 0
+        buf = self._buf
+        if buf:
+            buf += data
+            view: bytes | bytearray = buf
+        else:
+            view = data  # the usual case: whole frames in one read, nothing buffered before
+        channel = self._channel
+        end = len(view)
+        pos = 0
+        while end - pos >= 4:
+            (size,) = HEADER.unpack_from(view, pos)
+            if size > MAX_FRAME:
+                left = end - pos - 4
+                pos = end
+                if size > left:
+                    self._skip = size - left
+                else:
+                    pos = end - (left - size)
+                channel._deliver_error(FrameTooLarge(size, MAX_FRAME))
+                continue
+            stop = pos + 4 + size
+            if stop > end:
+                break
+            body = view[pos + 4 : stop]
+            pos = stop
+            channel._deliver(body)
+        if view is buf:
+            del buf[:pos]
+        elif pos < end:
+            buf += view[pos:]
+
+    def eof_received(self) -> bool:
+        self._channel._deliver_eof()
+        return True  # keep our writing half open, as asyncio's stream protocol does
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._channel._deliver_eof()
+
+    def pause_writing(self) -> None:
+        self._channel._paused = True
+
+    def resume_writing(self) -> None:
+        self._channel._wake_drain()
+
+
+class FrameChannel(MessageChannel):
+    """A :class:`MessageChannel` that reads in the transport's callback: each complete frame is
+    decoded and handed to the handler :meth:`serve` was given (or queued for :meth:`recv`) right
+    where the bytes arrive, and writes go straight to the transport.
+
+    Why: the agent channel carries a turn each way, and both ends wake from idle for it. Through
+    asyncio's stream reader a frame costs a future, a task resume and two ``readexactly`` calls,
+    and the handler runs one loop iteration after the bytes came; here it runs in the read
+    callback. Measured per round trip of a turn-sized frame between two processes: about 15 µs of
+    CPU less per side with the default loop, 5 µs with uvloop."""
+
+    __slots__ = ("_drainers", "_eof", "_inbox", "_on_error", "_on_message", "_paused", "_transport", "_waiter")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._transport: asyncio.WriteTransport | None = None
+        self._on_message: Callable[[dict[str, Any]], Any] | None = None
+        self._on_error: Callable[[IpcError], Any] | None = None
+        self._inbox: collections.deque[Any] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._eof = False
+        self._paused = False
+        self._drainers: list[asyncio.Future[None]] = []
+
+    @classmethod
+    async def open(cls, sock: socket.socket) -> FrameChannel:
+        """A channel over a connected stream socket (Unix, or TCP for actors on other machines)."""
+        channel = cls()
+        loop = asyncio.get_running_loop()
+        if sock.family == socket.AF_UNIX:
+            await loop.create_unix_connection(lambda: _FrameProtocol(channel), sock=sock)
+        else:
+            await loop.create_connection(lambda: _FrameProtocol(channel), sock=sock)
+        return channel
+
+    def _closing(self) -> bool:
+        return self._transport is None or self._transport.is_closing()
+
+    def _transport_write(self, data: bytes) -> None:
+        assert self._transport is not None
+        self._transport.write(data)
+
+    # --- from the protocol ---
+
+    def _deliver(self, body: bytes | bytearray) -> None:
+        try:
+            msg = decode(body)
+        except IpcError as exc:
+            self._deliver_error(exc)
+            return
+        self.received += 1
+        handler = self._on_message
+        if handler is None:
+            self._queue(msg)
+            return
+        try:
+            handler(msg)
+        except Exception:  # raised into the transport it would close the channel
+            log.exception("handling an IPC message failed")
+
+    def _deliver_error(self, exc: IpcError) -> None:
+        handler = self._on_error
+        if handler is None:
+            self._queue(exc)
+            return
+        try:
+            handler(exc)
+        except Exception:
+            log.exception("handling a bad IPC frame failed")
+
+    def _deliver_eof(self) -> None:
+        if self._eof:
+            return
+        self._eof = True
+        self._queue(_EOF)
+        self._wake_drain()
+
+    def _queue(self, item: Any) -> None:
+        self._inbox.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _wake_drain(self) -> None:
+        self._paused = False
+        for fut in self._drainers:
+            if not fut.done():
+                fut.set_result(None)
+        self._drainers.clear()
+
+    # --- reading ---
+
+    async def _until_queued(self) -> None:
+        while not self._inbox:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+
+    async def recv(self) -> dict[str, Any] | None:
+        await self._until_queued()
+        item = self._inbox[0]
+        if item is _EOF:
+            return None  # stays queued: every later call answers None too
+        self._inbox.popleft()
+        if isinstance(item, IpcError):
+            raise item
+        msg: dict[str, Any] = item
+        return msg
+
+    async def serve(self, on_message: Callable[[dict[str, Any]], Any], on_error: Callable[[IpcError], Any]) -> None:
+        """Messages that arrived before this call first, then each one in the read callback."""
+        while self._inbox and self._inbox[0] is not _EOF:
+            item = self._inbox.popleft()
+            if isinstance(item, IpcError):
+                on_error(item)
+            else:
+                on_message(item)
+        self._on_message, self._on_error = on_message, on_error
+        try:
+            await self._until_queued()  # only the end of the stream is queued now
+        finally:
+            self._on_message = self._on_error = None
+
+    async def drain(self) -> None:
+        if self._paused and not self._eof:
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._drainers.append(fut)
+            await fut
+
+    def close(self) -> None:
+        if not self.closed:
+            self.flush()
+            self.closed = True
+            if self._transport is not None:
+                try:
+                    self._transport.close()
+                except Exception:
+                    pass
+
+
 __all__ = [
     "DEFAULT_MAX_FRAME",
     "EVENT_KINDS",
@@ -769,8 +1032,10 @@ __all__ = [
     "RECORDS",
     "Connection",
     "Dispatcher",
+    "FrameChannel",
     "FrameTooLarge",
     "IpcError",
+    "MessageChannel",
     "Record",
     "decode",
     "decode_record",

@@ -46,13 +46,13 @@ from ._ipc import (
     ORCHESTRATOR,
     AgentReady,
     CancelTurn,
-    Connection,
     Dispatcher,
     ErrorResponse,
     Forward,
     FrameTooLarge,
     IpcError,
     Log,
+    MessageChannel,
     Response,
     RestartRequest,
     Rpc,
@@ -117,7 +117,7 @@ class InstanceHandle:
         self.key = key
         self.status = "terminated"
         self.pid: int | None = None
-        self.conn: Connection | None = None
+        self.conn: MessageChannel | None = None
         self.consecutive_crashes = 0
         self.next_spawn_allowed_at = 0.0
         self.queue: deque[_Work] = deque()
@@ -456,20 +456,17 @@ class Orchestrator:
 
     # --- messages from agent processes ---------------------------------------------------------------
 
-    async def _read_loop(self, h: InstanceHandle, conn: Connection, ready: asyncio.Future[None]) -> None:
+    async def _read_loop(self, h: InstanceHandle, conn: MessageChannel, ready: asyncio.Future[None]) -> None:
         table = self._table(h, conn, ready)
-        while True:
-            try:
-                msg = await conn.recv()
-            except FrameTooLarge as exc:
+
+        def bad_frame(exc: IpcError) -> None:
+            if isinstance(exc, FrameTooLarge):
                 self._on_oversized(h, exc)
-                continue
-            except IpcError as exc:
+            else:
                 log.error("%s sent a frame that is not an IPC message (skipped): %s", h.name, exc)
-                continue
-            if msg is None:
-                break
-            table.dispatch(msg)
+
+        # each message is handled where it is read (see FrameChannel); this task wakes at the end
+        await conn.serve(table.dispatch, bad_frame)
         conn.close()
         # The exit code comes from the fork server on another channel and may arrive before this
         # stream's last messages (turn_done, shutdown_ack) were read: an exit is handled only once
@@ -482,7 +479,7 @@ class Orchestrator:
             else:
                 self._finish_exit(h, pid, code)
 
-    def _table(self, h: InstanceHandle, conn: Connection, ready: asyncio.Future[None]) -> Dispatcher:
+    def _table(self, h: InstanceHandle, conn: MessageChannel, ready: asyncio.Future[None]) -> Dispatcher:
         """What the orchestrator answers to on one agent process's stream (see ``_ipc`` for every
         message); anything else is logged and skipped by the dispatcher."""
         return (
@@ -962,7 +959,7 @@ class Orchestrator:
             return
         fut.add_done_callback(lambda f: f.exception())
 
-    async def _rpc(self, h: InstanceHandle, conn: Connection, rec: Rpc) -> None:
+    async def _rpc(self, h: InstanceHandle, conn: MessageChannel, rec: Rpc) -> None:
         args = rec.args
         owner_raw = args.get("owner") or [h.agent, h.key]
         owner = (str(owner_raw[0]), str(owner_raw[1]))
