@@ -21,9 +21,9 @@ from typing import Any
 from ...errors import ConfigError, GoondanError
 from ._ipc import (
     ORCHESTRATOR,
-    Connection,
     Dispatcher,
     Exited,
+    FrameChannel,
     Init,
     IpcError,
     Ready,
@@ -175,7 +175,7 @@ class ForkServer:
             self.children.discard(pid)
             self._on_exit(pid, -signal.SIGKILL)
 
-    async def spawn(self, spec: dict[str, Any]) -> tuple[int, Connection, int]:
+    async def spawn(self, spec: dict[str, Any]) -> tuple[int, FrameChannel, int]:
         """A new agent process: its pid, its message stream and the read end of the pipe its fds 1
         and 2 write to (the caller drains and closes it)."""
         if not self.alive:
@@ -201,8 +201,7 @@ class ForkServer:
             mine.close()
             os.close(out_r)
             raise
-        reader, writer = await asyncio.open_unix_connection(sock=mine, limit=64 * 1024 * 1024)
-        return pid, Connection(reader, writer), out_r
+        return pid, await FrameChannel.open(mine), out_r
 
     def kill(self, pid: int, sig: int) -> None:
         if pid in self.children:
