@@ -9,8 +9,11 @@ from typing import Any
 
 import orjson
 import pytest
+from storage_testkit import msg
 
+from goondan.messages import Message, append_event, event_to_record, tool_message
 from goondan.storage import FileInstanceStore
+from goondan.storage._events import tag_line
 from goondan.storage._instance import _metadata_bytes
 
 
@@ -95,4 +98,60 @@ def test_first_status_write_replaces_a_file_of_another_layout(tmp_path: Path) ->
     assert value is not None and value["createdAt"] == "2020-01-01T00:00:00.000Z"
     assert value["status"] == "processing"
     assert os.stat(path / "metadata.json").st_ino != inode
+    store.close()
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(x) for x in path.read_bytes().splitlines() if x]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        msg("m1"),
+        msg("m2", 'quotes " and \\ backslashes, \u00e9, \U0001f600, control \x01 and \n newline'),
+        tool_message("c", "t", {"type": "json", "value": [1, 2.5, None, {"k": True}]}, {"x": [1]}, id="m3"),
+    ],
+)
+def test_append_line_is_what_tagging_the_encoded_event_gives(tmp_path: Path, message: Message) -> None:
+    """The append line is built around the message's own encoding (reused for base.jsonl): it must
+    be byte for byte the tagged encoding of the whole event, so load() verifies its checksum."""
+    store = FileInstanceStore(tmp_path / "i")
+    store.load()
+    store.append_event(append_event(message))
+    raw = store.events_path.read_bytes()
+    expected = tag_line(orjson.dumps(event_to_record(append_event(message)), option=orjson.OPT_APPEND_NEWLINE), 0)
+    assert raw == expected
+    store.close()
+    reloaded = FileInstanceStore(tmp_path / "i")
+    loaded = reloaded.load()
+    assert loaded.warnings == [] and [e["message"] for e in loaded.events] == [message]
+    reloaded.close()
+
+
+def test_append_commit_writes_the_committed_message_not_an_earlier_object_with_its_id(tmp_path: Path) -> None:
+    """The commit reuses an event line's encoding only for the very object it encoded: a message
+    handed to commit under the same id but as another object is encoded afresh."""
+    store = FileInstanceStore(tmp_path / "i")
+    store.load()
+    store.append_event(append_event(msg("m1", "as appended")))
+    store.append_event(append_event(msg("m2")))
+    committed = [msg("m1", "as committed"), msg("m2")]
+    store.commit(committed, committed)
+    assert [r["data"]["content"] for r in _records(store.base_path)] == ["as committed", "text of m2"]
+    store.close()
+
+
+def test_append_commit_reuses_the_event_lines_message_bytes(tmp_path: Path) -> None:
+    store = FileInstanceStore(tmp_path / "i")
+    store.load()
+    turn = [msg("m1"), msg("m2", "second")]
+    for m in turn:
+        store.append_event(append_event(m))
+    events = store.events_path.read_bytes().splitlines()
+    store.commit(turn, turn)
+    prefix = b'"type":"append","message":'
+    from_events = [line[line.index(prefix) + len(prefix) : -1] for line in events]
+    assert store.base_path.read_bytes() == b"\n".join(from_events) + b"\n"
+    assert store.events_path.read_bytes() == b""
     store.close()

@@ -80,6 +80,21 @@ def tag_line(line: bytes, base: int) -> bytes:
     return b'{"base":%d,"crc":%d,' % (base, crc) + body
 
 
+def append_seed(base: int) -> int:
+    """The CRC of everything an append line's checksum covers before the message (see
+    :func:`tag_append_line`); the same for every append of a turn, so the store keeps it."""
+    return zlib.crc32(b'%d,"type":"append","message":' % base)
+
+
+def tag_append_line(record: bytes, base: int, seed: int) -> bytes:
+    """The line of an ``append`` event whose message encodes to ``record`` (``{...}``, no newline),
+    with ``seed`` = ``append_seed(base)``: the same bytes :func:`tag_line` gives for
+    ``{"type":"append","message":<record>}``, built without encoding the event around the message
+    (the record is reused for base.jsonl at commit)."""
+    crc = zlib.crc32(b"}", zlib.crc32(record, seed))
+    return b'{"base":%d,"crc":%d,"type":"append","message":%b}\n' % (base, crc, record)
+
+
 @dataclass(slots=True)
 class _Line:
     lineno: int
@@ -243,4 +258,14 @@ def current_records(data: bytes, base_count: int) -> list[dict[str, Any]]:
     return out
 
 
-__all__ = ["CRC_KEY", "TAG_KEY", "EventsScan", "current_records", "scan_events", "split_lines", "tag_line"]
+__all__ = [
+    "CRC_KEY",
+    "TAG_KEY",
+    "EventsScan",
+    "append_seed",
+    "current_records",
+    "scan_events",
+    "split_lines",
+    "tag_append_line",
+    "tag_line",
+]

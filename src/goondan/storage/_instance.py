@@ -34,7 +34,7 @@ from ._atomic import (
     write_file_durably,
 )
 from ._attachments import attachment_id, check_id, not_found
-from ._events import CRC_KEY, TAG_KEY, scan_events, tag_line
+from ._events import CRC_KEY, TAG_KEY, append_seed, scan_events, tag_append_line, tag_line
 from ._jsonl import (
     JsonlReader,
     corrupt_error,
@@ -89,9 +89,9 @@ def _warning(code: str, message: str, path: Path, line: int | None = None) -> di
     return {"code": code, "message": message, "file": str(path), "line": line}
 
 
-def _encode_json(value: Any, what: str, *, pretty: bool = False) -> bytes:
+def _encode_json(value: Any, what: str, *, pretty: bool = False, line: bool = True) -> bytes:
     try:
-        return dumps_pretty(value) if pretty else dumps_line(value)
+        return dumps_pretty(value) if pretty else dumps_line(value) if line else dumps(value)
     except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
         raise StorageError(
             CODE_NOT_JSON,
@@ -182,6 +182,16 @@ class FileInstanceStore:
         # whether a commit may append to base instead of rewriting it.
         self._base_count = 0
         self._pending: list[str | None] = []
+        # For each line of events.jsonl this store wrote in this turn: the appended message object and
+        # its encoded record (``{...}``, no newline), so that the append commit writes the same bytes to
+        # base.jsonl without encoding the message again (None for other events and loaded lines).
+        self._pending_lines: list[tuple[Message, bytes] | None] = []
+        # Size of base.jsonl while its descriptor is kept (this store is its one writer): the append
+        # commit needs it to undo a failed write, and an fstat per commit costs ~1.5 µs.
+        self._base_size = 0
+        # append_seed() of the base the last append line was tagged with
+        self._seed_base = -1
+        self._seed = 0
         # Set after a failed commit left base/events in a state only a full rewrite is sure to fix.
         self._force_rewrite = False
         # Set when load() found untagged (pre-tag) event lines: the next clear is fsynced.
@@ -303,6 +313,7 @@ class FileInstanceStore:
             e["message"].id if e["type"] == "append" else None  # message is a Message after parsing
             for e in events
         ]
+        self._pending_lines = [None] * len(events)
         self._force_rewrite = False
         self._loaded = True
         return LoadedConversation(base, events, warnings)
@@ -510,7 +521,18 @@ class FileInstanceStore:
             self._require_loaded()
             fd = self._events_fd
             assert fd is not None
-        data = tag_line(_encode_json(event_to_record(event), "message event"), self._base_count)
+        message = event.get("message")
+        line: tuple[Message, bytes] | None = None
+        if type(message) is Message and len(event) == 2 and event.get("type") == "append":
+            # the common event, encoded once: the message's record is also its base.jsonl line
+            base = self._base_count
+            if base != self._seed_base:
+                self._seed, self._seed_base = append_seed(base), base
+            encoded = _encode_json(message.to_record(), "message event", line=False)
+            data = tag_append_line(encoded, base, self._seed)
+            line = (message, encoded)
+        else:
+            data = tag_line(_encode_json(event_to_record(event), "message event"), self._base_count)
         before = self._events_size
         try:
             if _atomic.CRASH_AT is not None and _atomic.CRASH_AT == "event_append_partial":
@@ -525,8 +547,10 @@ class FileInstanceStore:
                 os.ftruncate(fd, before)
             raise _write_error(self.events_path, "append to", exc) from exc
         self._events_size = before + len(data)
-        if event.get("type") == "append":
-            message = event.get("message")
+        self._pending_lines.append(line)
+        if line is not None:
+            self._pending.append(line[0].id)
+        elif event.get("type") == "append":
             self._pending.append(message.id if isinstance(message, Message) else None)
         else:
             self._pending.append(None)
@@ -566,7 +590,20 @@ class FileInstanceStore:
                 os.close(fd)
 
     def _commit_append(self, appended: Sequence[Message]) -> None:
-        data = b"".join([dumps_line(m.to_record()) for m in appended])
+        # The lines this store encoded for the events, where the committed message is the very
+        # object it wrote then (messages in the conversation state are private frozen copies);
+        # anything else is encoded now. commit() checked that the ids match line for line.
+        lines = self._pending_lines
+        data = (
+            b"\n".join(
+                [
+                    line[1] if line is not None and line[0] is m else dumps(m.to_record())
+                    for m, line in zip(appended, lines, strict=False)
+                ]
+                + [dumps(m.to_record()) for m in appended[len(lines) :]]
+            )
+            + b"\n"
+        )
         path = self.base_path
         fd = self._base_fd
         if fd is None:
@@ -574,14 +611,18 @@ class FileInstanceStore:
                 fd = self._base_fd = open_private(path, APPEND_FLAGS)
             except OSError as exc:
                 raise _write_error(path, "open", exc) from exc
+            self._base_size = -1
         try:
-            before = os.fstat(fd).st_size
+            if self._base_size < 0:
+                self._base_size = os.fstat(fd).st_size
+            before = self._base_size
             try:
                 if _atomic.CRASH_AT == "after_base_append_partial":
                     os.write(fd, data[: len(data) // 2])
                     die()
                 write_all(fd, data)
                 os.fsync(fd)
+                self._base_size = before + len(data)
             except OSError as exc:
                 try:
                     os.ftruncate(fd, before)
@@ -647,6 +688,7 @@ class FileInstanceStore:
             self._durable_clear = False
         self._events_size = 0
         self._pending = []
+        self._pending_lines = []
 
     # ------------------------------------------------------------------ runtime events
 
@@ -927,6 +969,7 @@ class FileInstanceStore:
         self._events_size = 0
         self._base_count = 0
         self._pending = []
+        self._pending_lines = []
         self._force_rewrite = False
         self._durable_clear = False
         self._loaded = True
