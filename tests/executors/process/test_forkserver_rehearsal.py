@@ -69,6 +69,21 @@ def test_rehearsal_leaves_no_thread_event_loop_descriptor_or_wakeup_fd_behind_fo
     assert result["wakeup_fd"] == -1
 
 
+def test_rehearsal_starts_from_an_empty_method_cache_so_a_child_drops_no_reference_to_a_server_name() -> None:
+    from goondan.executors.process._forkserver import rehearse
+
+    name = sys.intern("".join(["goondan_rehearsal_", "probe_attribute"]))
+
+    class Probe:
+        pass
+
+    unheld = sys.getrefcount(name)
+    getattr(Probe, name, None)  # a lookup that misses: the interpreter's method cache keeps the name
+    assert sys.getrefcount(name) > unheld
+    rehearse(1)
+    assert sys.getrefcount(name) == unheld
+
+
 MODEL = """
 import asyncio.base_events
 import json
