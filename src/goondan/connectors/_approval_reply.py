@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import GoondanError
@@ -25,8 +26,18 @@ def parse_decision(text: Any) -> tuple[bool, str, str | None] | None:
     return match.group(1).lower() == "approve", match.group(2), note
 
 
-async def decide(runtime: Any, agent: str, instance_key: str, parsed: tuple[bool, str, str | None], by: str) -> Any:
-    """Apply a chat decision to an approval of (agent, instance_key) and return the turn's result."""
+async def decide(
+    runtime: Any,
+    agent: str,
+    instance_key: str,
+    parsed: tuple[bool, str, str | None],
+    by: str,
+    on_trace: Callable[[str], None] | None = None,
+) -> Any:
+    """Apply a chat decision to an approval of (agent, instance_key) and return the turn's result.
+
+    ``on_trace`` is called, before the turn resumes, with the trace id the resumed turn runs under
+    (the paused turn's own): what a streamed decision needs to pick that turn's text deltas."""
     approved, approval_id, note = parsed
     waiting = await runtime.pending_approvals(agent, instance_key)
     if all(item.approval_id != approval_id for item in waiting):
@@ -35,7 +46,23 @@ async def decide(runtime: Any, agent: str, instance_key: str, parsed: tuple[bool
             f"no pending approval {approval_id!r} in this conversation",
             suggestion="Answer with the id the waiting message named (approve ID or deny ID reason).",
         )
+    if on_trace is not None:
+        trace = _paused_trace(runtime, agent, instance_key, approval_id)
+        if trace is not None:
+            on_trace(trace)
     return await runtime.approve(approval_id, approved, note, by=by)
+
+
+def _paused_trace(runtime: Any, agent: str, instance_key: str, approval_id: str) -> str | None:
+    """The trace id of the paused turn that waits for ``approval_id``: resuming keeps it."""
+    from ..engine import approvals
+    from ..runtime._approvals import _records  # what Runtime.approve itself searches
+
+    for _agent, _key, record in _records(runtime, agent, instance_key):
+        if approvals.find(record, approval_id) is not None:
+            trace = record.get("traceId")
+            return trace if isinstance(trace, str) else None
+    return None
 
 
 def reply_text(result: Any) -> str | None:

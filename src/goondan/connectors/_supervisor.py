@@ -408,7 +408,20 @@ class ConnectorProcess:
             parsed = parse_decision(event["message"].get("text")) if not event.get("attachments") else None
             if parsed is not None:  # "approve ID" / "deny ID note": a decision, not a new turn
                 by = f"connector:{self.plan.connector}"
-                result = await decide(self.runtime, decision.agent, decision.instance_key, parsed, by)
+                on_trace: Callable[[str], None] | None = None
+                if message.stream:
+                    # the resumed turn runs under the paused turn's trace id: its deltas go to this
+                    # stream, unless another streamed decision of the same turn already has them
+                    self._listen_deltas()
+                    streamed = _Streamed(decision.agent, decision.instance_key, event_id, child)
+
+                    def on_trace(paused: str) -> None:
+                        nonlocal trace
+                        if paused not in self._streams:
+                            self._streams[paused] = streamed
+                            trace = paused
+
+                result = await decide(self.runtime, decision.agent, decision.instance_key, parsed, by, on_trace)
             elif not event.get("attachments") and is_cancel_command(event["message"].get("text")):
                 result = await cancel_command(self.runtime, decision.agent, decision.instance_key)
             else:
