@@ -42,6 +42,19 @@ class EntryModule:
     handler_keys: list[str] | None = None  # keys of a literal, never-mutated `handlers = {...}`
     handlers_line: int | None = None
     config_schema: dict[str, Any] | None = None  # a literal CONFIG_SCHEMA
+    #: export name -> the module-level function its `handlers` entry names (when the tree tells)
+    handler_functions: dict[str, HandlerFunction] = field(default_factory=dict)
+
+
+@dataclass
+class HandlerFunction:
+    """The parameters of a tool handler, read from its ``def`` (handlers are called ``f(ctx, args)``)."""
+
+    name: str
+    line: int
+    positional: list[str]  # names of the positional parameters, in order
+    required: int  # how many of them have no default
+    star_args: bool  # ``*args``: takes any number of positional arguments
 
 
 def _bound_names(target: ast.expr) -> list[str]:
@@ -127,6 +140,31 @@ def _handler_keys(tree: ast.Module, statements: list[ast.stmt]) -> tuple[list[st
     return keys, stmt.lineno
 
 
+def _handler_functions(statements: list[ast.stmt]) -> dict[str, HandlerFunction]:
+    """Export name -> handler ``def`` for entries of the literal ``handlers`` that name a function
+    defined once at module level (and bound nowhere else); any other entry is left to the runtime."""
+    assignments = [s for s in statements if "handlers" in _bindings(s)]
+    if len(assignments) != 1 or not isinstance(assignments[0], ast.Assign | ast.AnnAssign):
+        return {}
+    value = assignments[0].value
+    if not isinstance(value, ast.Dict):
+        return {}
+    out: dict[str, HandlerFunction] = {}
+    for key, target in zip(value.keys, value.values, strict=True):
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(target, ast.Name)):
+            continue
+        bound = [s for s in statements if target.id in _bindings(s)]
+        if len(bound) != 1 or not isinstance(bound[0], ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        fn = bound[0]
+        if fn.decorator_list:
+            continue  # a decorator may change the signature
+        positional = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+        required = len(positional) - len(fn.args.defaults)
+        out[key.value] = HandlerFunction(fn.name, fn.lineno, positional, required, fn.args.vararg is not None)
+    return out
+
+
 def _literal_schema(statements: list[ast.stmt]) -> dict[str, Any] | None:
     for stmt in statements:
         if isinstance(stmt, ast.Assign | ast.AnnAssign) and "CONFIG_SCHEMA" in _bindings(stmt):
@@ -170,7 +208,9 @@ def inspect_entry(path: Path) -> EntryModule:
     module.opaque = _is_opaque(tree, statements)
     module.handler_keys, module.handlers_line = _handler_keys(tree, statements)
     module.config_schema = _literal_schema(statements)
+    if module.handler_keys is not None:
+        module.handler_functions = _handler_functions(statements)
     return module
 
 
-__all__ = ["REQUIRED_ATTRIBUTE", "EntryModule", "SourceProblem", "inspect_entry"]
+__all__ = ["REQUIRED_ATTRIBUTE", "EntryModule", "HandlerFunction", "SourceProblem", "inspect_entry"]

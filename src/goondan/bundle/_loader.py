@@ -22,7 +22,7 @@ from goondan.errors import ConfigIssue, GoondanError
 from goondan.models._providers import KNOWN_PROVIDERS
 
 from ._bundle import BASE_PACKAGE, Bundle, ScopeKey, ref_scope
-from ._code import REQUIRED_ATTRIBUTE, EntryModule, inspect_entry
+from ._code import REQUIRED_ATTRIBUTE, EntryModule, HandlerFunction, inspect_entry
 from ._issues import did_you_mean, join_path, parent_path, pydantic_problems
 from ._packages import InstalledPackage, base_package_root, default_distribution, find_package, specifier_problem
 from ._paths import PathProblem, close_path, resolve_inside
@@ -76,6 +76,8 @@ _TOP_KEYS = ("apiVersion", "kind", "metadata", "spec")
 _META_KEYS = ("name", "labels", "annotations")
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 _PACKAGE_NAME = re.compile(r"^(?:@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*$")
+_ARGS_NAMES = frozenset({"args", "arguments", "input", "inputs", "params", "payload", "data"})
+_CTX_NAMES = frozenset({"ctx", "context", "tool_ctx", "tool_context"})
 _NAME_HINT = "use lowercase letters, digits and '-', starting with a letter, at most 63 characters"
 
 
@@ -820,6 +822,43 @@ class Loader:
                         (f"{hint} " if hint else "") + f"add {export.name!r}: handler to `handlers` in {shown}",
                     )
                 )
+            for i, export in enumerate(res.spec.exports):
+                handler = module.handler_functions.get(export.name)
+                if handler is not None:
+                    self._check_handler_signature(res, handler, f"spec.exports[{i}].name", shown)
+
+    def _check_handler_signature(self, res: Resource, handler: HandlerFunction, field_path: str, shown: str) -> None:
+        """A handler is called ``handler(ctx, args)``: one that cannot take two positional arguments
+        fails every call (TypeError, which the model sees as the tool's error), and ``(args, ctx)``
+        gets the context where it expects the arguments. Both were found only by calling the tool."""
+        where = f"{shown}:{handler.line}"
+        fix = f"define it as `def {handler.name}(ctx, args): ...` (ctx: ToolContext, args: the call's arguments)"
+        params = ", ".join(handler.positional)
+        if handler.required > 2 or (len(handler.positional) < 2 and not handler.star_args):
+            self.errors.append(
+                res.issue(
+                    "E_CONFIG_TOOL_HANDLER_SIGNATURE",
+                    f"{res.key}: handler {handler.name}({params}) at {where} cannot be called as "
+                    f"{handler.name}(ctx, args)",
+                    field_path,
+                    fix,
+                )
+            )
+        elif (
+            handler.positional[:1]
+            and handler.positional[0] in _ARGS_NAMES
+            and (handler.positional[1:2] and handler.positional[1] in _CTX_NAMES)
+        ):
+            self.warnings.append(
+                res.issue(
+                    "E_CONFIG_TOOL_HANDLER_SIGNATURE",
+                    f"{res.key}: handler {handler.name}({params}) at {where} looks swapped: it is called as "
+                    f"{handler.name}(ctx, args), so {handler.positional[0]!r} gets the ToolContext",
+                    field_path,
+                    fix,
+                    severity="warning",
+                )
+            )
 
     def _check_model(self, res: Resource, spec: ModelSpec) -> None:
         if spec.provider not in KNOWN_PROVIDERS:
