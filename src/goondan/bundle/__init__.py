@@ -6,10 +6,12 @@ and raises :class:`goondan.errors.ConfigError` for the first one (``.errors`` ha
 Python entry modules are never imported here, but both compile them without running them: a syntax
 error is ``E_CONFIG_ENTRY_SYNTAX`` with its file:line at load (``gdn run --watch`` relies on it to
 keep the last good version). ``validate_bundle`` also reads what they define (``handlers``/``register``
-/``run``/``generate``, literal ``handlers`` keys, extension config against ``CONFIG_SCHEMA``: see
-``_code``); ``load_bundle`` leaves those to the runtime, whose import of the module reports the same
-problems (``E_TOOL_LOAD``, ``E_EXT_LOAD``, ``E_EXT_CONFIG``) before any model call. Environment
-variables a used Model or a Connection reads are checked by both.
+/``run``/``generate``, literal ``handlers`` keys and their ``def`` signatures, extension config
+against ``CONFIG_SCHEMA``: see ``_code``); ``load_bundle`` leaves those to the runtime, whose import of
+the module reports the same problems (``E_TOOL_LOAD``, ``E_EXT_LOAD``, ``E_EXT_CONFIG``) before any
+model call. Both check a Connection's config against its Connector's ``CONFIG_SCHEMA``
+(``E_CONNECTOR_CONFIG``: the connector would otherwise fail at start, or ignore a misspelt key) and
+the environment variables a used Model or a Connection reads.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ may open connections, read secrets or write files). So nothing here imports user
 compiled to bytecode without running them, and what a module defines is read from its syntax tree.
 Where the tree cannot tell (``handlers`` built in a loop, a star import, a ``CONFIG_SCHEMA`` that
 is not a literal) the check stays silent and the runtime's import-time check remains the judge.
-Built-in ``@goondan/base`` extensions are our own code: their ``CONFIG_SCHEMA`` may be imported.
+Built-in ``@goondan/base`` extensions and connectors are our own code: their ``CONFIG_SCHEMA`` may be
+imported.
 """
 
 from __future__ import annotations
