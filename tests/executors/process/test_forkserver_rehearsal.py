@@ -146,3 +146,28 @@ def test_the_fork_server_that_replaced_a_thread_starting_preload_still_rehearses
     assert answer["pid"] == pid
     assert answer["threads"] == 2
     assert answer["specialized"] is True
+
+
+PDEATHSIG = """
+import ctypes, signal
+from goondan.executors.process._forkserver import set_parent_death_signal
+
+set_parent_death_signal(signal.SIGKILL)  # the fork server, when it starts
+
+
+def no_libc_lookup(*args, **kwargs):
+    raise AssertionError("ctypes.CDLL called again")
+
+
+ctypes.CDLL = no_libc_lookup
+set_parent_death_signal(signal.SIGTERM)  # an agent process forked from it
+got = ctypes.c_int()
+libc = ctypes.PyDLL(None)  # a subclass: the original CDLL, to read the signal back
+libc.prctl(2, ctypes.byref(got), 0, 0, 0)  # PR_GET_PDEATHSIG
+print(got.value)
+"""
+
+
+def test_an_agent_process_sets_its_parent_death_signal_with_the_prctl_its_fork_server_looked_up() -> None:
+    out = subprocess.run([sys.executable, "-c", PDEATHSIG], capture_output=True, text=True, timeout=60, check=True)
+    assert int(out.stdout.strip()) == 15  # SIGTERM: set without loading libc through ctypes.CDLL again
