@@ -197,3 +197,76 @@ def test_user_connector_imports_helpers_beside_it_without_shadowing_installed_mo
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(out.read_text()) == {"word": "hello from a helper", "same": True}
+
+
+IN_CALLBACK = """\
+import asyncio, json, os
+
+
+async def run(ctx):
+    stream = ctx.stream({"name": "ping", "message": "hi", "instanceKey": "k"})
+    handled = []
+    stream.write_through(lambda delta: handled.append([delta.text, asyncio.current_task() is None]) is None)
+
+    async def consume():
+        async for _ in stream:
+            pass
+
+    reader = asyncio.create_task(consume())
+    await asyncio.sleep(0.05)  # the consumer waits for text now
+    await ctx.emit({"name": "ping", "message": "parked", "instanceKey": "k"})
+    await reader
+    with open(os.environ["CUSTOM_OUT"], "w") as fh:
+        json.dump(handled, fh)
+"""
+
+
+def test_a_delta_record_is_handled_in_the_connector_channels_read_callback(tmp_path: Path) -> None:
+    """No task is woken between reading a delta off the channel and the stream's writer: the host
+    hands each frame over where its bytes arrive (the writer runs outside any task)."""
+    import asyncio
+    import os
+    import socket
+
+    from goondan.connectors._protocol import HOST_MODULE, SUPERVISOR
+    from goondan.executors.process._ipc import (
+        ConnectorDelta,
+        ConnectorEvent,
+        ConnectorReply,
+        ConnectorStart,
+        FrameChannel,
+        decode_record,
+    )
+
+    entry = tmp_path / "in_callback.py"
+    entry.write_text(IN_CALLBACK)
+    out = tmp_path / "out.json"
+
+    async def main() -> int:
+        mine, theirs = socket.socketpair()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", HOST_MODULE, "--fd", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+            env={**os.environ, "CUSTOM_OUT": str(out)},
+        )
+        theirs.close()
+        conn = await FrameChannel.open(mine)
+        conn.send_record(ConnectorStart(str(entry), "mine", "custom", {}, {}), SUPERVISOR, "mine")
+        events: list[ConnectorEvent] = []
+        while len(events) < 2:
+            msg = await asyncio.wait_for(conn.recv(), 30)
+            assert msg is not None
+            record = decode_record(msg)
+            if isinstance(record, ConnectorEvent):
+                events.append(record)
+        streamed, parked = events
+        assert streamed.stream and not parked.stream
+        conn.send_record(ConnectorDelta(streamed.id, "hello", 0), SUPERVISOR, "mine")
+        conn.send_record(ConnectorReply(parked.id, "ok", "text_response"), SUPERVISOR, "mine")
+        conn.send_record(ConnectorReply(streamed.id, "hello", "text_response"), SUPERVISOR, "mine")
+        code = await asyncio.to_thread(proc.wait, 30)
+        conn.close()
+        return code
+
+    assert asyncio.run(main()) == 0
+    assert json.loads(out.read_text()) == [["hello", True]]

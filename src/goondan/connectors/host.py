@@ -21,12 +21,12 @@ from pathlib import Path
 from .._http_client import aclose_shared
 from ..errors import GoondanError
 from ..executors.process._ipc import (
-    Connection,
     ConnectorDelta,
     ConnectorReply,
     ConnectorStart,
     ConnectorStopped,
     Dispatcher,
+    FrameChannel,
     IpcError,
     Ready,
     Record,
@@ -43,7 +43,7 @@ log = logging.getLogger("goondan.connectors")
 READY_GRACE_SECONDS = 0.3
 
 
-async def _first(conn: Connection) -> ConnectorStart | None:
+async def _first(conn: FrameChannel) -> ConnectorStart | None:
     """The ``connector_start`` the supervisor sends first (frames before it that are not one are
     logged and skipped), or ``None`` when the supervisor went away."""
     while True:
@@ -62,8 +62,9 @@ async def _first(conn: Connection) -> ConnectorStart | None:
 
 async def _serve(fd: int) -> int:
     sock = socket.socket(fileno=fd)
-    reader, writer = await asyncio.open_unix_connection(sock=sock, limit=64 * 1024 * 1024)
-    conn = Connection(reader, writer)
+    # frames are handled in the read callback: a streamed delta reaches the HTTP client's socket
+    # in the same callback that read it off the channel, no task woken in between
+    conn = await FrameChannel.open(sock)
     me = "connector"
 
     def send(record: Record) -> None:
@@ -85,7 +86,7 @@ async def _serve(fd: int) -> int:
             raise TypeError(f"{entry} must define `async def run(ctx)`")
     except Exception as exc:
         send(StartError({"code": "E_CONNECTOR_LOAD", "message": f"{type(exc).__name__}: {exc}"}))
-        await writer.drain()
+        await conn.drain()
         return 1
 
     announced = asyncio.Event()
@@ -113,16 +114,18 @@ async def _serve(fd: int) -> int:
         .on(Shutdown, lambda _rec: shutdown.set())
     )
 
+    def bad_frame(exc: IpcError) -> None:
+        log.error("connector host %s: skipped a frame: %s", me, exc)
+
     async def inbound() -> None:
-        while not shutdown.is_set():
-            try:
-                msg = await conn.recv()
-            except IpcError as exc:
-                log.error("connector host %s: skipped a frame: %s", me, exc)
-                continue
-            if msg is None:
-                return
-            table.dispatch(msg)
+        """Handle the supervisor's messages until it asks to shut down or goes away."""
+        serving = asyncio.ensure_future(conn.serve(table.dispatch, bad_frame))
+        stopping = asyncio.ensure_future(shutdown.wait())
+        try:
+            await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            serving.cancel()
+            stopping.cancel()
 
     control = asyncio.create_task(inbound())
     ready_wait = asyncio.create_task(announced.wait())
@@ -134,7 +137,7 @@ async def _serve(fd: int) -> int:
                 send(StartError(early.to_dict()))
             else:
                 send(StartError({"code": "E_CONNECTOR_START", "message": f"{type(early).__name__}: {early}"}))
-            await writer.drain()
+            await conn.drain()
             return 1
     on_ready()  # still running after the grace period (or already announced): it is up
     ready_wait.cancel()
@@ -171,11 +174,11 @@ async def _serve(fd: int) -> int:
         send(ConnectorStopped(reason, error))
         if shutdown.is_set():
             send(ShutdownAck())
-        await writer.drain()
+        await conn.drain()
     control.cancel()
     with contextlib.suppress(Exception):
         await aclose_shared()  # the connector's pooled HTTP connections
-    writer.close()
+    conn.close()
     return 0 if reason != "failed" else 1
 
 
