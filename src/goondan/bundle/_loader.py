@@ -1015,16 +1015,26 @@ class Loader:
         source = model.spec.api_key
         if source is None:
             return
+        # a self-hosted endpoint often takes any key, an empty one included
+        self._check_required_value(model, source, "spec.apiKey", blank_ok=bool(model.spec.endpoint))
+
+    def _check_required_value(
+        self, res: Resource, source: Mapping[str, Any], field_path: str, *, blank_ok: bool = False
+    ) -> None:
+        """A required ValueSource (an API key, a Connection's config or secret) must be set; a key or
+        secret must not be blank either: ``ANTHROPIC_API_KEY=`` left empty in ``.env`` passed, and the
+        provider then read its own variable or failed at the first model call, and an empty webhook
+        ``signingSecret`` means no secret, so unsigned requests were accepted."""
         value, variable = lookup_value_source(source, self.env)
+        where = f"{res.key} {field_path}"
         if value is None:
-            self.errors.append(
-                model.issue(
-                    "E_CONFIG_ENV_MISSING",
-                    env_missing_message(variable or "?", f"{model.key} spec.apiKey"),
-                    "spec.apiKey",
-                    env_missing_suggestion(variable or "?"),
-                )
-            )
+            message, suggestion = env_missing_message(variable or "?", where), env_missing_suggestion(variable or "?")
+        elif variable is not None and not value.strip() and not blank_ok and not field_path.startswith("spec.config."):
+            message = f"environment variable {variable} is set but empty (needed by {where})"
+            suggestion = f"give {variable} a value (in the environment or after {variable}= in the bundle's .env)"
+        else:
+            return
+        self.errors.append(res.issue("E_CONFIG_ENV_MISSING", message, field_path, suggestion))
 
     def _config_schema(self, res: Resource) -> dict[str, Any] | None:
         """The ``CONFIG_SCHEMA`` of an Extension's or Connector's entry module: a literal read from its
@@ -1173,14 +1183,4 @@ class Loader:
                 )
         for section, values in (("config", spec.config), ("secrets", spec.secrets)):
             for key, source in values.items():
-                value, variable = lookup_value_source(source, self.env)
-                if value is None:
-                    field_path = f"spec.{section}.{key}"
-                    self.errors.append(
-                        res.issue(
-                            "E_CONFIG_ENV_MISSING",
-                            env_missing_message(variable or "?", f"{res.key} {field_path}"),
-                            field_path,
-                            env_missing_suggestion(variable or "?"),
-                        )
-                    )
+                self._check_required_value(res, source, f"spec.{section}.{key}")
