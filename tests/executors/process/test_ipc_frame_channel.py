@@ -109,3 +109,30 @@ def test_a_frame_larger_than_the_socket_buffer_arrives_whole_and_drain_waits_for
         return count
 
     assert asyncio.run(main()) == 200
+
+
+def test_a_frame_channel_over_tcp_carries_messages_both_ways() -> None:
+    """Ray actors on other machines reach the orchestrator over TCP: the same channel, the same
+    framing (a real socket pair on 127.0.0.1)."""
+
+    async def main() -> tuple[Any, Any]:
+        server = socket.create_server(("127.0.0.1", 0))
+        client = socket.create_connection(server.getsockname())
+        accepted, _ = server.accept()
+        server.close()
+        client.setblocking(False)
+        accepted.setblocking(False)
+        a = await FrameChannel.open(client)
+        b = await FrameChannel.open(accepted)
+        assert a.send(message("event", "a", "b", {"kind": "x", "n": 1}))
+        assert b.send(message("event", "b", "a", {"kind": "x", "n": 2}))
+        got_b = await asyncio.wait_for(b.recv(), 5)
+        got_a = await asyncio.wait_for(a.recv(), 5)
+        a.close()
+        assert await asyncio.wait_for(b.recv(), 5) is None
+        b.close()
+        return got_a, got_b
+
+    got_a, got_b = asyncio.run(main())
+    assert got_a is not None and got_a["payload"]["n"] == 2
+    assert got_b is not None and got_b["payload"]["n"] == 1
