@@ -29,3 +29,15 @@ def test_a_bundle_that_does_not_load_is_one_error_listing_its_problems_at_their_
     assert "[E_CONFIG_ENV_MISSING] required environment variable NOT_SET_KEY" in out.stderr
     assert "(goondan.yaml:" in out.stderr and "gdn validate broken" in out.stderr
     assert "[1/1]" not in out.stderr and "FAIL" not in out.stdout
+
+
+def test_a_scenario_agent_or_suite_swarm_the_bundle_lacks_fails_once_with_the_near_name(tmp_path: Path) -> None:
+    suite = project(tmp_path, "../quickstart")
+    text = suite.read_text().replace("name: paths\n", "name: paths\nswarm: defualt\n")
+    suite.write_text(text.replace("    input: hello\n", "    input: hello\n    agent: talkr\n"))
+    out = gdn(tmp_path, "eval", "evals/suite.yaml")
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert out.stderr.count("[E_EVAL_SUITE_INVALID]") == 1
+    assert "the suite: swarm 'defualt' is not a Swarm of the bundle; did you mean 'default'?" in out.stderr
+    assert "scenario 'echoes': agent 'talkr' is not an Agent of the bundle; did you mean 'talker'?" in out.stderr
+    assert "[1/1]" not in out.stderr and "FAIL" not in out.stdout

@@ -227,7 +227,7 @@ class SuiteRun:
         self.bundle = Path(bundle_path) if bundle is not None else (suite_dir / bundle_path)
         _check_bundle_path(self.bundle, None if bundle is not None else str(bundle_path), suite_dir)
         self.overrides = {**suite.models, **(overrides or {})}
-        _check_bundle_loads(self.bundle, self.overrides, env)
+        _check_bundle_loads(self.bundle, self.overrides, env, suite)
         self.concurrency = concurrency or suite.concurrency
         self.keep_state = Path(keep_state) if keep_state is not None else None
         self.executor = executor
@@ -389,7 +389,9 @@ def _check_bundle_path(path: Path, suite_value: str | None, suite_dir: Path | No
     )
 
 
-def _check_bundle_loads(path: Path, overrides: Mapping[str, str], env: Mapping[str, str] | None) -> None:
+def _check_bundle_loads(
+    path: Path, overrides: Mapping[str, str], env: Mapping[str, str] | None, suite: Suite | None = None
+) -> None:
     """Load the bundle once and apply the model overrides before any scenario runs.
 
     Every scenario loads the bundle again, so a bundle that does not load (an unknown option, an
@@ -426,6 +428,35 @@ def _check_bundle_loads(path: Path, overrides: Mapping[str, str], env: Mapping[s
             models.apply(bundle, overrides)
         finally:
             models.close()
+    if suite is not None:
+        _check_names(bundle, suite)
+
+
+def _check_names(bundle: Any, suite: Suite) -> None:
+    """The suite's ``swarm`` and each ``agent`` must name one of the bundle (a typo failed every
+    scenario it touched with E_AGENT_NOT_FOUND, as a failed run of the agent)."""
+    from ..bundle._issues import did_you_mean
+
+    problems: list[str] = []
+    for kind, named in (("Swarm", [("the suite", suite.swarm)]), ("Agent", [("the suite", suite.agent)])):
+        if kind == "Agent":
+            named += [(f"scenario {s.name!r}", s.agent) for s in suite.scenarios]
+        names = sorted({r.name for r in bundle.of_kind(kind)})
+        for owner, name in named:
+            if name is None or name in names:
+                continue
+            hint = did_you_mean(name, names)
+            problems.append(
+                f"{owner}: {kind.lower()} {name!r} is not {'an' if kind == 'Agent' else 'a'} {kind} of the bundle"
+                + (f"; {hint}" if hint else f" ({', '.join(names) or 'none'})")
+            )
+    if problems:
+        unique = list(dict.fromkeys(problems))
+        raise GoondanError(
+            "E_EVAL_SUITE_INVALID",
+            "the eval suite names what the bundle lacks; no scenario was run:\n  " + "\n  ".join(unique),
+            suggestion="Fix `swarm:`/`agent:` in the suite to the names of the bundle's Swarm and Agent resources.",
+        )
 
 
 def _agent_models(bundle: Any) -> dict[str, tuple[str, str]]:
