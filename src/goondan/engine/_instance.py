@@ -74,6 +74,8 @@ MAX_CONSECUTIVE_RETRIES = 2
 _NO_PARAMS: dict[str, Any] = {}
 _NO_MESSAGES: Mapping[str, Message] = MappingProxyType({})
 INBOX_LIMIT = 256
+# an empty set shared by every step whose calls are all well-formed (the sets are made only when one is not)
+_NOTHING: frozenset[Any] = frozenset()
 MAX_STEPS_TEXT = "Reached the maximum of {n} steps for this turn; stopping here."
 RETRY_GIVE_UP_TEXT = "I could not produce a usable response after several attempts."
 MALFORMED_RETRY_TEXT = (
@@ -1002,7 +1004,7 @@ class AgentInstance:
         """A callback for streaming adapters, or None when nobody listens (adapters may then skip
         streaming). Deltas go to ``api.events`` subscribers of ``text.delta`` and to runtime delta
         listeners (CLI, connectors); they are never persisted — the final message is."""
-        if not self._delta_listeners and not self.bus.has_handlers("text.delta"):
+        if not self._delta_listeners and not self._bus_handlers.get("text.delta"):
             return None
 
         def sink(delta: str) -> None:
@@ -1063,8 +1065,8 @@ class AgentInstance:
         if text is not None and not text.isascii():
             text = repair_text(text)  # a lone surrogate could not be stored
         calls = response.tool_calls
-        problems = list(response.issues)
-        too_deep: set[int] = set()
+        problems = list(response.issues) if response.issues else []
+        too_deep: frozenset[int] = _NOTHING  # the usual case: no set made
         for index, call in enumerate(calls):
             if not isinstance(call.args, dict):
                 problems.append(f"- {call.name}({call.id}): args must be a JSON object input={_preview(call.args)}")
@@ -1072,7 +1074,7 @@ class AgentInstance:
                 if json_problem(call.args, "args", MAX_VALUE_DEPTH) and not json_problem(
                     call.args, "args", MAX_RECORD_DEPTH * 1000
                 ):
-                    too_deep.add(index)  # valid JSON, only too deep: answered with E_TOOL_INVALID_ARGS
+                    too_deep |= {index}  # valid JSON, only too deep: answered with E_TOOL_INVALID_ARGS
                     continue
                 issue = json_problem(call.args, "args")
                 if issue:
@@ -1090,18 +1092,19 @@ class AgentInstance:
             return self._retry_step(step_state, retry_kind, text, problems, step_id)
         run.retry_kind, run.retry_count = None, 0
         # a well-formed response: record it, then run its tool calls in order
-        ids_seen: set[str] = set()
         tool_calls: list[ToolCall] = []
         provider_meta: dict[str, Any] = {}
-        deep_ids: set[str] = set()
-        for index, raw_call in enumerate(calls):
-            cid = raw_call.id if raw_call.id not in ids_seen else new_id("call")
-            if getattr(raw_call, "metadata", None):
-                provider_meta[cid] = raw_call.metadata
-            ids_seen.add(cid)
-            if index in too_deep:
-                deep_ids.add(cid)  # recorded without its arguments, which could not be stored
-            tool_calls.append(ToolCall(cid, raw_call.name, {} if index in too_deep else raw_call.args))
+        deep_ids: frozenset[str] = _NOTHING  # the usual case: no set made
+        if calls:
+            ids_seen: set[str] = set()
+            for index, raw_call in enumerate(calls):
+                cid = raw_call.id if raw_call.id not in ids_seen else new_id("call")
+                if getattr(raw_call, "metadata", None):
+                    provider_meta[cid] = raw_call.metadata
+                ids_seen.add(cid)
+                if index in too_deep:
+                    deep_ids |= {cid}  # recorded without its arguments, which could not be stored
+                tool_calls.append(ToolCall(cid, raw_call.name, {} if index in too_deep else raw_call.args))
         assistant: Message | None = None
         if text is not None or tool_calls:
             assistant = model_message(text, tool_calls, provider_meta, step_id)
@@ -1141,7 +1144,7 @@ class AgentInstance:
         self,
         step_state: StepState,
         tool_calls: list[ToolCall],
-        deep_ids: set[str],
+        deep_ids: frozenset[str],
         assistant: Message | None,
         step_id: str,
     ) -> list[ToolCallResult]:
