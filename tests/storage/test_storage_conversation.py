@@ -58,7 +58,7 @@ def test_only_appended_turn_appends_lines_instead_of_rewriting_base(tmp_path: Pa
     base = run_turn(store, base, [append_event(m2), append_event(m3)])
     assert os.stat(store.base_path).st_ino == inode  # appended in place, not replaced
     assert [r["id"] for r in lines(store.base_path)] == ["m1", "m2", "m3"]
-    assert store.events_path.read_bytes() == b""
+    assert store.events_path.read_bytes().strip(b"\n") == b""  # cleared: blank lines
     store.close()
 
 
@@ -303,15 +303,23 @@ def test_failed_append_commit_never_duplicates_on_retry(tmp_path: Path, monkeypa
     store = open_store(tmp_path)
     m1, m2 = msg("m1"), msg("m2")
     store.append_event(append_event(m1))
-    real_ftruncate = os.ftruncate
+    real_ftruncate, real_pwrite = os.ftruncate, os.pwrite
 
     def failing_ftruncate(fd: int, size: int) -> None:
         raise OSError(5, "I/O error")
 
-    monkeypatch.setattr(os, "ftruncate", failing_ftruncate)  # base appended, clearing events fails
+    def failing_blank(fd: int, data: bytes, offset: int) -> int:
+        if bytes(data).strip(b"\n") == b"":
+            raise OSError(5, "I/O error")
+        return real_pwrite(fd, data, offset)
+
+    # base appended, clearing events (a truncation or blank lines over the turn's) fails
+    monkeypatch.setattr(os, "ftruncate", failing_ftruncate)
+    monkeypatch.setattr(os, "pwrite", failing_blank)
     with pytest.raises(StorageError):
         store.commit([m1], [m1])
     monkeypatch.setattr(os, "ftruncate", real_ftruncate)
+    monkeypatch.setattr(os, "pwrite", real_pwrite)
     store.append_event(append_event(m2))
     store.commit([m1, m2], [m1, m2])  # the runtime retries with everything since the last success
     store.close()
@@ -555,7 +563,7 @@ def _trace_io(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     if not os.path.isdir("/proc/self/fd"):
         pytest.skip("needs /proc to name file descriptors")
     ops: list[tuple[str, str]] = []
-    real_fsync, real_ftruncate, real_replace = os.fsync, os.ftruncate, os.replace
+    real_fsync, real_ftruncate, real_replace, real_pwrite = os.fsync, os.ftruncate, os.replace, os.pwrite
 
     def name(fd: int) -> str:
         return os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
@@ -572,24 +580,31 @@ def _trace_io(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
         ops.append(("rename", f"{os.path.basename(src)}->{os.path.basename(dst)}"))
         real_replace(src, dst)
 
+    def pwrite(fd: int, data: bytes, offset: int) -> int:
+        if bytes(data).strip(b"\n") == b"":  # the clear of events.jsonl: blank lines
+            ops.append(("blank", name(fd)))
+        return real_pwrite(fd, data, offset)
+
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "ftruncate", ftruncate)
     monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(os, "pwrite", pwrite)
     return ops
 
 
 def test_append_commit_fsyncs_once_and_clears_events_only_after_base_is_durable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One fsync per turn: the clear of events.jsonl is not fsynced (a lost clear leaves lines that
-    load() proves committed; see test_storage_lost_clear.py)."""
+    """One fsync per turn: the clear of events.jsonl (blank lines over the turn's, no truncation) is
+    not fsynced (a lost clear leaves lines that load() proves committed; see
+    test_storage_lost_clear.py)."""
     store = open_store(tmp_path / "i")
     ops = _trace_io(monkeypatch)
     store.append_event(append_event(msg("m1")))
     store.append_event(append_event(msg("m2")))
     assert ops == []  # no fsync on the hot path
     store.commit([msg("m1"), msg("m2")], [msg("m1"), msg("m2")])
-    assert ops == [("fsync", "base.jsonl"), ("ftruncate", "events.jsonl")]
+    assert ops == [("fsync", "base.jsonl"), ("blank", "events.jsonl")]
     store.close()
 
 

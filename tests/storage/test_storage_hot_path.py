@@ -4,12 +4,13 @@ and that the shortcuts taken for speed write exactly what the full encoding woul
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from storage_testkit import msg
+from storage_testkit import msg, run_child
 
 from goondan.messages import Message, append_event, event_to_record, tool_message
 from goondan.storage import FileInstanceStore
@@ -153,5 +154,71 @@ def test_append_commit_reuses_the_event_lines_message_bytes(tmp_path: Path) -> N
     prefix = b'"type":"append","message":'
     from_events = [line[line.index(prefix) + len(prefix) : -1] for line in events]
     assert store.base_path.read_bytes() == b"\n".join(from_events) + b"\n"
+    assert store.events_path.read_bytes().strip(b"\n") == b""
+    store.close()
+
+
+def test_append_commit_clears_events_with_blank_lines_and_the_next_turn_writes_over_them(tmp_path: Path) -> None:
+    """No truncation per turn (a freed and reallocated block, two journaled inode changes): the
+    turn's bytes become newlines, and the next turn's lines are written from offset 0."""
+    store = FileInstanceStore(tmp_path / "i")
+    store.load()
+    first = [msg("m1", "a longer first turn " * 5), msg("m2")]
+    for m in first:
+        store.append_event(append_event(m))
+    size = store.events_path.stat().st_size
+    inode = store.events_path.stat().st_ino
+    store.commit(first, first)
+    assert store.events_path.read_bytes() == b"\n" * size
+    store.append_event(append_event(msg("m3")))
+    raw = store.events_path.read_bytes()
+    assert store.events_path.stat().st_ino == inode and len(raw) == size
+    line, rest = raw.split(b"\n", 1)
+    assert orjson.loads(line)["message"]["id"] == "m3" and rest.strip(b"\n") == b""
+    store.close()
+    reloaded = FileInstanceStore(tmp_path / "i")
+    loaded = reloaded.load()
+    assert [m.id for m in loaded.base] == ["m1", "m2"] and [e["message"].id for e in loaded.events] == ["m3"]
+    assert loaded.warnings == [] and reloaded.events_path.read_bytes() == line + b"\n"
+    reloaded.close()
+
+
+def test_a_turn_too_large_to_blank_is_cleared_by_truncation(tmp_path: Path) -> None:
+    store = FileInstanceStore(tmp_path / "i")
+    store.load()
+    big = [msg("m1", "x" * 70_000)]
+    store.append_event(append_event(big[0]))
+    store.commit(big, big)
     assert store.events_path.read_bytes() == b""
+    store.close()
+
+
+KILLED_MID_TURN = """
+import os, signal, sys
+from pathlib import Path
+from storage_testkit import msg, run_child
+from goondan.messages import append_event
+from goondan.storage import FileInstanceStore
+store = FileInstanceStore(Path(sys.argv[1]))
+store.load()
+turn = [msg("a0", "first turn " * 20), msg("a1", "first turn " * 20)]
+for m in turn:
+    store.append_event(append_event(m))
+store.commit(turn, turn)
+store.append_event(append_event(msg("b0")))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_process_killed_after_a_blanked_clear_resumes_the_pending_turn_without_warnings(tmp_path: Path) -> None:
+    proc = run_child(KILLED_MID_TURN, str(tmp_path))
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    events_path = tmp_path / "messages" / "events.jsonl"
+    line, rest = events_path.read_bytes().split(b"\n", 1)
+    assert rest and rest.strip(b"\n") == b""  # the pending line over the blank lines of the last turn
+    store = FileInstanceStore(tmp_path)
+    loaded = store.load()
+    assert [m.id for m in loaded.base] == ["a0", "a1"] and [e["message"].id for e in loaded.events] == ["b0"]
+    assert loaded.warnings == []
+    assert events_path.read_bytes() == line + b"\n"
     store.close()

