@@ -41,3 +41,14 @@ def test_a_scenario_agent_or_suite_swarm_the_bundle_lacks_fails_once_with_the_ne
     assert "the suite: swarm 'defualt' is not a Swarm of the bundle; did you mean 'default'?" in out.stderr
     assert "scenario 'echoes': agent 'talkr' is not an Agent of the bundle; did you mean 'talker'?" in out.stderr
     assert "[1/1]" not in out.stderr and "FAIL" not in out.stdout
+
+
+def test_a_judge_without_a_key_fails_once_before_any_scenario(tmp_path: Path) -> None:
+    suite = project(tmp_path, "../quickstart")
+    text = suite.read_text().replace("{provider: python, model: judge, options: {entry: ./judge.py}}", "openai/x")
+    rubric = "    rubric: [{name: polite, criterion: It is polite.}]\n"
+    suite.write_text(text.replace("      textContains: hello\n", "      textContains: hello\n" + rubric))
+    out = gdn(tmp_path, "eval", "evals/suite.yaml")
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert out.stderr.count("[E_MODEL_AUTH]") == 1 and "OPENAI_API_KEY is not set" in out.stderr
+    assert "[1/1]" not in out.stderr and "FAIL" not in out.stdout

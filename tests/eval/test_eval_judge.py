@@ -26,6 +26,17 @@ def grader(req: Req) -> Reply:
     )
 
 
+def grade_once(judge: Judge, root: Path, env: dict[str, str]) -> Grade:
+    async def main() -> Grade:
+        model = JudgeModel(judge, root, env)
+        try:
+            return await model.grade(Criterion(name="right", criterion="It is right."), "2+3?", "assistant: 5")
+        finally:
+            await model.aclose()
+
+    return asyncio.run(main())
+
+
 def test_an_openai_judge_grades_with_the_score_schema_and_the_suite_key(tmp_path: Path) -> None:
     with FakeServer(grader) as server:
         judge = Judge.model_validate(
@@ -39,15 +50,7 @@ def test_an_openai_judge_grades_with_the_score_schema_and_the_suite_key(tmp_path
                 "instructions": "Be strict.",
             }
         )
-
-        async def main() -> Grade:
-            model = JudgeModel(judge, tmp_path, {"JUDGE_KEY": KEY})
-            try:
-                return await model.grade(Criterion(name="right", criterion="It is right."), "2+3?", "assistant: 5")
-            finally:
-                await model.aclose()
-
-        grade = asyncio.run(main())
+        grade = grade_once(judge, tmp_path, {"JUDGE_KEY": KEY})
         (request,) = server.requests
     assert grade.score == pytest.approx(0.7) and grade.reason == "mostly right"
     assert grade.usage == {"promptTokens": 50, "completionTokens": 9, "totalTokens": 59}
@@ -58,3 +61,15 @@ def test_an_openai_judge_grades_with_the_score_schema_and_the_suite_key(tmp_path
     assert "Criterion (right): It is right." in body["messages"][1]["content"]
     schema = json.dumps(body.get("response_format", {}))
     assert '"score"' in schema and '"reason"' in schema
+
+
+def test_a_judge_without_api_key_gets_the_providers_variable_from_the_runs_environment(tmp_path: Path) -> None:
+    # the run's environment holds the bundle's .env; the SDK itself would read only os.environ
+    with FakeServer(grader) as server:
+        judge = Judge.model_validate(
+            {"model": {"provider": "openai", "model": "judge-model", "endpoint": server.url + "/v1"}}
+        )
+        grade = grade_once(judge, tmp_path, {"OPENAI_API_KEY": KEY})
+        (request,) = server.requests
+    assert grade.score == pytest.approx(0.7)
+    assert request.headers["authorization"] == f"Bearer {KEY}"

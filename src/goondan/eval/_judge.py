@@ -42,18 +42,43 @@ class Grade:
     usage: dict[str, int] | None = None
 
 
+def judge_api_key(judge: Judge, env: Any) -> str | None:
+    """The judge's API key: its ``apiKey``, else the provider's usual variable read from ``env``.
+
+    ``env`` is the run's environment, the bundle's ``.env`` included; the provider SDKs read only
+    the process environment, so ``judge: {model: openai/gpt-4o-mini}`` with ``OPENAI_API_KEY`` in
+    ``.env`` (where the agents' keys are) failed every rubric criterion with E_MODEL_AUTH. A key that
+    is nowhere is refused here, before any scenario runs, instead of in each criterion's row.
+    """
+    cfg = judge.model
+    if cfg.api_key is not None:
+        from ..bundle import resolve_value_source
+
+        return resolve_value_source(cfg.api_key, env, required=True, path="suite judge.model.apiKey")
+    from ..cli._doctor import DEFAULT_KEYS
+
+    variables = DEFAULT_KEYS.get(cfg.provider, ())
+    for variable in variables:
+        value = env.get(variable)
+        if value and value.strip():
+            return str(value)
+    if not variables or cfg.endpoint:
+        return None  # providers without keys, and self-hosted endpoints (which often take none)
+    names = " or ".join(variables)
+    raise GoondanError(
+        "E_MODEL_AUTH",
+        f"the suite's judge ({cfg.provider}/{cfg.model}) has no API key: {names} is not set; no scenario was run",
+        suggestion=f"export {variables[0]}=... or put it in the bundle's .env, or give the judge "
+        "model an apiKey: {valueFrom: {env: NAME}}.",
+    )
+
+
 class JudgeModel:
     def __init__(self, judge: Judge, root: Path, env: Any = None) -> None:
         from ..models import create_model_adapter
 
         cfg = judge.model
-        api_key = None
-        if cfg.api_key is not None:
-            from ..bundle import resolve_value_source
-
-            api_key = resolve_value_source(
-                cfg.api_key, os.environ if env is None else env, required=True, path="suite judge.model.apiKey"
-            )
+        api_key = judge_api_key(judge, os.environ if env is None else env)
         self.config = cfg
         self.instructions = judge.instructions
         self.adapter = create_model_adapter(

@@ -26,7 +26,7 @@ from ..errors import ConfigError, ConfigIssue, GoondanError
 from ..messages import content_text
 from ..testing._runner import AsyncAgentRunner
 from ..testing._turn import Turn, is_subset
-from ._judge import JudgeModel
+from ._judge import JudgeModel, judge_api_key
 from ._pricing import cost, price_for
 from ._suite import Scenario, Suite, slug
 
@@ -228,6 +228,8 @@ class SuiteRun:
         _check_bundle_path(self.bundle, None if bundle is not None else str(bundle_path), suite_dir)
         self.overrides = {**suite.models, **(overrides or {})}
         _check_bundle_loads(self.bundle, self.overrides, env, suite)
+        if suite.judge is not None:
+            judge_api_key(suite.judge, os.environ if env is None else env)  # refused here, not per criterion
         self.concurrency = concurrency or suite.concurrency
         self.keep_state = Path(keep_state) if keep_state is not None else None
         self.executor = executor
