@@ -588,11 +588,16 @@ class AgentInstance:
         the user's message and commits as cancelled without running a step."""
         if self._steer_open and event.get("type") != approvals.APPROVAL_EVENT_TYPE:
             return await self._steer(event, on_accepted)
-        async with self.lock:
+        # what ``async with self.lock`` does, without its __aenter__/__aexit__ coroutines
+        lock = self.lock
+        await lock.acquire()
+        try:
             if event.get("type") == approvals.APPROVAL_EVENT_TYPE:
                 result = await self._decide(event, on_accepted)
             else:
                 result = await self._run_turn(event, on_accepted, cancelled=cancelled)
+        finally:
+            lock.release()
         if self.inbox and not self.lock.locked():
             await self._persist_inbox()
         return result
