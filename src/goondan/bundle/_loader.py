@@ -448,6 +448,7 @@ class Loader:
             return None
         ok = True
         kind = value.get("kind")
+        meant: str | None = None
         if kind is None or kind == "":
             ok = False
             self.errors.append(
@@ -460,6 +461,7 @@ class Loader:
         elif not isinstance(kind, str) or kind not in SPEC_MODELS:
             ok = False
             hint = did_you_mean(str(kind), KINDS)
+            meant = hint.split("'")[1] if hint else None
             if kind == "Secret":
                 hint = "there is no Secret kind: secrets come from the environment via valueFrom.secretRef"
             self.errors.append(
@@ -498,6 +500,10 @@ class Loader:
         registrable = isinstance(kind, str) and kind in SPEC_MODELS and name is not None
         if registrable and not self._register(scope, str(kind), str(name), ctx):
             return None
+        if meant is not None and name is not None:
+            # `kind: Agnet`: remembered as the Agent it is meant to be, so the Swarm listing it does
+            # not add "Agent/x does not exist" errors to the one typo (as for an invalid spec)
+            self.known.setdefault((scope, meant, str(name)), ctx.issue("", "", "kind").location or ctx.file)
         if kind == "Package":
             if is_manifest and package_seen:
                 self.errors.append(

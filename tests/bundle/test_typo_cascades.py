@@ -1,0 +1,31 @@
+"""One typo, one error: a misspelt kind does not also make every reference to the resource an
+E_CONFIG_REF_NOT_FOUND (the resource is remembered as the kind it is meant to be)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bundle_testkit import MODEL_DOC, check, codes
+
+AGENT_AND_SWARM = """---
+apiVersion: goondan.ai/v1
+kind: {kind}
+metadata: {{name: helper}}
+spec: {{modelConfig: {{modelRef: Model/m}}}}
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata: {{name: default}}
+spec: {{entryAgent: Agent/helper, agents: [Agent/helper]}}
+"""
+
+
+def test_a_misspelt_kind_is_one_error_not_also_missing_references(tmp_path: Path) -> None:
+    report = check(tmp_path, {"goondan.yaml": MODEL_DOC + AGENT_AND_SWARM.format(kind="Agnet")})
+    assert codes(report.errors) == ["E_CONFIG_UNKNOWN_KIND"], [e.message for e in report.errors]
+    assert "did you mean 'Agent'?" in (report.errors[0].suggestion or "")
+
+
+def test_a_kind_unlike_any_still_leaves_its_references_unresolved(tmp_path: Path) -> None:
+    report = check(tmp_path, {"goondan.yaml": MODEL_DOC + AGENT_AND_SWARM.format(kind="Gadget")})
+    assert codes(report.errors) == ["E_CONFIG_UNKNOWN_KIND", "E_CONFIG_REF_NOT_FOUND", "E_CONFIG_REF_NOT_FOUND"]
