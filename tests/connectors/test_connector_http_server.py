@@ -104,3 +104,16 @@ def test_closing_lets_a_request_in_flight_finish_then_frees_the_port() -> None:
     answer, stopped_after = asyncio.run(main())
     assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"finished")
     assert stopped_after < 2.0  # within the shutdown grace, not the keep-alive or read timeouts
+
+
+def test_the_direct_body_writer_frames_a_chunk_exactly_as_h11s_own_writers_do() -> None:
+    from h11._writers import ChunkedWriter, Http10Writer
+
+    from goondan.connectors._http_protocol import _FRAMING
+
+    assert set(_FRAMING) == {ChunkedWriter, Http10Writer}
+    for chunk in (b"x", b'event: delta\ndata: {"text":"hi","step":0}\n\n', b"\xff" * 70_000):
+        for writer, framing in _FRAMING.items():
+            out: list[bytes] = []
+            writer().send_data(chunk, out.append)
+            assert framing(chunk) == b"".join(out), writer
