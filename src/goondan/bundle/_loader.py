@@ -42,6 +42,7 @@ from ._schemas import (
     ScriptedOptions,
     SwarmSpec,
     ToolSpec,
+    schema_keyword_typos,
 )
 from ._values import (
     SecretValue,
@@ -894,6 +895,22 @@ class Loader:
             except GoondanError as exc:
                 self.errors.append(res.issue(exc.code, f"{res.key}: {exc.message}", "spec.options", exc.suggestion))
 
+    def _warn_schema_typos(self, res: Resource, schema: Any, field_path: str) -> None:
+        """A warning per key of a JSON Schema that is nearly a keyword (see ``schema_keyword_typos``);
+        only for the bundle's own resources (an installed package's are not the user's to fix)."""
+        if res.package is not None:
+            return
+        for where, key, keyword in schema_keyword_typos(schema):
+            self.warnings.append(
+                res.issue(
+                    "E_CONFIG_SCHEMA_INVALID",
+                    f"{res.key}: {field_path}.{where}: unknown field {key!r} (JSON Schema ignores it)",
+                    f"{field_path}.{where}",
+                    f"did you mean {keyword!r}?",
+                    severity="warning",
+                )
+            )
+
     def _check_tool(self, res: Resource, spec: ToolSpec) -> None:
         if "__" in res.name:
             self.errors.append(
@@ -901,6 +918,7 @@ class Loader:
             )
         seen: set[str] = set()
         for i, export in enumerate(spec.exports):
+            self._warn_schema_typos(res, export.parameters, f"spec.exports[{i}].parameters")
             if export.name in seen:
                 self.errors.append(
                     res.issue(
@@ -959,6 +977,8 @@ class Loader:
         return None
 
     def _check_agent(self, res: Resource, spec: AgentSpec) -> None:
+        if spec.output is not None:
+            self._warn_schema_typos(res, spec.output.json_schema, "spec.output.schema")
         model = self._resolve(res, "spec.modelConfig.modelRef", spec.model_cfg.model_ref, "Model")
         if model is not None:
             self._check_model_env(model)

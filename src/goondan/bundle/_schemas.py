@@ -264,6 +264,74 @@ DEFAULT_OUTPUT_RETRIES = 2
 MAX_OUTPUT_RETRIES = 10
 
 
+JSON_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
+
+
+def _checked_json_schema(value: dict[str, Any], error_type: str, what: str) -> dict[str, Any]:
+    """``value`` when it is a valid JSON Schema (Draft 2020-12); else the pydantic error naming where,
+    with the JSON type meant when a ``type`` is misspelt (``strng``: did you mean 'string'?)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        Draft202012Validator.check_schema(value)
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path)
+        at = f" at {where}" if where else ""
+        err = exc.message
+        if exc.path and exc.path[-1] == "type" and isinstance(exc.instance, str):
+            from ._issues import did_you_mean
+
+            err = f"{exc.instance!r} is not a JSON type ({', '.join(JSON_TYPES)})"
+            hint = did_you_mean(exc.instance, JSON_TYPES)
+            err += f"; {hint}" if hint else ""
+        raise PydanticCustomError(
+            error_type, what + " is not a valid JSON Schema{at}: {err}", {"at": at, "err": err}
+        ) from None
+    return value
+
+
+_SCHEMA_KEYWORDS = (
+    "type", "properties", "required", "items", "prefixItems", "additionalProperties", "patternProperties",
+    "enum", "const", "description", "title", "default", "minimum", "maximum", "exclusiveMinimum",
+    "exclusiveMaximum", "minLength", "maxLength", "pattern", "format", "minItems", "maxItems", "uniqueItems",
+    "minProperties", "maxProperties", "anyOf", "oneOf", "allOf", "not", "if", "then", "else", "contains",
+    "dependentRequired", "dependentSchemas", "propertyNames", "multipleOf", "examples", "deprecated",
+    "readOnly", "writeOnly", "nullable", "unevaluatedProperties", "unevaluatedItems", "contentMediaType",
+    "contentEncoding", "contentSchema",
+)  # fmt: skip
+_SUBSCHEMA = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+
+
+def schema_keyword_typos(schema: Any, where: str = "") -> list[tuple[str, str, str]]:
+    """``(path, key, keyword)`` for each key of ``schema`` (and its subschemas) that is no JSON Schema
+    keyword but nearly one: ``requird`` is legal JSON Schema (unknown keywords are ignored), so the
+    field it meant to require is silently optional. Keys not close to a keyword are left alone
+    (annotations such as ``example`` or ``x-...``)."""
+    import difflib
+
+    if not isinstance(schema, dict):
+        return []
+    out: list[tuple[str, str, str]] = []
+    for key, value in schema.items():
+        here = f"{where}.{key}" if where else str(key)
+        if key in _SUBSCHEMA:
+            out += schema_keyword_typos(value, here)
+        elif key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            for name, sub in value.items():
+                out += schema_keyword_typos(sub, f"{here}.{name}")
+        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            for i, sub in enumerate(value):
+                out += schema_keyword_typos(sub, f"{here}[{i}]")
+        elif isinstance(key, str) and key not in _SCHEMA_KEYWORDS and not key.startswith(("$", "x-")):
+            close = difflib.get_close_matches(key, _SCHEMA_KEYWORDS, n=1, cutoff=0.75)
+            if close and key != "example":
+                out.append((here, key, close[0]))
+    return out
+
+
 class AgentOutput(Spec):
     """Structured output: the agent answers with JSON that validates against a schema."""
 
@@ -275,20 +343,7 @@ class AgentOutput(Spec):
     @field_validator("json_schema")
     @classmethod
     def _valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
-        from jsonschema import Draft202012Validator
-        from jsonschema.exceptions import SchemaError
-
-        try:
-            Draft202012Validator.check_schema(value)
-        except SchemaError as exc:
-            where = "/".join(str(p) for p in exc.path)
-            at = f" at {where}" if where else ""
-            raise PydanticCustomError(
-                "output_schema",
-                "output.schema is not a valid JSON Schema{at}: {err}",
-                {"at": at, "err": exc.message},
-            ) from None
-        return value
+        return _checked_json_schema(value, "output_schema", "output.schema")
 
 
 MAX_APPROVAL_TIMEOUT_SECONDS = 366 * 24 * 3600
@@ -454,20 +509,7 @@ class ToolExport(Spec):
     def _json_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
         if value.get("type") != "object":
             raise PydanticCustomError("parameters", "parameters must be a JSON Schema with type: object")
-        from jsonschema import Draft202012Validator
-        from jsonschema.exceptions import SchemaError
-
-        try:
-            Draft202012Validator.check_schema(value)
-        except SchemaError as exc:
-            where = "/".join(str(p) for p in exc.path)
-            at = f" at {where}" if where else ""
-            raise PydanticCustomError(
-                "parameters",
-                "parameters is not a valid JSON Schema{at}: {err}",
-                {"at": at, "err": exc.message},
-            ) from None
-        return value
+        return _checked_json_schema(value, "parameters", "parameters")
 
 
 class ToolSpec(Spec):

@@ -1,0 +1,62 @@
+"""Misspelt JSON Schema in a Tool's parameters or an Agent's output schema: a misspelt ``type`` is an
+error naming the type meant, a near-miss of a keyword (``requird``) a warning at its line (JSON Schema
+ignores unknown keywords, so the field it meant to require was silently optional)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bundle_testkit import MODEL_DOC, codes
+
+from goondan.bundle import API_VERSION, ValidationReport, validate_bundle
+from goondan.errors import ConfigIssue
+from kit import write_bundle
+
+CALC = "def add(ctx, args):\n    return 1\n\nhandlers = {'add': add}\n"
+
+
+def check_tool(root: Path, parameters: dict[str, Any]) -> ValidationReport:
+    export = {"name": "add", "description": "adds", "parameters": parameters}
+    tool = {"apiVersion": API_VERSION, "kind": "Tool", "metadata": {"name": "calc"}}
+    write_bundle(
+        root, MODEL_DOC, {**tool, "spec": {"entry": "./calc.py", "exports": [export]}}, files={"calc.py": CALC}
+    )
+    return validate_bundle(root, env={})
+
+
+def schema_warnings(report: ValidationReport) -> list[ConfigIssue]:
+    return [w for w in report.warnings if w.code == "E_CONFIG_SCHEMA_INVALID"]  # not "no Swarm"
+
+
+def test_a_misspelt_json_type_is_an_error_naming_the_type_meant(tmp_path: Path) -> None:
+    report = check_tool(tmp_path, {"type": "object", "properties": {"a": {"type": "integr"}}})
+    assert codes(report.errors) == ["E_CONFIG_SCHEMA_INVALID"]
+    assert "'integr' is not a JSON type" in report.errors[0].message
+    assert "did you mean 'integer'?" in report.errors[0].message
+
+
+def test_a_near_miss_of_a_schema_keyword_is_a_warning_at_its_line(tmp_path: Path) -> None:
+    parameters = {"type": "object", "properties": {"a": {"type": "integer", "descripton": "first"}}, "requird": ["a"]}
+    report = check_tool(tmp_path, parameters)
+    assert report.errors == []
+    by_key = {w.path.rsplit(".", 1)[-1]: w for w in schema_warnings(report) if w.path}
+    assert set(by_key) == {"descripton", "requird"}, [w.message for w in report.warnings]
+    assert by_key["requird"].suggestion == "did you mean 'required'?"
+    text = (tmp_path / "goondan.yaml").read_text().splitlines()
+    assert text[(by_key["requird"].line or 0) - 1].strip().startswith("requird:")
+
+
+def test_annotations_that_are_no_keyword_typo_pass_silently(tmp_path: Path) -> None:
+    parameters = {"type": "object", "x-unit": "cm", "properties": {"a": {"type": "integer", "example": 3}}}
+    report = check_tool(tmp_path, parameters)
+    assert (report.errors, schema_warnings(report)) == ([], [])
+
+
+def test_an_agents_output_schema_is_checked_the_same_way(tmp_path: Path) -> None:
+    spec = {"modelConfig": {"modelRef": "Model/m"}, "output": {"schema": {"type": "object", "propertes": {}}}}
+    agent = {"apiVersion": API_VERSION, "kind": "Agent", "metadata": {"name": "a"}, "spec": spec}
+    write_bundle(tmp_path, MODEL_DOC, agent)
+    (warning,) = schema_warnings(validate_bundle(tmp_path, env={}))
+    assert warning.path is not None and warning.path.endswith("spec.output.schema.propertes")
+    assert warning.suggestion == "did you mean 'properties'?"
