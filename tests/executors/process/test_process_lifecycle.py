@@ -226,6 +226,31 @@ def test_graceful_restart_lets_the_current_turn_finish(tmp_path: Path, state_roo
     asyncio.run(main())
 
 
+def test_a_draining_process_still_reads_the_response_its_last_turn_waits_for(tmp_path: Path, state_root: Path) -> None:
+    """A graceful restart of ``a`` while a's turn waits for an inter-agent request to ``b``: the
+    draining process keeps reading its stream, so b's answer completes the turn at once (before,
+    nothing was read until the shutdown returned, which waited for that very turn: the turn sat
+    until the grace period ran out and was then killed)."""
+    root = pk.bundle(tmp_path / "b")
+    release = tmp_path / "release"
+
+    async def main() -> None:
+        async with runtime(root, state_root) as rt:
+            first = pid_of(await rt.request(call("pid"), instance_key="k"))
+            asking = call("ask", target="b", input=call("hold", release=str(release)))
+            held = asyncio.ensure_future(rt.request(asking, instance_key="k"))
+            await until(lambda: rt.process_status("b", "k") == "processing", timeout=30, what="b processing")
+            restarting = asyncio.ensure_future(rt.restart("a"))
+            await until(lambda: rt.process_status("a", "k") == "draining", timeout=30, what="a draining")
+            release.write_text("go")
+            result = await asyncio.wait_for(held, 15)  # the grace period is 30 s
+            assert result.finish_reason == "text_response" and "released" in (result.text or "")
+            assert await asyncio.wait_for(restarting, 15) == ["a:k"]
+            assert pid_of(await rt.request(call("pid"), instance_key="k")) != first
+
+    asyncio.run(main())
+
+
 def test_shutdown_without_ack_is_sigkilled_after_the_grace_period(tmp_path: Path, state_root: Path) -> None:
     root = pk.bundle(tmp_path / "b")
     ready = tmp_path / "ready"
