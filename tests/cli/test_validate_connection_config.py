@@ -8,6 +8,8 @@ written to ``tmp_path``.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -165,3 +167,28 @@ def test_a_plain_string_where_a_value_source_belongs_suggests_the_mapping_withou
     assert suggestions["replyMode"].startswith('write replyMode: {value: "..."}'), suggestions
     assert suggestions["signingSecret"].startswith('write signingSecret: {value: "..."}'), suggestions
     assert "hunter2" not in json.dumps(report)
+
+
+def test_the_schema_is_read_without_importing_the_connector_constants_folded(tmp_path: Path) -> None:
+    # `{"enum": list(MODES)}` with `MODES = ("fast", "slow")` reads as a literal: a user connector's
+    # schema is checked, and the built-in webhook's is read without importing the connector runtime
+    poller = POLLER.replace('{"enum": ["fast", "slow"]}', '{"enum": list(MODES)}')
+    b = write_bundle(
+        tmp_path / "b",
+        ECHO_BUNDLE,
+        USER_CONNECTOR,
+        poller_connection("mode: { value: fats }"),
+        webhook_connection("replyMode: { value: strem }").replace("name: http", "name: hook"),
+        files={"poller.py": 'MODES = ("fast", "slow")\n' + poller},
+    )
+    script = (
+        "import sys, json\nfrom goondan.bundle import validate_bundle\n"
+        f"report = validate_bundle({str(b)!r}, env={{}})\n"
+        "print(json.dumps([[e.path, e.suggestion] for e in report.errors]))\n"
+        "print('goondan.connectors' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    errors, imported = proc.stdout.splitlines()
+    suggestions = {path.rsplit(".", 1)[-1]: hint for path, hint in json.loads(errors)}
+    assert suggestions == {"mode": "did you mean 'fast'?", "replyMode": "did you mean 'stream'?"}, errors
+    assert imported == "False"

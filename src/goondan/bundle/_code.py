@@ -13,6 +13,8 @@ imported.
 from __future__ import annotations
 
 import ast
+import copy
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,14 +168,48 @@ def _handler_functions(statements: list[ast.stmt]) -> dict[str, HandlerFunction]
     return out
 
 
+class _Constants(ast.NodeTransformer):
+    """Folds what a schema literal commonly refers to: module-level constants (``MODES = ("a", "b")``)
+    and ``list(...)``/``tuple(...)`` of a literal sequence, so ``{"enum": list(MODES)}`` reads as a
+    literal without importing the module (importing a connector pulls in the whole runtime)."""
+
+    def __init__(self, constants: dict[str, ast.expr]) -> None:
+        self.constants = constants
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        return self.constants.get(node.id, node)
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        self.generic_visit(node)
+        func, args = node.func, node.args
+        call = isinstance(func, ast.Name) and func.id in ("list", "tuple") and len(args) == 1 and not node.keywords
+        if call and isinstance(args[0], ast.List | ast.Tuple):
+            kind = ast.List if getattr(func, "id", "") == "list" else ast.Tuple
+            return kind(elts=args[0].elts, ctx=ast.Load())
+        return node
+
+
 def _literal_schema(statements: list[ast.stmt]) -> dict[str, Any] | None:
+    bound = Counter(name for stmt in statements for name in _bindings(stmt))
+    constants: dict[str, ast.expr] = {}
+    for stmt in statements:
+        value = stmt.value if isinstance(stmt, ast.Assign | ast.AnnAssign) else None
+        names = _bindings(stmt)
+        # bound once, to an immutable literal: a list or dict may be changed after the schema is built
+        if isinstance(value, ast.Constant | ast.Tuple) and len(names) == 1 and bound[names[0]] == 1:
+            try:
+                ast.literal_eval(value)
+                constants[names[0]] = value
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+                pass
     for stmt in statements:
         if isinstance(stmt, ast.Assign | ast.AnnAssign) and "CONFIG_SCHEMA" in _bindings(stmt):
             try:
-                value = ast.literal_eval(stmt.value) if stmt.value is not None else None
+                folded = _Constants(constants).visit(copy.deepcopy(stmt.value)) if stmt.value is not None else None
+                result = ast.literal_eval(folded) if folded is not None else None
             except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
                 return None
-            return value if isinstance(value, dict) else None
+            return result if isinstance(result, dict) else None
     return None
 
 
