@@ -171,3 +171,27 @@ print(got.value)
 def test_an_agent_process_sets_its_parent_death_signal_with_the_prctl_its_fork_server_looked_up() -> None:
     out = subprocess.run([sys.executable, "-c", PDEATHSIG], capture_output=True, text=True, timeout=60, check=True)
     assert int(out.stdout.strip()) == 15  # SIGTERM: set without loading libc through ctypes.CDLL again
+
+
+PLATFORM = """
+import importlib, json, sys
+from pathlib import Path
+from types import SimpleNamespace
+from goondan.executors.process._forkserver import _preload_model
+
+provider = sys.argv[1]
+spec = SimpleNamespace(provider=provider, model="m", options={}, endpoint="http://127.0.0.1:9/v1")
+_preload_model(SimpleNamespace(spec=spec, root=Path(".")))
+base = importlib.import_module(provider + "._base_client")
+print(json.dumps(base.platform_headers.cache_info().currsize))
+"""
+
+
+def test_the_fork_server_works_out_the_sdk_platform_headers_a_childs_first_request_needs() -> None:
+    # a Stainless-generated SDK works them out at a client's first request, in a worker thread
+    # (reading the interpreter's binary and /etc/os-release): done before the fork, children share it
+    for provider in ("openai", "anthropic"):
+        out = subprocess.run(
+            [sys.executable, "-c", PLATFORM, provider], capture_output=True, text=True, timeout=60, check=True
+        )
+        assert json.loads(out.stdout.strip().splitlines()[-1]) == 1, provider
