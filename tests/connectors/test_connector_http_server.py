@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -117,3 +118,30 @@ def test_the_direct_body_writer_frames_a_chunk_exactly_as_h11s_own_writers_do() 
             out: list[bytes] = []
             writer().send_data(chunk, out.append)
             assert framing(chunk) == b"".join(out), writer
+
+
+def test_a_streamed_answer_goes_out_on_a_socket_without_nagle_delay() -> None:
+    """TCP_NODELAY on the accepted socket: with Nagle's algorithm a small SSE event written while
+    the previous one is unacknowledged waits for the client's delayed ACK (up to 40 ms)."""
+
+    async def main() -> None:
+        async def events() -> AsyncIterator[bytes]:
+            yield b"event: delta\ndata: {}\n\n"
+            await asyncio.sleep(5)
+
+        async def handler(req: HttpRequest) -> HttpResponse:
+            return HttpResponse.event_stream(events())
+
+        server = await serve_http(handler, "127.0.0.1", 0)
+        async with server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n")
+            data = b""
+            while b"event: delta" not in data:
+                data += await asyncio.wait_for(reader.read(65536), 10)
+            (protocol,) = server._server.server_state.connections
+            accepted = protocol.transport.get_extra_info("socket")
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+            writer.close()
+
+    asyncio.run(main())
