@@ -74,3 +74,13 @@ def test_a_misspelt_suite_file_suggests_the_near_file(tmp_path: Path) -> None:
     assert "did you mean evals/suite.yaml?" in out.stderr
     folder = gdn(tmp_path, "eval", "evals")
     assert folder.returncode == 3 and "did you mean evals/suite.yaml?" in folder.stderr, folder.stderr
+
+
+def test_a_bundle_named_by_its_goondan_yaml_reads_the_env_file_beside_it(tmp_path: Path) -> None:
+    project(tmp_path, "../quickstart/goondan.yaml")
+    keyed = ECHO_BUNDLE.replace("  model: echo\n", "  model: echo\n  apiKey: {valueFrom: {env: ECHO_KEY}}\n", 1)
+    write_bundle(tmp_path / "quickstart", keyed, files={".env": "ECHO_KEY=from-dotenv\n"})
+    out = gdn(tmp_path, "eval", "evals/suite.yaml")
+    assert out.returncode == 0, out.stdout + out.stderr
+    named = gdn(tmp_path, "eval", "evals/suite.yaml", "--bundle", "quickstart/goondan.yaml")
+    assert named.returncode == 0, named.stdout + named.stderr

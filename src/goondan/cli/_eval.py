@@ -154,7 +154,10 @@ def _progress(total: int) -> Any:
 
 
 def run_bundle_dir(bundle: Path | None, suite: Any, suite_dir: Path) -> Path:
-    """The bundle directory whose ``.env`` files the run reads."""
+    """The bundle directory whose ``.env`` files the run reads (a bundle may be named by its
+    ``goondan.yaml``: its ``.env`` is beside it, and was not read when the file was named)."""
+    from ._env import bundle_dir
+
     if bundle is not None:
-        return bundle
-    return suite_dir / suite.bundle if suite.bundle else suite_dir
+        return bundle_dir(str(bundle))
+    return bundle_dir(str(suite_dir / suite.bundle)) if suite.bundle else suite_dir
