@@ -73,6 +73,10 @@ class _Capture:
 
 
 _current: contextvars.ContextVar[_Capture | None] = contextvars.ContextVar("goondan_user_output", default=None)
+# for the hot call sites (a tool call, a python model call) that spell ``with captured(...)`` out:
+# ``install(); token = user_output.set(capture)``, then ``user_output.reset(token)`` and report as
+# :meth:`captured.__exit__` does
+user_output = _current
 
 
 class _Proxy:
@@ -171,4 +175,13 @@ def user_traceback(exc: BaseException) -> str | None:
     return format_traceback(exc)
 
 
-__all__ = ["UserCodeExit", "captured", "exit_error", "format_traceback", "install", "released", "user_traceback"]
+__all__ = [
+    "UserCodeExit",
+    "captured",
+    "exit_error",
+    "format_traceback",
+    "install",
+    "released",
+    "user_output",
+    "user_traceback",
+]
