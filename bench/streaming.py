@@ -18,6 +18,12 @@ the token arrives. Per turn one sample of "first token written -> first delta se
   reads the first ``event: delta`` line of the Server-Sent Events answer. The delta goes agent
   process -> ``gdn run`` -> connector process (the connector channel) -> HTTP chunk -> client.
 
+Opt-in (``--variants sdk,connector`` ...): ``connector``, the connector's part of ``webhook`` alone: this
+process plays ``gdn run``, writes a ``connector_delta`` record to a real connector host running the
+webhook (``replyMode: stream``) after the same pause, and a client on a raw socket notes when it reads
+the ``event: delta`` chunk. Its samples are that hop's own latency (compare them as they are, not
+minus the SDK's).
+
 Added latency = the variant's percentile minus the SDK's. The rounds alternate the variants (one
 round = ``--block`` turns of each, in rotating order) so load on the machine hits them alike.
 """
@@ -208,6 +214,96 @@ class WebhookVariant:
             self.proc.kill()
 
 
+class ConnectorHopVariant:
+    """The connector hop alone (see the module docstring): frame written -> SSE delta read."""
+
+    name = "connector"
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.proc: Any = None
+        self.conn: Any = None
+        self.port = 0
+
+    async def start(self) -> None:
+        import socket
+        import subprocess
+
+        import goondan
+        from goondan.executors.process._ipc import Connection, ConnectorStart, Ready, decode_record
+
+        entry = Path(goondan.__file__).parent / "base" / "connectors" / "webhook.py"
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        mine, theirs = socket.socketpair()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "goondan.connectors.host", "--fd", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+        )
+        theirs.close()
+        reader, writer = await asyncio.open_unix_connection(sock=mine)
+        self.conn = Connection(reader, writer)
+        config = {"port": str(self.port), "replyMode": "stream"}
+        self.conn.send_record(ConnectorStart(str(entry), "hook", "webhook", config, {}), "supervisor", "hook")
+        while True:
+            msg = await asyncio.wait_for(self.conn.recv(), 60)
+            if msg is None:
+                raise SystemExit("connector: the host exited during start")
+            if isinstance(decode_record(msg), Ready):
+                return
+
+    async def _record(self, kind: type) -> Any:
+        from goondan.executors.process._ipc import decode_record
+
+        while True:
+            msg = await asyncio.wait_for(self.conn.recv(), 30)
+            if msg is None:
+                raise SystemExit("connector: the host went away")
+            record = decode_record(msg)
+            if isinstance(record, kind):
+                return record
+
+    async def turn(self) -> None:
+        import socket
+
+        from goondan.executors.process._ipc import ConnectorDelta, ConnectorEvent, ConnectorReply
+
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        body = b'{"text": "hi", "instanceKey": "bench"}'
+        writer.write(b"POST / HTTP/1.1\r\nHost: b\r\nContent-Length: %d\r\n\r\n%b" % (len(body), body))
+        event = await self._record(ConnectorEvent)
+        got = b""
+        while b"\r\n\r\n" not in got:  # the answer's head: the stream waits for text now
+            got += await reader.read(65536)
+        await asyncio.sleep(THINK)
+        self.clock.start_turn()
+        self.clock.written.append(time.perf_counter())
+        self.conn.send_record(ConnectorDelta(event.id, "Hello", 0), "supervisor", "hook")
+        got = b""
+        while b"event: delta" not in got:
+            got += await reader.read(65536)
+        self.clock.delta()
+        self.conn.send_record(ConnectorReply(event.id, "Hello", "text_response"), "supervisor", "hook")
+        while b"event: done" not in got:
+            chunk = await reader.read(65536)
+            if not chunk:
+                raise SystemExit("connector: the answer ended without its done event")
+            got += chunk
+        writer.close()
+
+    async def close(self) -> None:
+        from goondan.executors.process._ipc import Shutdown
+
+        self.conn.send_record(Shutdown("shutdown", 3000), "supervisor", "hook")
+        try:
+            await asyncio.to_thread(self.proc.wait, 20)
+        except Exception:
+            self.proc.kill()
+        self.conn.close()
+
+
 class RuntimeVariant:
     def __init__(self, executor: str, url: str, clock: Clock, tmp: Path) -> None:
         import goondan
@@ -252,12 +348,14 @@ async def measure(turns: int, block: int, warmup: int, variants: list[str]) -> d
                     runners[name] = SdkVariant(url, clocks[name])
                 elif name == "webhook":
                     runners[name] = WebhookVariant(url, clocks[name], Path(tmp))
+                elif name == "connector":
+                    runners[name] = ConnectorHopVariant(clocks[name])
                 else:
                     runners[name] = RuntimeVariant(name, url, clocks[name], Path(tmp))
             for name, runner in runners.items():
                 if isinstance(runner, RuntimeVariant):
                     await runner.rt.start()
-                elif isinstance(runner, WebhookVariant):
+                elif isinstance(runner, WebhookVariant | ConnectorHopVariant):
                     await runner.start()
                 for _ in range(warmup):
                     await runner.turn()
@@ -299,10 +397,11 @@ def render(res: dict[str, Any]) -> str:
         "inline": "Runtime.on_text_delta, inline",
         "process": "Runtime.on_text_delta, process (default)",
         "webhook": "webhook client (SSE), gdn run, process",
+        "connector": "connector hop only: frame -> SSE delta",
     }
     for name, r in res.items():
         added = ["", "", ""]
-        if base is not None and name != "sdk":
+        if base is not None and name not in ("sdk", "connector"):
             added = [f"{r[k] - base[k]:.0f}" for k in ("min_us", "p50_us", "p90_us")]
         lines.append(
             f"{labels.get(name, name):<42}{r['samples']:>8}{r['min_us']:>8.0f}{r['p50_us']:>9.0f}{r['p90_us']:>9.0f}"

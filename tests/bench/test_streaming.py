@@ -27,3 +27,18 @@ def test_streaming_bench_times_first_token_to_first_delta_for_every_variant() ->
         assert figures["samples"] == 6
         # a delta cannot arrive before the server wrote the token, nor wait for the whole answer
         assert 0 < figures["min_us"] <= figures["p50_us"] < 5_000_000
+
+
+def test_the_opt_in_connector_variant_times_only_the_connector_hop() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--variants=connector", "--turns=4", "--block=2", "--warmup=1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("BENCH-JSON ")]
+    report = json.loads(line.removeprefix("BENCH-JSON "))
+    assert set(report) == {"connector"}
+    assert report["connector"]["samples"] == 4
+    assert 0 < report["connector"]["min_us"] <= report["connector"]["p50_us"] < 5_000_000
