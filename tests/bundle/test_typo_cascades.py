@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bundle_testkit import MODEL_DOC, check, codes
+import pytest
+from bundle_testkit import MODEL_DOC, check, codes, real_base_root
+
+from goondan.bundle import _loader
 
 AGENT_AND_SWARM = """---
 apiVersion: goondan.ai/v1
@@ -29,3 +32,21 @@ def test_a_misspelt_kind_is_one_error_not_also_missing_references(tmp_path: Path
 def test_a_kind_unlike_any_still_leaves_its_references_unresolved(tmp_path: Path) -> None:
     report = check(tmp_path, {"goondan.yaml": MODEL_DOC + AGENT_AND_SWARM.format(kind="Gadget")})
     assert codes(report.errors) == ["E_CONFIG_UNKNOWN_KIND", "E_CONFIG_REF_NOT_FOUND", "E_CONFIG_REF_NOT_FOUND"]
+
+
+def test_a_misspelt_builtin_reference_suggests_the_builtin_with_its_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_loader, "base_package_root", real_base_root)  # the built-in connectors too
+    connection = """---
+apiVersion: goondan.ai/v1
+kind: Connection
+metadata: {name: http}
+spec: {connectorRef: Connector/webhok}
+"""
+    report = check(tmp_path, {"goondan.yaml": MODEL_DOC + AGENT_AND_SWARM.format(kind="Agent") + connection})
+    assert codes(report.errors) == ["E_CONFIG_REF_NOT_FOUND"], [e.message for e in report.errors]
+    assert report.errors[0].suggestion == (
+        "did you mean 'webhook'? (the built-in: reference it as "
+        '{kind: Connector, name: webhook, package: "@goondan/base"})'
+    )

@@ -968,6 +968,16 @@ class Loader:
                 f"{ref.key} is a built-in: reference it as "
                 f'{{kind: {ref.kind}, name: {ref.name}, package: "{BASE_PACKAGE}"}}'
             )
+        elif hint is None and scope != BASE_PACKAGE:
+            # `Connector/webhok`: nothing local is close, a built-in may be
+            builtins = [n for (s, k, n) in self.known if s == BASE_PACKAGE and k == ref.kind]
+            near = did_you_mean(ref.name, builtins)
+            if near is not None:
+                name = near.split("'")[1]
+                hint = (
+                    f"{near} (the built-in: reference it as "
+                    f'{{kind: {ref.kind}, name: {name}, package: "{BASE_PACKAGE}"}})'
+                )
         where = f" in package {scope}" if scope else ""
         self.errors.append(
             res.issue(
