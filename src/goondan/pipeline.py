@@ -232,9 +232,8 @@ class TurnState:
         "turn_id",
     )
 
-    def __init__(
+    def __init__(  # the engine passes these positionally (one per turn; keywords cost ~0.4k instructions each)
         self,
-        *,
         agent_name: str,
         instance_key: str,
         turn_id: str,
@@ -242,9 +241,9 @@ class TurnState:
         input_event: dict[str, Any],
         conversation_state: ConversationState,
         emit_message_event: Callable[[Any], None],
+        turn: Turn,
         agents: Any = None,
         runtime: Any = None,
-        turn: Turn,
         resolve: Callable[[TurnState, str], Any] | None = None,
     ) -> None:
         self.agent_name = agent_name

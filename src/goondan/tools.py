@@ -117,9 +117,8 @@ class ToolContext:
         "turn_id",
     )
 
-    def __init__(
+    def __init__(  # the engine passes these positionally (once per call; keywords cost ~0.4k instructions each)
         self,
-        *,
         agent_name: str,
         instance_key: str,
         turn_id: str,

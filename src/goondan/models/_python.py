@@ -108,13 +108,13 @@ class PythonModel:
                 f"python model generate() called sys.exit({exc.code!r})",
                 suggestion="Raise an exception instead of calling sys.exit().",
             ) from exit_error(self._label, exc)
-        return parse_model_output(out, where=self._label)
+        return parse_model_output(out, self._label)
 
     async def aclose(self) -> None:
         return None
 
 
-def parse_model_output(out: Any, *, where: str) -> ModelResponse:
+def parse_model_output(out: Any, where: str) -> ModelResponse:
     """Turn the dict a python/scripted model returns into a :class:`ModelResponse`.
 
     Shape errors in individual tool calls are reported as ``issues`` (the runtime retries them as
@@ -147,11 +147,7 @@ def parse_model_output(out: Any, *, where: str) -> ModelResponse:
         )
     finish = out.get("finishReason")
     finish = finish if isinstance(finish, str) and finish.strip() else None
+    # positional (text, tool_calls, usage, finish_reason, raw_finish_reason, issues): twice per turn
     return ModelResponse(
-        text=text,
-        tool_calls=calls,
-        usage=normalize_usage(out.get("usage")),
-        finish_reason=finish or ("tool-calls" if calls else "stop"),
-        raw_finish_reason=finish,
-        issues=issues,
+        text, calls, normalize_usage(out.get("usage")), finish or ("tool-calls" if calls else "stop"), finish, issues
     )
