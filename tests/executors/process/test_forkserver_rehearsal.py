@@ -30,7 +30,9 @@ def specialized(fn):
 probes = {
     "loop_init": base_events.BaseEventLoop.__init__,
     "run_once": base_events.BaseEventLoop._run_once,
-    "connection_send": _ipc.Connection.send,
+    "channel_send": _ipc.MessageChannel.send,
+    "frame_received": _ipc._FrameProtocol.data_received,
+    "frame_delivered": _ipc.FrameChannel._deliver,
     "dispatch": _ipc.Dispatcher.dispatch,
 }
 before = {name: specialized(fn) for name, fn in probes.items()}

@@ -250,9 +250,10 @@ REHEARSALS = 8  # CPython 3.11 specializes a function's bytecode after 8 calls
 
 def rehearse(times: int = REHEARSALS) -> None:
     """Run, before the fork, the part of an agent process's work that is the same in every one and
-    touches nothing outside this process: an event loop started and closed, two IPC connections over
-    a socket pair exchanging the records of a turn (``turn``, deferred runtime events,
-    ``turn_accepted``, ``turn_done``), an ``asyncio`` queue, lock and tasks, and the id helpers.
+    touches nothing outside this process: an event loop started and closed, the two ends of an agent
+    channel (``FrameChannel``) over a socket pair exchanging the records of a turn (``turn``, a
+    deferred runtime event, ``turn_accepted``, ``turn_done``), an ``asyncio`` queue, lock and
+    tasks, and the id helpers.
 
     Why: memory a child writes is copied out of the pages it shares with this server, and CPython
     3.11 writes to objects it only reads: a function's first calls count up to its specialization
@@ -276,41 +277,39 @@ def rehearse(times: int = REHEARSALS) -> None:
 
     from goondan._ids import new_id, new_span_id, new_trace_id, now_iso
 
-    from ._ipc import Connection, RuntimeEvent, Turn, TurnAccepted, TurnDone
+    from ._ipc import FrameChannel, RuntimeEvent, Turn, TurnAccepted, TurnDone
 
     async def turns() -> None:
         near, far = socket.socketpair()
-        ends = [await asyncio.open_unix_connection(sock=sock) for sock in (near, far)]
-        host, agent = (Connection(reader, writer) for reader, writer in ends)
-        got: list[Record] = []
-        table = Dispatcher("fork server rehearsal", ipc_log)
-        for kind in (Turn, RuntimeEvent, TurnAccepted, TurnDone):
-            table.on(kind, got.append)
-        queue: asyncio.Queue[Any] = asyncio.Queue()
+        host, agent = await FrameChannel.open(near), await FrameChannel.open(far)
+        queue: asyncio.Queue[Turn] = asyncio.Queue()
         lock = asyncio.Lock()
+        errors: list[IpcError] = []
+        # the agent process's end: messages handled in the read callback, turns queued
+        table = Dispatcher("fork server rehearsal", ipc_log).on(Turn, queue.put_nowait)
+        for kind in (RuntimeEvent, TurnAccepted, TurnDone):
+            table.on(kind, lambda _rec: None)
+        reading = asyncio.get_running_loop().create_task(agent.serve(table.dispatch, errors.append))
         for n in range(3):
             ticket = new_id("ticket")
             event = {"id": new_id("evt"), "traceId": new_trace_id(), "spanId": new_span_id(), "createdAt": now_iso()}
             host.send_record(Turn(ticket, event), ORCHESTRATOR, FORKSERVER)
-            msg = await agent.recv()
-            if msg is None:
-                return
-            queue.put_nowait(msg)
+            turn = await queue.get()
             async with lock:
-                await table.dispatch_async(await queue.get())
                 agent.defer(RuntimeEvent({"type": "step.started", "stepIndex": n}).message(FORKSERVER, ORCHESTRATOR))
-                agent.send_record(TurnAccepted(ticket), FORKSERVER, ORCHESTRATOR)
+                agent.send_record(TurnAccepted(turn.ticket), FORKSERVER, ORCHESTRATOR)
                 await asyncio.get_running_loop().create_task(asyncio.sleep(0))
-            agent.send_record(TurnDone(ticket, {"turnId": "", "finishReason": "stop"}), FORKSERVER, ORCHESTRATOR)
-            for _ in range(3):
+            agent.send_record(TurnDone(turn.ticket, {"turnId": "", "finishReason": "stop"}), FORKSERVER, ORCHESTRATOR)
+            await agent.drain()
+            for _ in range(3):  # the host's end: messages read one by one
                 reply = await host.recv()
-                if reply is not None:
-                    table.dispatch(reply)
-        for conn in (host, agent):
-            conn.close()
-        for _reader, writer in ends:
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+                if reply is None:
+                    break
+                table.dispatch(reply)
+        host.close()
+        await reading  # the agent's end sees the end of the stream
+        agent.close()
+        await asyncio.sleep(0)  # the transports' close callbacks
 
     for _ in range(times):
         asyncio.run(turns())
