@@ -466,8 +466,7 @@ async def execute_tool(
     tool_call_id: str,
     args: Any,
     make_context: Callable[[], ToolContext],
-    *,
-    in_thread: bool = False,
+    in_thread: bool = False,  # positional from the engine: once per call
 ) -> ToolCallResult:
     """The core of the ``toolCall`` chain: the checks of docs/architecture.md#tools, in order, then the handler.
 

@@ -595,7 +595,7 @@ class AgentInstance:
             if event.get("type") == approvals.APPROVAL_EVENT_TYPE:
                 result = await self._decide(event, on_accepted)
             else:
-                result = await self._run_turn(event, on_accepted, cancelled=cancelled)
+                result = await self._run_turn(event, on_accepted, None, cancelled)
         finally:
             lock.release()
         if self.inbox and not self.lock.locked():
@@ -941,7 +941,7 @@ class AgentInstance:
                 response = assistant_message(final, source={"type": "assistant", "stepId": "max-steps"})
                 self._emit({"type": "append", "message": response}, trusted=True)
             text = final
-        return TurnResult(turn_state.turn_id, response, finish, None, text, output=run.output)  # type: ignore[arg-type]
+        return TurnResult(turn_state.turn_id, response, finish, None, text, run.output)  # type: ignore[arg-type]
 
     def _model_call_record(self, metadata: dict[str, Any], t0: float) -> dict[str, Any] | None:
         """The ``model`` field of a step's end record: which model the step called, when (ms after
@@ -1379,7 +1379,7 @@ class AgentInstance:
             state.tool_call_id,
             state.args,
             make_context,
-            in_thread=CONCURRENT.get() is step_state,
+            CONCURRENT.get() is step_state,
         )
 
     # --- cancellation and steering (docs/architecture.md#cancellation-and-steering) -----------
