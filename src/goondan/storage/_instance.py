@@ -111,6 +111,12 @@ def _encoded_batches(messages: Sequence[Message]) -> Iterator[bytes]:
 
 
 _STATUS_WIDTH = 24
+# A status flip's bytes up to the updatedAt value, per (agent, key, createdAt, status): a flip then
+# formats one timestamp instead of encoding the whole record (~1.5 µs). Shared and bounded rather
+# than kept per store, so that idle inline instances do not carry them (an agent process has one
+# instance: two entries).
+_FLIP_HEADS: dict[tuple[str, str, str, str], bytes] = {}
+_FLIP_HEADS_MAX = 256
 
 # events.jsonl is written at the store's own offset (pwrite), not appended to: an append commit
 # "clears" it by overwriting what the turn wrote with newlines (blank lines, which every reader
@@ -170,10 +176,6 @@ class FileInstanceStore:
         self.instance_key = instance_key
         self._created_at: str | None = None
         self._metadata_len = -1
-        # A status flip's bytes up to the updatedAt value, per status (for the current agent, key and
-        # createdAt): a flip then formats one timestamp instead of encoding the whole record.
-        self._metadata_heads: dict[str, bytes] = {}
-        self._metadata_head_key: tuple[str, str, str] | None = None
         self.messages_dir = self.path / "messages"
         self.extensions_dir = self.path / "extensions"
         self.base_path = self.messages_dir / BASE_FILE
@@ -204,9 +206,8 @@ class FileInstanceStore:
         # Size of base.jsonl while its descriptor is kept (this store is its one writer): the append
         # commit needs it to undo a failed write, and an fstat per commit costs ~1.5 µs.
         self._base_size = 0
-        # append_seed() of the base the last append line was tagged with
-        self._seed_base = -1
-        self._seed = 0
+        # (base, append_seed(base)) of the last append line
+        self._seed = (-1, 0)
         # Set after a failed commit left base/events in a state only a full rewrite is sure to fix.
         self._force_rewrite = False
         # Set when load() found untagged (pre-tag) event lines: the next clear is fsynced.
@@ -541,10 +542,11 @@ class FileInstanceStore:
         if type(message) is Message and len(event) == 2 and event.get("type") == "append":
             # the common event, encoded once: the message's record is also its base.jsonl line
             base = self._base_count
-            if base != self._seed_base:
-                self._seed, self._seed_base = append_seed(base), base
+            seed = self._seed
+            if seed[0] != base:
+                seed = self._seed = (base, append_seed(base))
             encoded = _encode_json(message.to_record(), "message event", line=False)
-            data = tag_append_line(encoded, base, self._seed)
+            data = tag_append_line(encoded, base, seed[1])
             line = (message, encoded)
         else:
             data = tag_line(_encode_json(event_to_record(event), "message event"), self._base_count)
@@ -900,14 +902,11 @@ class FileInstanceStore:
         self._drop_metadata_fd()
         return False
 
-    def _flip_bytes(self, agent_name: str, instance_key: str, status: str, created: str, now: str) -> bytes:
-        """:func:`_metadata_bytes` of the record, from a cached head per status plus the timestamp."""
-        key = (agent_name, instance_key, created)
-        heads = self._metadata_heads
-        if key != self._metadata_head_key:
-            heads.clear()
-            self._metadata_head_key = key
-        head = heads.get(status)
+    @staticmethod
+    def _flip_bytes(agent_name: str, instance_key: str, status: str, created: str, now: str) -> bytes:
+        """:func:`_metadata_bytes` of the record, from a cached head plus the timestamp."""
+        key = (agent_name, instance_key, created, status)
+        head = _FLIP_HEADS.get(key)
         if head is None:
             record = {
                 "agentName": agent_name,
@@ -917,7 +916,10 @@ class FileInstanceStore:
                 "updatedAt": "",
             }
             full = _metadata_bytes(record)
-            head = heads[status] = full[: full.rindex(b'""')]
+            head = full[: full.rindex(b'""')]
+            if len(_FLIP_HEADS) >= _FLIP_HEADS_MAX:
+                _FLIP_HEADS.clear()
+            _FLIP_HEADS[key] = head
         return head + dumps(now) + b"\n}\n"
 
     def write_metadata(self, *, agent_name: str, instance_key: str, status: str) -> None:
