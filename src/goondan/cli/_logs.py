@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,62 @@ def resolve_trace(given: str, known: set[str], *, follow: bool) -> str | None:
         f"no runtime event has a trace id starting with {given!r}",
         suggestion="Run `gdn logs` without --trace to see the trace ids (trace=...), or check --state-root.",
     )
+
+
+MAX_LISTED_NAMES = 8
+
+
+def near_names(given: str, known: Iterable[str], noun: str) -> str:
+    """``did you mean 'x'?`` for the closest known name, else the known names, else that there are none.
+
+    Why: a typo in ``--agent``/``--instance`` used to read like an instance with no events yet; saying
+    what exists turns that into a one-keystroke fix."""
+    from ..bundle._issues import did_you_mean  # only on the error path
+
+    names = sorted(set(known))
+    close = did_you_mean(given, names)
+    if close:
+        return close.capitalize()
+    if not names:
+        return f"No {noun} has been stored yet: `gdn run` creates one (or check --state-root / --store)."
+    listed = ", ".join(repr(n) for n in names[:MAX_LISTED_NAMES]) + (", ..." if len(names) > MAX_LISTED_NAMES else "")
+    return f"Known {noun}s: {listed}."
+
+
+def _stored_names(backend: Any, workspace: str | None) -> tuple[set[str], set[str]]:
+    """The agent names and instance keys of every stored instance (of ``workspace`` when given)."""
+    agents: set[str] = set()
+    keys: set[str] = set()
+    for ws in backend.list_workspaces():
+        if workspace is not None and ws != workspace:
+            continue
+        for info in backend.workspace(ws).list_instances():
+            agents.add(info.agent_name)
+            keys.add(info.instance_key)
+    return agents, keys
+
+
+def check_names(backend: Any, args: argparse.Namespace) -> None:
+    """Refuse an ``--agent``/``--instance`` that names nothing in the store (``E_AGENT_NOT_FOUND`` /
+    ``E_INSTANCE_NOT_FOUND``, with the near name); under ``--follow`` only warn, since it may appear.
+
+    A name that exists but has no events yet is not an error (the caller prints "no runtime events
+    match"). Called only when nothing matched, so a normal ``gdn logs -a NAME`` reads no metadata."""
+    agents, keys = _stored_names(backend, args.workspace)
+    where = f"under {store_label(backend)}" + (f" in workspace {args.workspace!r}" if args.workspace else "")
+    for given, known, code, what, noun in (
+        (args.agent, agents, "E_AGENT_NOT_FOUND", "agent", "agent"),
+        (args.instance, keys, "E_INSTANCE_NOT_FOUND", "instance key", "instance key"),
+    ):
+        if given is None or given in known:
+            continue
+        error = CliError(
+            code, f"no stored instance has {what} {given!r} {where}", suggestion=near_names(given, known, noun)
+        )
+        if not args.follow:
+            raise error
+        sys.stderr.write(f"warning: [{code}] {error.message}; following in case it appears\n")
+        sys.stderr.write(f"  suggestion: {error.suggestion}\n")
 
 
 def render_record(record: dict[str, Any], style: Style, *, verbose: bool = False) -> str:
@@ -224,6 +281,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
         args.trace_prefix = resolved is None
         args.trace = resolved or args.trace.strip()
     first = [r for r in records if _keep(r, args)]
+    if not first and (args.agent is not None or args.instance is not None):
+        check_names(backend, args)
     if not args.json and not args.quiet:
         filters = " ".join(
             f"{name}={value}"

@@ -190,6 +190,23 @@ def _confirm(matches: list[tuple[str, dict[str, Any] | None, Any]]) -> bool:
     return answer in ("y", "yes")
 
 
+def _missing_instance_hint(backend: Any, args: argparse.Namespace, scope: _Scope | None) -> str:
+    """What exists instead of ``args.key`` (and ``args.agent``): the near key or the known keys, the
+    agents that do hold the key, or the other bundle whose workspace holds it."""
+    from ._logs import near_names
+
+    listing = " List instances with `gdn instance list` (`--all-workspaces` for every bundle)."
+    instances = [info for _, _, info in _instances(backend, args.workspace, scope)]
+    owners = sorted({info.agent_name for info in instances if info.instance_key == args.key})
+    if owners:  # the key exists, only not for --agent
+        return f"Key {args.key!r} belongs to agent(s) {', '.join(map(repr, owners))}: give one of them to --agent."
+    if scope is not None and any(info.instance_key == args.key for _, _, info in _instances(backend, args.workspace)):
+        return (
+            f"Key {args.key!r} exists in another bundle's workspace: pass --all-workspaces (-A) or that bundle's PATH."
+        )
+    return near_names(args.key, {info.instance_key for info in instances}, "instance key") + listing
+
+
 def cmd_instance_delete(args: argparse.Namespace) -> int:
     root = state_root(args)
     backend = store_backend(args)
@@ -201,10 +218,11 @@ def cmd_instance_delete(args: argparse.Namespace) -> int:
     ]
     if not matches:
         where = f" of bundle {scope.package or scope.bundle}" if scope else ""
+        agent = f" of agent {args.agent!r}" if args.agent is not None else ""
         raise CliError(
             "E_INSTANCE_NOT_FOUND",
-            f"no instance with key {args.key!r}{where} under {store_label(backend)}",
-            suggestion="List instances with `gdn instance list` (`--all-workspaces` for every bundle).",
+            f"no instance with key {args.key!r}{agent}{where} under {store_label(backend)}",
+            suggestion=_missing_instance_hint(backend, args, scope),
         )
     running = {r.get("workspace"): r for r in active_runs(root)}
     busy = sorted({ws for ws, _, _ in matches if ws in running})
