@@ -104,3 +104,14 @@ def test_instance_delete_with_an_agent_that_does_not_hold_the_key_names_the_agen
     proc = gdn(base, "instance", "delete", "assistant", "--agent", "asistant", "--yes", **env)
     assert proc.returncode == 1 and proc.stderr.startswith("[E_INSTANCE_NOT_FOUND]")
     assert "belongs to agent(s) 'assistant'" in proc.stderr
+
+
+def test_instance_delete_scoped_to_one_bundle_points_at_the_bundle_that_holds_the_key(
+    one_turn: tuple[Path, dict[str, str]],
+) -> None:
+    base, env = one_turn
+    if not (base / "other").exists():
+        assert gdn(base, "init", "other", **env).returncode == 0
+    proc = gdn(base, "instance", "delete", "assistant", "other", "--yes", **env)
+    assert proc.returncode == 1 and proc.stderr.startswith("[E_INSTANCE_NOT_FOUND]")
+    assert "exists in another bundle's workspace: pass --all-workspaces" in proc.stderr
