@@ -160,6 +160,9 @@ def test_tool_traceback_is_kept_in_runtime_event_and_shown_by_logs_v(tmp_path: P
     assert "ValueError: deliberate failure in the tool" in error["traceback"]
     plain = gdn(tmp_path, "logs")
     assert "helper_that_fails" not in plain.stdout
+    # without -v the error line still names the exception and says where the traceback is
+    [line] = [t for t in plain.stdout.splitlines() if "tool.completed" in t and "status=error" in t]
+    assert "(ValueError: deliberate failure in the tool; gdn logs -v for the traceback)" in line
     verbose = gdn(tmp_path, "logs", "-v")
     assert "helper_that_fails" in verbose.stdout
 

@@ -148,15 +148,23 @@ def check_names(backend: Any, args: argparse.Namespace) -> None:
 
 def render_record(record: dict[str, Any], style: Style, *, verbose: bool = False) -> str:
     """One record as one line; an ``error.traceback`` (a user's tool, extension or model raised)
-    follows it, indented, with ``verbose`` (``gdn logs -v``) and is left out otherwise."""
+    follows it, indented, with ``verbose`` (``gdn logs -v``). Without ``verbose`` the line ends with
+    the traceback's last line (the exception's type, which the error's message alone often hides:
+    a ``KeyError`` reads ``'b'``) and the ``-v`` that shows the rest."""
     trace = None
     error = record.get("error")
     if isinstance(error, dict) and "traceback" in error:
         trace = error.get("traceback")
         record = {**record, "error": {k: v for k, v in error.items() if k != "traceback"}}
     line = _render_line(record, style)
-    if verbose and isinstance(trace, str) and trace:
-        line += "\n" + "\n".join("    " + t for t in trace.splitlines())
+    if isinstance(trace, str) and trace:
+        if verbose:
+            line += "\n" + "\n".join("    " + t for t in trace.splitlines())
+        else:
+            last = next((t.strip() for t in reversed(trace.splitlines()) if t.strip()), "")
+            if len(last) > 120:
+                last = last[:117] + "..."
+            line += "  " + style(f"({last}; gdn logs -v for the traceback)", "2")
     return line
 
 
