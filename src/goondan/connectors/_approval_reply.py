@@ -56,9 +56,9 @@ async def decide(
 def _paused_trace(runtime: Any, agent: str, instance_key: str, approval_id: str) -> str | None:
     """The trace id of the paused turn that waits for ``approval_id``: resuming keeps it."""
     from ..engine import approvals
-    from ..runtime._approvals import _records  # what Runtime.approve itself searches
+    from ..runtime._approvals import approval_records  # what Runtime.approve itself searches
 
-    for _agent, _key, record in _records(runtime, agent, instance_key):
+    for _agent, _key, record in approval_records(runtime, agent, instance_key):
         if approvals.find(record, approval_id) is not None:
             trace = record.get("traceId")
             return trace if isinstance(trace, str) else None

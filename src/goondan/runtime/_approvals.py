@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("goondan.runtime")
 
 
-def _records(rt: Runtime, agent: str | None, instance_key: str | None) -> list[tuple[str, str, dict[str, Any]]]:
+def approval_records(rt: Runtime, agent: str | None, instance_key: str | None) -> list[tuple[str, str, dict[str, Any]]]:
     """Every paused-turn record of this swarm's workspace: (agent, instance key, record)."""
     workspace = rt.workspace
     if workspace is None:
@@ -60,7 +60,7 @@ def _decision_event(rt: Runtime, key: str, record: dict[str, Any], body: dict[st
 async def pending(rt: Runtime, agent: str | None, instance_key: str | None) -> list[PendingApproval]:
     """What waits, oldest first; approvals past their expiry are decided (denied) on the way."""
     out: list[PendingApproval] = []
-    for name, key, record in _records(rt, agent, instance_key):
+    for name, key, record in approval_records(rt, agent, instance_key):
         waiting = approvals.undecided(record)
         if name in rt.agent_names and any(approvals.is_expired(a) for a in waiting):
             result = await submit(rt, name, key, _decision_event(rt, key, record, {"by": "expiry"}))
@@ -103,7 +103,7 @@ async def approve(
     rt: Runtime, approval_id: str, approved: bool, note: str | None, args: dict[str, Any] | None, by: str
 ) -> TurnResult:
     _check(approval_id, approved, note, args)
-    for name, key, record in _records(rt, None, None):
+    for name, key, record in approval_records(rt, None, None):
         approval = approvals.find(record, approval_id)
         if approval is None:
             continue
@@ -154,4 +154,4 @@ async def _expire_later(rt: Runtime, agent: str, key: str, delay: float) -> None
         log.warning("deciding expired approvals of %s:%s failed: [%s] %s", agent, key, exc.code, exc.message)
 
 
-__all__ = ["approve", "pending", "submit", "watch_expiry"]
+__all__ = ["approval_records", "approve", "pending", "submit", "watch_expiry"]
