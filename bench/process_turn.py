@@ -97,10 +97,13 @@ def main() -> int:
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [args.src, os.environ.get("PYTHONPATH")]))
     res = asyncio.run(measure(args.persist == "on", args.turns, args.block, args.warmup))
     load = os.getloadavg()[0]
+    sys.path.insert(0, str(HERE / "peers"))
+    from _harness import idle_config
+
     print(
         f"process isolation, persist {args.persist}: host {res['host_cpu_us']:.1f} + agent process "
         f"{res['agent_cpu_us']:.1f} = {res['total_cpu_us']:.1f} µs CPU per turn, wall {res['wall_us']:.1f} µs "
-        f"(load average {load:.1f})"
+        f"(load average {load:.1f}; {idle_config()})"
     )
     return 0
 

@@ -103,6 +103,24 @@ class Adapter:
         return version(self.package)
 
 
+def idle_config() -> str:
+    """How this machine's CPUs idle, for the figures' header: a process-isolated turn wakes a process
+    on another CPU twice per turn, and on a virtual machine whose idle vCPUs halt at once (no guest
+    halt polling) each such wake costs an inter-processor interrupt plus cold caches, which roughly
+    doubles what the woken side spends (see bench/README.md, "Where a default-mode turn goes")."""
+    base = "/sys/devices/system/cpu/cpuidle"
+    try:
+        with open(f"{base}/current_driver") as f:
+            driver = f.read().strip()
+    except OSError:
+        return "cpuidle n/a"
+    try:
+        with open("/sys/module/haltpoll/parameters/guest_halt_poll_ns") as f:
+            return f"cpuidle {driver}, guest halt poll {int(f.read())} ns"
+    except (OSError, ValueError):
+        return f"cpuidle {driver}"
+
+
 def descendants() -> list[int]:
     """Live descendant pids of this process (from /proc)."""
     children: dict[int, list[int]] = {}

@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _harness import idle_config  # bench/peers is the script's directory
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
@@ -152,7 +154,8 @@ def main() -> int:
             row["wall_us"] = statistics.median(r["wall_us"] for r in row["runs"])
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": f"{platform.machine()} | {os.cpu_count()} CPUs | {platform.system()} {platform.release()}",
+        "machine": f"{platform.machine()} | {os.cpu_count()} CPUs | {platform.system()} {platform.release()} | "
+        + idle_config(),
         "python": platform.python_version(),
         "turns": args.turns,
         "repeats": args.repeats,

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _harness import idle_config  # bench/peers is the script's directory
+
 HERE = Path(__file__).resolve().parent
 VENVS = HERE / ".venvs"
 RESULTS = HERE / "results"
@@ -462,7 +464,8 @@ def main() -> int:
                 r["import_ms"] = inline_off.get("import_ms")
                 r["import_cpu_ms"] = inline_off.get("import_cpu_ms")
     meta = {
-        "machine": f"{platform.machine()} | {os.cpu_count()} CPUs | {platform.system()} {platform.release()}",
+        "machine": f"{platform.machine()} | {os.cpu_count()} CPUs | {platform.system()} {platform.release()} | "
+        + idle_config(),
         "python": platform.python_version(),
         "turns": args.turns,
         "convs": args.convs,
