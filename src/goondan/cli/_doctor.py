@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .._dist import install_command
+from ..models._providers import DEFAULT_KEY_VARIABLES
 from ._env import load_env
 from ._output import EXIT_INTERNAL, EXIT_OK, Style
 
@@ -38,11 +39,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "postgres": ("psycopg", "the PostgreSQL store"),
 }
 # provider -> variables its SDK reads when Model.spec.apiKey is not given (any one is enough)
-DEFAULT_KEYS: dict[str, tuple[str, ...]] = {
-    "anthropic": ("ANTHROPIC_API_KEY",),
-    "openai": ("OPENAI_API_KEY",),
-    "google": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
-}
+DEFAULT_KEYS = DEFAULT_KEY_VARIABLES
 _BASE = "@goondan/base"
 
 

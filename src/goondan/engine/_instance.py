@@ -38,7 +38,7 @@ from ..conversation import ConversationState, handle
 from ..errors import ExtensionError, GoondanError, ModelError
 from ..extensions import EventBus, ExtensionApi, ExtensionState, load_module, register_extension
 from ..messages import Message, assistant_message, tool_message, user_message
-from ..models import ModelAdapter, ModelRequest, ModelResponse, create_model_adapter
+from ..models import ModelAdapter, ModelRequest, ModelResponse, create_model_adapter, default_api_key
 from ..pipeline import ApprovalRequired, Chain, PipelineRegistry, StepState, ToolCallState, Turn, TurnState
 from ..results import StepResult, ToolCall, ToolCallResult, TurnResult
 from ..storage import _atomic
@@ -407,6 +407,8 @@ class AgentInstance:
         spec: Any = model.spec
         env = self._definition.env
         api_key = resolve_value_source(spec.api_key, env, required=False, path=model.issue_path("spec.apiKey"))
+        if spec.api_key is None:  # the provider's own variable, also from the bundle's .env
+            api_key = default_api_key(spec.provider, env)
         self.model = create_model_adapter(
             spec.provider,
             model=spec.model,

@@ -55,13 +55,12 @@ def judge_api_key(judge: Judge, env: Any) -> str | None:
         from ..bundle import resolve_value_source
 
         return resolve_value_source(cfg.api_key, env, required=True, path="suite judge.model.apiKey")
-    from ..cli._doctor import DEFAULT_KEYS
+    from ..models import DEFAULT_KEY_VARIABLES, default_api_key
 
-    variables = DEFAULT_KEYS.get(cfg.provider, ())
-    for variable in variables:
-        value = env.get(variable)
-        if value and value.strip():
-            return str(value)
+    found = default_api_key(cfg.provider, env)
+    if found is not None:
+        return found
+    variables = DEFAULT_KEY_VARIABLES.get(cfg.provider, ())
     if not variables or cfg.endpoint:
         return None  # providers without keys, and self-hosted endpoints (which often take none)
     names = " or ".join(variables)

@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import ModelError
 from ._base import ModelAdapter, ModelRequest, ModelResponse, ModelToolCall, normalize_usage
 from ._errors import ProviderError
-from ._providers import KNOWN_PROVIDERS
+from ._providers import DEFAULT_KEY_VARIABLES, KNOWN_PROVIDERS, default_api_key
 
 
 def check_model_options(provider: str, options: dict[str, Any] | None, root: Path | None = None) -> None:
@@ -86,6 +86,7 @@ def create_model_adapter(
 
 
 __all__ = [
+    "DEFAULT_KEY_VARIABLES",
     "KNOWN_PROVIDERS",
     "ModelAdapter",
     "ModelRequest",
@@ -94,5 +95,6 @@ __all__ = [
     "ProviderError",
     "check_model_options",
     "create_model_adapter",
+    "default_api_key",
     "normalize_usage",
 ]

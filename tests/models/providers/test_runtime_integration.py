@@ -5,6 +5,7 @@ streaming; SDKs are imported only by bundles that use them; a missing SDK is one
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -214,3 +215,30 @@ def test_model_options_are_checked_without_importing_any_sdk() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split() == ["E_MODEL_CONFIG"] * 4 + ["[]"]
+
+
+@pytest.mark.parametrize("executor", ["inline", "process"])
+def test_a_model_without_api_key_takes_the_providers_variable_from_the_bundle_env_file(
+    serve: Any, tmp_path: Path, executor: str
+) -> None:
+    """``OPENAI_API_KEY`` in the bundle's ``.env`` reaches a Model that leaves ``apiKey`` out, in the
+    agent process too: the SDK itself reads only the process environment (which lacks it here), so
+    before, the key sent was the endpoint placeholder and a real provider answered 401."""
+    server = serve(chat_server_handler)
+    spec = {"provider": "openai", "model": "served-model", "endpoint": server.url + "/v1"}
+    bundle = provider_bundle(tmp_path / "bundle", spec)
+    (bundle.parent if bundle.suffix else bundle).joinpath(".env").write_text(f"OPENAI_API_KEY={KEY}\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "GOONDAN_STATE_ROOT")}
+    env.update(GOONDAN_EXECUTOR=executor, GOONDAN_ISOLATION=executor, HOME=str(tmp_path / "home"), NO_COLOR="1")
+    state = str(tmp_path / "state")
+    out = subprocess.run(
+        [sys.executable, "-m", "goondan", "run", str(bundle), "--input", "what is 2 + 3?", "--state-root", state],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "The sum is 5."
+    assert [r.headers["authorization"] for r in server.requests] == [f"Bearer {KEY}"] * 2
