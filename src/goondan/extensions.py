@@ -393,28 +393,41 @@ def load_module(name: str, entry: Path) -> Any:
     return module
 
 
-_TAKES_CONFIG: weakref.WeakKeyDictionary[Callable[..., Any], bool] = weakref.WeakKeyDictionary()
+_REGISTER_CALLS: weakref.WeakKeyDictionary[Callable[..., Any], tuple[bool, str | None]] = weakref.WeakKeyDictionary()
 
 
-def _takes_config(register: Callable[..., Any]) -> bool:
-    """Whether ``register`` takes ``(api, config)``; looked up once per function, not per instance
-    (an agent's every instance registers the same extensions)."""
+def _register_call(register: Callable[..., Any]) -> tuple[bool, str | None]:
+    """Whether ``register`` takes ``(api, config)``, and why it can take neither that nor ``(api)``
+    (None when it can). Looked up once per function, not per instance (an agent's every instance
+    registers the same extensions).
+
+    Checked before the call: the TypeError of the call itself was reported as E_EXT_INIT with "fix the
+    error raised inside register()", though nothing inside ran (``def register():``)."""
     try:
-        return _TAKES_CONFIG[register]
+        return _REGISTER_CALLS[register]
     except (KeyError, TypeError):  # TypeError: not weakly referenceable
         pass
+    problem: str | None = None
     try:
+        signature = inspect.signature(register)
+    except (TypeError, ValueError):  # no signature to read (some builtins): the call decides
+        verdict: tuple[bool, str | None] = (False, None)
+    else:
         params = [
             p
-            for p in inspect.signature(register).parameters.values()
+            for p in signature.parameters.values()
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
         ]
         takes = len(params) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
-    except (TypeError, ValueError):
-        takes = False
+        try:
+            signature.bind(None, None) if takes else signature.bind(None)
+        except TypeError as exc:
+            call = "register(api, config)" if takes else "register(api)"
+            problem = f"register{signature} cannot be called as {call}: {exc}"
+        verdict = (takes, problem)
     with contextlib.suppress(TypeError):
-        _TAKES_CONFIG[register] = takes
-    return takes
+        _REGISTER_CALLS[register] = verdict
+    return verdict
 
 
 async def register_extension(name: str, module: Any, api: ExtensionApi, config: dict[str, Any]) -> None:
@@ -422,12 +435,21 @@ async def register_extension(name: str, module: Any, api: ExtensionApi, config: 
     if not callable(register):
         raise ExtensionError(
             "E_EXT_LOAD",
-            f"extension {name} does not define register(api)",
+            f"extension {name} does not define register(api)"
+            + ("" if register is None else f": its register is {type(register).__name__}, not a function"),
             extension_name=name,
             suggestion="Add `def register(api, config): ...` (sync or async) to the extension module.",
         )
     _check_config(name, module, config)
-    takes_config = _takes_config(register)
+    takes_config, problem = _register_call(register)
+    if problem is not None:
+        raise ExtensionError(
+            "E_EXT_LOAD",
+            f"extension {name}: {problem}",
+            extension_name=name,
+            suggestion="Define it as `def register(api, config): ...` (or `def register(api): ...`), sync or "
+            "async; `gdn validate` reports this before a run (E_CONFIG_EXTENSION_REGISTER_SIGNATURE).",
+        )
     try:
         with captured(f"extension {name} register()", api.logger):
             result = register(api, copy_json(config)) if takes_config else register(api)

@@ -47,6 +47,8 @@ class EntryModule:
     config_schema: dict[str, Any] | None = None  # a literal CONFIG_SCHEMA
     #: export name -> the module-level function its `handlers` entry names (when the tree tells)
     handler_functions: dict[str, HandlerFunction] = field(default_factory=dict)
+    #: what a single module-level ``register`` binding is, when the tree tells (an Extension's entry)
+    register: RegisterBinding | None = None
 
 
 @dataclass
@@ -58,6 +60,19 @@ class HandlerFunction:
     positional: list[str]  # names of the positional parameters, in order
     required: int  # how many of them have no default
     star_args: bool  # ``*args``: takes any number of positional arguments
+
+
+@dataclass
+class RegisterBinding:
+    """The module-level ``register`` of an extension entry, read from its one binding statement.
+
+    ``function`` is None when ``register`` is bound to a literal that cannot be called
+    (``register = None``, ``register = {...}``); ``literal`` then shows what it is."""
+
+    line: int
+    function: HandlerFunction | None = None
+    required_keywords: list[str] = field(default_factory=list)  # keyword-only parameters without a default
+    literal: str | None = None
 
 
 def _bound_names(target: ast.expr) -> list[str]:
@@ -162,10 +177,37 @@ def _handler_functions(statements: list[ast.stmt]) -> dict[str, HandlerFunction]
         fn = bound[0]
         if fn.decorator_list:
             continue  # a decorator may change the signature
-        positional = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
-        required = len(positional) - len(fn.args.defaults)
-        out[key.value] = HandlerFunction(fn.name, fn.lineno, positional, required, fn.args.vararg is not None)
+        out[key.value] = _function(fn)
     return out
+
+
+def _function(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> HandlerFunction:
+    positional = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    required = len(positional) - len(fn.args.defaults)
+    return HandlerFunction(fn.name, fn.lineno, positional, required, fn.args.vararg is not None)
+
+
+def _register_binding(statements: list[ast.stmt]) -> RegisterBinding | None:
+    """``register`` when one statement binds it, to an undecorated ``def`` or to a literal that is no
+    callable; anything else (a class, ``functools.partial``, an import, a decorator that may change
+    the signature, two bindings under ``if``) is left to the runtime's check when it loads the module."""
+    bound = [s for s in statements if "register" in _bindings(s)]
+    if len(bound) != 1:
+        return None
+    stmt = bound[0]
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+        if stmt.decorator_list:
+            return None
+        required_kw = [a.arg for a, d in zip(stmt.args.kwonlyargs, stmt.args.kw_defaults, strict=True) if d is None]
+        return RegisterBinding(stmt.lineno, _function(stmt), required_kw)
+    value = stmt.value if isinstance(stmt, ast.Assign | ast.AnnAssign) else None
+    plain = isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+    plain = plain or (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name))
+    literals = ast.Constant | ast.Dict | ast.List | ast.Tuple | ast.Set | ast.JoinedStr
+    if plain and isinstance(value, literals | ast.DictComp | ast.ListComp | ast.SetComp):
+        text = ast.unparse(value)
+        return RegisterBinding(stmt.lineno, literal=text if len(text) <= 40 else text[:37] + "...")
+    return None
 
 
 class _Constants(ast.NodeTransformer):
@@ -247,7 +289,15 @@ def inspect_entry(path: Path) -> EntryModule:
     module.config_schema = _literal_schema(statements)
     if module.handler_keys is not None:
         module.handler_functions = _handler_functions(statements)
+    module.register = _register_binding(statements)
     return module
 
 
-__all__ = ["REQUIRED_ATTRIBUTE", "EntryModule", "HandlerFunction", "SourceProblem", "inspect_entry"]
+__all__ = [
+    "REQUIRED_ATTRIBUTE",
+    "EntryModule",
+    "HandlerFunction",
+    "RegisterBinding",
+    "SourceProblem",
+    "inspect_entry",
+]

@@ -22,7 +22,7 @@ from goondan.errors import ConfigIssue, GoondanError
 from goondan.models._providers import KNOWN_PROVIDERS
 
 from ._bundle import BASE_PACKAGE, Bundle, ScopeKey, ref_scope
-from ._code import REQUIRED_ATTRIBUTE, EntryModule, HandlerFunction, inspect_entry
+from ._code import REQUIRED_ATTRIBUTE, EntryModule, HandlerFunction, RegisterBinding, inspect_entry
 from ._issues import did_you_mean, join_path, parent_path, pydantic_problems
 from ._packages import InstalledPackage, base_package_root, default_distribution, find_package, specifier_problem
 from ._paths import PathProblem, close_path, resolve_inside
@@ -836,6 +836,33 @@ class Loader:
                 handler = module.handler_functions.get(export.name)
                 if handler is not None:
                     self._check_handler_signature(res, handler, f"spec.exports[{i}].name", shown)
+        if res.kind == "Extension" and module.register is not None:
+            self._check_register(res, module.register, field_path, shown)
+
+    def _check_register(self, res: Resource, register: RegisterBinding, field_path: str, shown: str) -> None:
+        """The runtime calls ``register(api, config)`` when it takes two positional parameters (or
+        ``*args``), else ``register(api)`` (docs/guides/extensions.md). A ``register`` that can take neither
+        (``def register():``, a third required parameter, a required keyword-only one, or not a
+        function at all) failed only when the first agent instance started, as an E_EXT_INIT
+        TypeError that read like an error raised inside register()."""
+        where = f"{shown}:{register.line}"
+        fix = "define it as `def register(api, config): ...` (or `def register(api): ...`; sync or async)"
+        fn = register.function
+        if fn is None:
+            problem = f"`register` at {where} is {register.literal}, not a function"
+        else:
+            params = ", ".join(fn.positional)
+            head = f"register({params}) at {where}"
+            if not fn.positional and not fn.star_args:
+                problem = f"{head} takes no positional parameter, but it is called as register(api)"
+            elif fn.required > 2:
+                problem = f"{head} needs {fn.required} positional arguments, but it is called as register(api, config)"
+            elif register.required_keywords:
+                names = ", ".join(register.required_keywords)
+                problem = f"{head} needs keyword-only argument(s) {names}, which the runtime never passes"
+            else:
+                return
+        self.errors.append(res.issue("E_CONFIG_EXTENSION_REGISTER_SIGNATURE", f"{res.key}: {problem}", field_path, fix))
 
     def _check_handler_signature(self, res: Resource, handler: HandlerFunction, field_path: str, shown: str) -> None:
         """A handler is called ``handler(ctx, args)``: one that cannot take two positional arguments
