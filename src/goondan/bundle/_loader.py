@@ -924,6 +924,37 @@ class Loader:
                 check_model_options(spec.provider, dict(spec.options or {}), res.root)
             except GoondanError as exc:
                 self.errors.append(res.issue(exc.code, f"{res.key}: {exc.message}", "spec.options", exc.suggestion))
+            self._warn_unknown_model_id(res, spec)
+
+    def _warn_unknown_model_id(self, res: Resource, spec: ModelSpec) -> None:
+        """A warning when ``spec.model`` is not in the installed SDK's list of models (``_model_ids``),
+        with a did-you-mean from that list. Not for the runtime's load (its warnings are dropped), an
+        installed package's Model, or a Model that talks to another server (``endpoint``, or the base
+        URL variable the SDK reads): a compatible server or proxy names its models as it likes."""
+        from ._model_ids import BASE_URL_VARIABLES, sdk_models
+
+        if not self.check_code or res.package is not None or spec.endpoint:
+            return
+        variable = BASE_URL_VARIABLES.get(spec.provider)
+        if variable and (self.env.get(variable) or "").strip():
+            return
+        known = sdk_models(spec.provider)
+        if known is None or spec.model in known.names:
+            return
+        hint = did_you_mean(spec.model, known.names)
+        examples = ", ".join(known.names[:3])
+        self.warnings.append(
+            res.issue(
+                "E_CONFIG_MODEL_UNKNOWN",
+                f"{res.key}: model {spec.model!r} is not one the installed {known.package} SDK "
+                f"({known.version}) knows; the first request would fail if the provider does not serve it",
+                "spec.model",
+                (f"{hint[0].upper()}{hint[1:]} " if hint else f"It knows {len(known.names)} models, e.g. {examples}. ")
+                + f"A model newer than the SDK, or a proxy's own name, is fine: ignore this, or "
+                f"`pip install -U {known.package}` for the current list",
+                severity="warning",
+            )
+        )
 
     def _warn_schema_typos(self, res: Resource, schema: Any, field_path: str) -> None:
         """A warning per key of a JSON Schema that is nearly a keyword (see ``schema_keyword_typos``);
