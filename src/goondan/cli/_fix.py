@@ -6,7 +6,17 @@ Mechanical means there is exactly one right answer and no judgement involved:
 - a document without ``apiVersion`` gets ``apiVersion: goondan.ai/v1`` as its first line;
 - a field spelled in another case or separator style than the spec's camelCase name, which is what
   Python habits produce (``entry_agent``, ``model_ref``, ``required_tools``, ``Prompt``), is renamed
-  to that name, at the top level of a document and inside ``spec`` alike.
+  to that name, at the top level of a document and inside ``spec`` alike;
+- the same for a JSON Schema keyword in a Tool's ``parameters`` or an Agent's output schema
+  (``max_length``, ``additional_properties``, ``Required``): validation only warns about those (JSON
+  Schema ignores unknown keywords), but the keyword meant is just as certain, and left alone the
+  constraint silently does nothing.
+
+Other warnings have no single right answer, so ``--fix`` leaves them reported: a model id missing from
+the SDK's list may be newer than the SDK or a proxy's name, and its did-you-mean is a guess; a tool
+handler whose parameters "look swapped" is judged by their names, and the fix is in the user's Python;
+an Agent in no Swarm may belong in one or be deleted; a bundle without a Swarm needs its entry agent
+chosen.
 
 Fixes are driven by what validation reports (a rename is made only where validation says "unknown
 field X, did you mean Y" and Y differs from X by case, ``_`` or ``-`` only), applied to a scratch copy
@@ -106,7 +116,8 @@ def _fix_issue(lines: list[str], issue: Any) -> str | None:
         mean = _MEAN.search(issue.suggestion or "")
         if unknown and mean and _same_name(unknown.group(1), mean.group(1)):
             old, new = unknown.group(1), mean.group(1)
-            if _has_sibling_key(lines, index, column, new):
+            flow_sibling = re.search(r"[{,]\s*['\"]?" + re.escape(new) + r"['\"]?\s*:", line)
+            if _has_sibling_key(lines, index, column, new) or flow_sibling:
                 return None  # both spellings are there: which value is meant needs judgement
             if line[column:].startswith(old) and line[column + len(old) :].lstrip().startswith(":"):
                 lines[index] = line[:column] + new + line[column + len(old) :]
@@ -133,7 +144,8 @@ def plan_fixes(path: str, env: dict[str, str], state_root: Path | None) -> FixPl
         for _ in range(MAX_ROUNDS):
             report = validate_bundle(work, env=env, state_root=state_root)
             by_file: dict[str, list[Any]] = {}
-            for issue in report.errors:
+            # warnings too: _fix_issue acts only on the certain ones (a rename by case or separator)
+            for issue in [*report.errors, *report.warnings]:
                 if issue.file and not Path(issue.file).is_absolute():
                     by_file.setdefault(issue.file, []).append(issue)
             changed = False
