@@ -139,7 +139,7 @@ class ModelSpec(Spec):
     provider: NonEmptyStr
     """scripted, python, openai, anthropic, google or local."""
     model: NonEmptyStr
-    """The provider's model name (e.g. gpt-4o-mini, claude-sonnet-4-20250514)."""
+    """The provider's model name (e.g. gpt-4o-mini, claude-sonnet-4-5)."""
     api_key: ValueSource | None = None
     """API key as a ValueSource, e.g. {valueFrom: {env: MY_KEY}}; must be set when an agent uses the Model."""
     endpoint: str | None = None

@@ -164,7 +164,7 @@ def parse_provider_model(value: str, name: str, spec: Any) -> dict[str, Any]:
         raise GoondanError(
             "E_MODEL_OVERRIDE",
             f"override {value!r} for Model/{name} is not provider/model",
-            suggestion="Write it like openai/gpt-4o-mini or anthropic/claude-sonnet-4-20250514.",
+            suggestion="Write it like openai/gpt-4o-mini or anthropic/claude-sonnet-4-5.",
         )
     if provider not in KNOWN_PROVIDERS:
         raise GoondanError(
