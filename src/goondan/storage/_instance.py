@@ -719,7 +719,20 @@ class FileInstanceStore:
     def append_runtime_event(self, record: Mapping[str, Any], *, owned: bool = False) -> None:
         """Append one runtime event (observability, not conversation state): one line, no fsync.
         (``owned`` only matters to the in-memory store.)"""
-        data = _encode_json(record, "runtime event")
+        self._write_runtime(_encode_json(record, "runtime event"))
+
+    def append_runtime_events(self, records: Sequence[Mapping[str, Any]]) -> None:
+        """Append several runtime events, in order, with one ``write``: what calling
+        :meth:`append_runtime_event` for each does, for a fraction of the cost (a turn's eight
+        records were eight writes to a growing file, each allocating and updating the inode).
+        Every record is encoded before anything is written, so a record that is not JSON writes
+        none of them; a failed write leaves none of them either (the retry writes each once)."""
+        if records:
+            self._write_runtime(b"".join([_encode_json(record, "runtime event") for record in records]))
+
+    def _write_runtime(self, data: bytes) -> None:
+        """Append ``data`` (whole lines) to runtime-events.jsonl. A write that fails part way is
+        cut back to where it started, so the file keeps ending on a line boundary."""
         fd = self._runtime_fd
         if fd is None:
             try:
@@ -729,10 +742,15 @@ class FileInstanceStore:
             except OSError as exc:
                 raise _write_error(self.runtime_events_path, "open", exc) from exc
             self._runtime_fd = fd
+        written = 0
         try:
-            write_all(fd, data)
+            written = os.write(fd, data)
+            while written < len(data):  # regular files rarely write short
+                written += os.write(fd, memoryview(data)[written:])
         except OSError as exc:
             with contextlib.suppress(OSError):
+                if written:
+                    os.ftruncate(fd, os.fstat(fd).st_size - written)
                 repair_tail(fd)
             raise _write_error(self.runtime_events_path, "append to", exc) from exc
 

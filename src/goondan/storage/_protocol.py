@@ -21,6 +21,10 @@ backend proves itself by passing that suite. In short:
   the lease's fencing token: a writer whose lease was taken over fails with ``E_INSTANCE_LEASE_LOST``
   and writes nothing. ``appended`` is a hint (the turn only appended these) that allows a cheaper
   commit; a backend must fall back to a full rewrite whenever it cannot prove the hint right.
+* Runtime events are observability records, not conversation state: ``append_runtime_event`` need
+  not be durable. A backend may also offer :class:`RuntimeEventBatches` (``append_runtime_events``):
+  the engine then hands it a turn's records a few at a time instead of one call each. Without it the
+  engine calls ``append_runtime_event`` per record, so a backend that does not offer it keeps working.
 
 Read-only viewers (``gdn studio``, ``gdn logs``) must not take the lease: a live run holds it. They use
 :meth:`StoreBackend.list_workspaces` and :meth:`WorkspaceStore.reader`, which hands out an
@@ -39,6 +43,22 @@ if TYPE_CHECKING:
     from ._identity import WorkspaceIdentity
     from ._instance import LoadedConversation
     from ._workspace import InstanceInfo
+
+
+@runtime_checkable
+class RuntimeEventBatches(Protocol):
+    """Optional capability of an :class:`InstanceStore`: keep several runtime events at once.
+
+    ``append_runtime_events(records)`` means calling ``append_runtime_event`` for each record, in
+    order, interleaved correctly with single appends before and after it. It is worth offering when
+    each append costs a system call or a round trip: the engine buffers a turn's records and writes
+    them when the turn suspends (a model call waiting on the network), before a tool runs, and
+    before the turn's result is returned, so a turn of eight records costs two or three calls.
+    On an error the call should leave none of the records stored (the engine keeps them and passes
+    them again with the next batch); the records are the caller's (a store must copy or encode
+    what it keeps). :mod:`goondan.testing.store_conformance` checks it when a store offers it."""
+
+    def append_runtime_events(self, records: Sequence[Mapping[str, Any]]) -> None: ...
 
 
 @runtime_checkable

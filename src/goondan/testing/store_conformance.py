@@ -313,6 +313,30 @@ class StoreConformance:
         assert store.read_runtime_events() == [{"type": "t", "data": {"n": 1}}]
         store.close()
 
+    def test_runtime_event_batches_keep_their_order_among_single_appends(self, store_factory: StoreFactory) -> None:
+        """Optional capability (``append_runtime_events``, see ``storage._protocol.RuntimeEventBatches``):
+        a batch is its records appended one after the other, between the single appends around it,
+        and what it keeps does not change when the caller reuses its list and records."""
+        store = self._open(store_factory)
+        append_batch = getattr(store, "append_runtime_events", None)
+        if append_batch is None:
+            store.close()
+            return  # not offered: the engine appends one record at a time
+        store.load()
+        store.append_runtime_event({"type": "single", "n": 0})
+        batch: list[dict[str, Any]] = [{"type": "batched", "n": n} for n in (1, 2, 3)]
+        append_batch(batch)
+        batch[0]["n"] = 99
+        batch.clear()
+        append_batch(batch)  # an empty batch keeps nothing
+        store.append_runtime_event({"type": "single", "n": 4})
+        append_batch([{"type": "batched", "n": 5}])
+        append_batch([{"type": "batched", "n": 6}, {"type": "batched", "n": 7}])
+        store.close()
+        store = self._open(store_factory)
+        assert [e["n"] for e in store.read_runtime_events()] == [0, 1, 2, 3, 4, 5, 6, 7]
+        store.close()
+
     # ------------------------------------------------------------------ extension state
 
     def test_extension_state_round_trips_as_json_per_extension(self, store_factory: StoreFactory) -> None:

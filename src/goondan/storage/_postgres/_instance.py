@@ -263,6 +263,21 @@ class PostgresInstanceStore:
         with self._db.connection("record a runtime event") as conn:
             conn.execute("SELECT goondan_runtime_event(%s, %s::json)", (instance_id, data))
 
+    def append_runtime_events(self, records: Sequence[Mapping[str, Any]]) -> None:
+        """Keep several runtime events in one round trip: the same ``goondan_runtime_event`` call
+        per record, in the records' order (the function is volatile, so PostgreSQL calls it after
+        the ``ORDER BY`` and each gets the next ``seq``), in one statement (all or none)."""
+        if not records:
+            return
+        texts = [_text(_encode_json(record, "runtime event")) for record in records]
+        instance_id = self._require_id()
+        with self._db.connection("record runtime events") as conn:
+            conn.execute(
+                "SELECT goondan_runtime_event(%s, r::json) FROM unnest(%s::text[]) WITH ORDINALITY AS t(r, o)"
+                " ORDER BY o",
+                (instance_id, texts),
+            )
+
     def read_runtime_events(self) -> list[dict[str, Any]]:
         instance_id = self._instance_id(create=False)
         if instance_id is None:
