@@ -400,6 +400,8 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
     def orchestrator_gone(_: Any) -> None:
         # everything a turn made durable is on disk; a shutdown under way finishes saving first
         if not stopping:
+            with contextlib.suppress(Exception):  # runtime events a turn buffered this loop iteration
+                instance.flush_runtime_events()
             os._exit(0)
 
     reading.add_done_callback(orchestrator_gone)
