@@ -221,12 +221,15 @@ class AgentInstance:
 
     __slots__ = (
         "_agent_info",
+        "_append_events",
         "_approval",
         "_bus_handlers",
         "_cancel_requested",
         "_chains",
         "_definition",
         "_delta_listeners",
+        "_event_buffer",
+        "_event_flush_due",
         "_has_media",
         "_listeners",
         "_max_parallel_tools",
@@ -283,6 +286,15 @@ class AgentInstance:
         self.agent_name: str = definition.name
         self.instance_key = instance_key
         self.store = store
+        # A store that takes runtime events in batches (storage._protocol.RuntimeEventBatches) gets
+        # them from a buffer, written when the turn suspends, before a tool runs and before the
+        # turn's result is returned: see _record_event. Without it each record is one append.
+        append_events = getattr(store, "append_runtime_events", None)
+        self._append_events: Callable[[Sequence[Mapping[str, Any]]], None] | None = (
+            append_events if callable(append_events) else None
+        )
+        self._event_buffer: list[dict[str, Any]] = []
+        self._event_flush_due = False  # a call_soon flush is scheduled
         self.hub = hub
         self._swarm_info = definition.swarm_info
         self._listeners = listeners
@@ -510,6 +522,7 @@ class AgentInstance:
             "error": {"code": exc.code, "traceback": trace},
         }
         try:
+            self.flush_runtime_events()  # the buffered records come first
             self.store.append_runtime_event(record)
         except GoondanError:
             self.logger.exception("could not record the extension failure")
@@ -524,15 +537,71 @@ class AgentInstance:
     def _record_event(self, record: dict[str, Any]) -> Coroutine[Any, Any, None] | None:
         """Store a runtime event and notify listeners. Returns a coroutine to await only when an
         extension subscribed to this event type: the hot path (nobody subscribed) stays synchronous,
-        which saves a coroutine per event (8 per turn)."""
+        which saves a coroutine per event (8 per turn).
+
+        With a store that takes batches the record joins a buffer instead of being written at once:
+        the eight writes to runtime-events.jsonl cost a default-mode turn 50-70 µs of CPU (a growing
+        file's block allocation and inode update, in a process whose caches are cold). The first
+        record of a batch schedules a flush with ``call_soon``, so the records are written as soon
+        as the turn suspends (a model call waiting on the network has its step.started in the
+        file); :meth:`_run_tool_call` (before the tool runs) and :meth:`run_turn` (before the result
+        is returned) flush explicitly. Listeners and extensions still get each record at once; they
+        must not change it (the store encodes it later)."""
         listeners = self._listeners
-        # with nobody else holding the record, the in-memory store may keep it without encoding it
-        self.store.append_runtime_event(record, owned=not listeners)
+        if self._append_events is None:
+            # with nobody else holding the record, the in-memory store may keep it without encoding it
+            self.store.append_runtime_event(record, owned=not listeners)
+        else:
+            self._event_buffer.append(record)
+            if not self._event_flush_due:
+                self._schedule_flush()
         if self._bus_handlers.get(record["type"]):
             return self._deliver_event(record)
         if listeners:
             self._notify_listeners(record)
         return None
+
+    def _schedule_flush(self) -> None:
+        loop = asyncio.events._get_running_loop()
+        if loop is None:  # not under a loop (nothing would run the callback): write through
+            self.flush_runtime_events()
+            return
+        self._event_flush_due = True
+        loop.call_soon(self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        """The scheduled flush: nobody waits for it, so a failure is logged and the records are kept
+        for the next flush (the next record schedules one, the turn's end flushes explicitly)."""
+        self._event_flush_due = False
+        try:
+            self.flush_runtime_events()
+        except Exception as exc:
+            self.logger.warning(
+                "could not write %d runtime event(s), kept for the next write: %s", len(self._event_buffer), exc
+            )
+
+    def flush_runtime_events(self) -> None:
+        """Write the buffered runtime events (see :meth:`_record_event`). Raises what the store raises;
+        the records then stay buffered, in order, for the next flush."""
+        records = self._event_buffer
+        if records:
+            append_events = self._append_events
+            assert append_events is not None
+            # a new list before the call: the store may keep the one it gets
+            self._event_buffer = []
+            try:
+                append_events(records)
+            except BaseException:
+                records.extend(self._event_buffer)
+                self._event_buffer = records
+                raise
+
+    def _flush_quietly(self) -> None:
+        """Flush on a path that already raises (an interrupted or failed turn): log what fails."""
+        try:
+            self.flush_runtime_events()
+        except Exception:
+            self.logger.exception("could not write %d runtime event(s)", len(self._event_buffer))
 
     async def _deliver_event(self, record: dict[str, Any]) -> None:
         await self.bus.deliver(record["type"], copy_json(record))
@@ -594,10 +663,17 @@ class AgentInstance:
         lock = self.lock
         await lock.acquire()
         try:
-            if event.get("type") == approvals.APPROVAL_EVENT_TYPE:
-                result = await self._decide(event, on_accepted)
-            else:
-                result = await self._run_turn(event, on_accepted, None, cancelled)
+            try:
+                if event.get("type") == approvals.APPROVAL_EVENT_TYPE:
+                    result = await self._decide(event, on_accepted)
+                else:
+                    result = await self._run_turn(event, on_accepted, None, cancelled)
+            except BaseException:
+                self._flush_quietly()
+                raise
+            # returning the result means the turn's runtime events are in the store (gdn logs,
+            # tests and callers read them then)
+            self.flush_runtime_events()
         finally:
             lock.release()
         if self.inbox and not self.lock.locked():
@@ -1266,6 +1342,9 @@ class AgentInstance:
         pending = self._record_event({"type": "tool.called", "timestamp": now_iso(), **span_fields})
         if pending is not None:
             await pending
+        # written before the tool runs: a tool may hold the event loop for minutes, and `gdn logs -f`
+        # must show it running
+        self.flush_runtime_events()
         state = ToolCallState(step_state, call.name, call.id, call.args)
         state.metadata["runtime.spanId"] = span
         state.approved = approved
@@ -1690,6 +1769,7 @@ class AgentInstance:
                     await self.model.aclose()
                 except Exception:
                     self.logger.exception("closing model adapter failed")
+            self._flush_quietly()
             self.store.close()
 
 
