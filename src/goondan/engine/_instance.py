@@ -1770,6 +1770,9 @@ class AgentInstance:
                 except Exception:
                     self.logger.exception("closing model adapter failed")
             self._flush_quietly()
+            # what could not be written is dropped: a flush still scheduled must not write to the
+            # store after it gave the instance's lease back
+            self._event_buffer = []
             self.store.close()
 
 
