@@ -308,7 +308,7 @@ class Runtime:
             "type": event_type,
             "createdAt": now_iso(),
             # content parts are checked (and paths read) here, where the caller's files are
-            "input": normalize_input(text),
+            "input": text if type(text) is str else normalize_input(text),
             "instanceKey": instance_key,
             "source": dict(source) if source else {"kind": "connector", "name": "api"},
             "metadata": dict(metadata) if metadata else {},
@@ -354,7 +354,8 @@ class Runtime:
         event = self._event(input, "message", key, metadata, trace_id, source, auth)
         # _approvals.submit inlined: one coroutine less on every request
         result: TurnResult = await self.executor.submit(name, key, event)
-        _approvals.watch_expiry(self, name, key, result)
+        if result.finish_reason == "awaiting_approval":  # the only results watch_expiry acts on
+            _approvals.watch_expiry(self, name, key, result)
         return result
 
     async def approve(

@@ -34,18 +34,21 @@ log = logging.getLogger("goondan.runtime")
 
 
 def turn_result_from_dict(data: dict[str, Any]) -> TurnResult:
-    """A turn result as an agent process reports it (JSON over IPC)."""
+    """A turn result as an agent process reports it (JSON over IPC). Its response message is
+    checked like a stored one (the agent process runs user code: a turn middleware may have put
+    anything there). Called once per process-isolated turn: TurnResult's fields go positionally
+    (turn_id, response_message, finish_reason, error, text, output, pending_approvals), which
+    costs less than half of the keyword call."""
     record = data.get("responseMessage")
+    approvals = data.get("pendingApprovals")
     return TurnResult(
-        turn_id=str(data.get("turnId") or ""),
-        response_message=Message.from_record(record) if isinstance(record, dict) else None,
-        finish_reason=data.get("finishReason") or "error",
-        error=data.get("error"),
-        text=data.get("text"),
-        output=data.get("output"),
-        pending_approvals=[
-            PendingApproval.from_dict(p) for p in data.get("pendingApprovals") or () if isinstance(p, dict)
-        ],
+        str(data.get("turnId") or ""),
+        Message.from_record(record) if isinstance(record, dict) else None,
+        data.get("finishReason") or "error",
+        data.get("error"),
+        data.get("text"),
+        data.get("output"),
+        [PendingApproval.from_dict(p) for p in approvals if isinstance(p, dict)] if approvals else [],
     )
 
 

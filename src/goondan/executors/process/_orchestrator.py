@@ -710,20 +710,23 @@ class Orchestrator:
         """Queue a turn; the future resolves with the TurnResult dict (or the start error)."""
         if self.closing:
             raise GoondanError("E_RUNTIME_CLOSED", "the runtime is closing")
-        h = self.handle(agent, key)
-        now = self.clock.now_ms()
-        if h.status == "crashLoopBackOff" and now < h.next_spawn_allowed_at:
-            raise GoondanError(
-                "E_AGENT_CRASH_LOOP",
-                f"{h.name} is in crashLoopBackOff for another {int(h.next_spawn_allowed_at - now)} ms",
-                suggestion="Fix the crash (see the agent's log), then retry or restart the agent.",
-            )
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        h = self.handles.get((agent, key)) or self.handle(agent, key)
+        if h.status == "crashLoopBackOff":
+            now = self.clock.now_ms()
+            if now < h.next_spawn_allowed_at:
+                raise GoondanError(
+                    "E_AGENT_CRASH_LOOP",
+                    f"{h.name} is in crashLoopBackOff for another {int(h.next_spawn_allowed_at - now)} ms",
+                    suggestion="Fix the crash (see the agent's log), then retry or restart the agent.",
+                )
+        # the loop start() saw (asyncio.get_running_loop() costs a getpid syscall on Python 3.11)
+        loop = self._loop if self._loop is not None else asyncio.get_running_loop()
+        fut: asyncio.Future[dict[str, Any]] = loop.create_future()
         work = _Work(event, fut)
-        if self._steer(h, work):
+        if h.steering and self._steer(h, work):
             return fut
         h.queue.append(work)
-        if not h.alive and h.stop_task is None:
+        if h.pid is None and h.spawn_task is None and h.stop_task is None:  # not alive
             self._spawn(h)
         self._pump(h)
         return fut
@@ -746,7 +749,8 @@ class Orchestrator:
 
     def _pump(self, h: InstanceHandle) -> None:
         while h.status == "idle" and h.current is None and h.queue and h.conn is not None and h.stop_task is None:
-            if h.forwarding != self.forwarding:  # the lists changed without listeners_changed()
+            want = (bool(self.listeners), bool(self.delta_listeners))  # self.forwarding, spelt out
+            if h.forwarding != want:  # the lists changed without listeners_changed()
                 self._forward(h)
             work = h.queue.popleft()
             self.turns_dispatched += 1
