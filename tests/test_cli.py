@@ -182,6 +182,14 @@ def test_run_example_uses_the_tool(tmp_path: Path, home: Path) -> None:
     assert proc.stdout.strip() == 'Tool said: {"sum":5}'
 
 
+def test_the_quickstart_adds_the_numbers_the_user_typed(tmp_path: Path, home: Path) -> None:
+    """Any two numbers, not only the README's 2 and 3 (its rule passed fixed args: "add 4 and 5"
+    printed a sum of 5)."""
+    proc = gdn("run", str(EXAMPLE), "--input", "add 4 and 5", "--state-root", str(tmp_path / "s"), home=home)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == 'Tool said: {"sum":9}'
+
+
 def test_run_json_prints_a_turn_result(tmp_path: Path, home: Path) -> None:
     bundle = write(tmp_path / "echo", ECHO_BUNDLE)
     proc = gdn("run", str(bundle), "--input", "hi", "--json", "--state-root", str(tmp_path / "s"), home=home)

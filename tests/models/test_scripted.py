@@ -148,3 +148,39 @@ def test_last_placeholder_is_filled_in_tool_call_args_recursively() -> None:
     )
     [call] = ask(m, user("cats")).tool_calls
     assert call.args == {"q": "find cats", "n": 3, "list": ["cats", {"deep": "cats!"}]}
+
+
+def test_regex_groups_fill_text_and_tool_call_args_by_number_and_by_name() -> None:
+    m = model(
+        {
+            "when": {"role": "user", "regex": r"add (-?\d+(?:\.\d+)?) and (?P<second>-?\d+(?:\.\d+)?)"},
+            "reply": {
+                "text": "Adding {{1}} and {{second}} ({{last}})",
+                "toolCalls": [{"name": "calc__add", "args": {"a": "{{1}}", "b": "{{second}}", "note": "{{1}}+{{2}}"}}],
+            },
+        }
+    )
+    out = ask(m, user("please add 4 and -2.5"))
+    assert out.text == "Adding 4 and -2.5 (please add 4 and -2.5)"
+    # a value that is one placeholder takes the capture as a JSON number (a `type: number` parameter
+    # accepts it); inside a longer string it is text
+    assert out.tool_calls[0].args == {"a": 4, "b": -2.5, "note": "4+-2.5"}
+
+
+def test_a_lone_placeholder_stays_a_string_unless_the_capture_reads_as_a_number_or_boolean() -> None:
+    m = model(
+        {
+            "when": {"regex": r"(\w+) (\w+) (\w+)"},
+            "reply": {
+                "toolCalls": [{"name": "t", "args": {"x": "{{1}}", "y": "{{2}}", "z": "{{3}}", "w": "{{last}}"}}]
+            },
+        }
+    )
+    args = ask(m, user("007 true null")).tool_calls[0].args
+    # "007" is not JSON, null is not a number or boolean, and {{last}} is always the message's text
+    assert args == {"x": "007", "y": True, "z": "null", "w": "007 true null"}
+
+
+def test_placeholders_a_rule_has_no_value_for_stay_as_written() -> None:
+    m = model({"when": {"contains": "hi"}, "reply": {"text": "{{1}} {{name}} {{last}}", "toolCalls": []}})
+    assert ask(m, user("hi")).text == "{{1}} {{name}} hi"

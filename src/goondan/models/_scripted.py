@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import orjson
+
 from .._ids import new_id
 from .._json import copy_json, dumps_str
 from ..errors import ModelError
@@ -45,26 +47,59 @@ class _Rule:
         self.regex = re.compile(pattern) if isinstance(pattern, str) else None
         self.reply: dict[str, Any] = raw.get("reply") or {}
 
-    def matches(self, role: str, text: str) -> bool:
+    def match(self, role: str, text: str) -> dict[str, str] | None:
+        """``None`` when the rule does not apply; else what its placeholders take: ``last`` (the
+        matched text) and, for a ``regex``, every group by number (``1``...) and by name."""
         if self.role is not None and self.role != role:
-            return False
+            return None
         if self.contains is not None and self.contains not in text:
-            return False
-        return not (self.regex is not None and self.regex.search(text) is None)
+            return None
+        values = {"last": text}
+        if self.regex is not None:
+            found = self.regex.search(text)
+            if found is None:
+                return None
+            for i, group in enumerate(found.groups(), 1):
+                values[str(i)] = group or ""
+            for name, group in found.groupdict().items():
+                values[name] = group or ""
+        return values
 
 
-def _fill_last(value: Any, last: str, _depth: int = 0) -> Any:
-    """``{{last}}`` replaced in every string of a (copied) tool-call ``args`` tree, as in ``text``.
-    The rules come from the bundle's YAML, whose nesting the loader bounds; the depth guard only
-    keeps this walk from recursing without end on a pathological tree."""
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+
+
+def _fill_text(text: str, values: dict[str, str]) -> str:
+    """Placeholders the match has a value for replaced; any other ``{{...}}`` stays as written."""
+    if "{{" not in text:
+        return text
+    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+
+
+def _fill_args(value: Any, values: dict[str, str], _depth: int = 0) -> Any:
+    """Placeholders replaced in every string of a (copied) tool-call ``args`` tree, as in ``text``.
+
+    A string that is one placeholder and nothing else takes the captured text as a JSON number or
+    boolean when it reads as one (``a: "{{1}}"`` with ``add (\\d+)`` gives ``a: 4``, which a
+    ``type: number`` parameter accepts), else as a string. The rules come from the bundle's YAML,
+    whose nesting the loader bounds; the depth guard only keeps this walk from recursing without
+    end on a pathological tree."""
     if isinstance(value, str):
-        return value.replace("{{last}}", last)
+        whole = _PLACEHOLDER.fullmatch(value)
+        if whole is not None and whole.group(1) != "last" and whole.group(1) in values:
+            captured = values[whole.group(1)]
+            try:
+                parsed = orjson.loads(captured)
+            except orjson.JSONDecodeError:
+                return captured
+            return parsed if isinstance(parsed, (int, float, bool)) else captured
+        return _fill_text(value, values)
     if _depth > 64:
         return value
     if isinstance(value, dict):
-        return {k: _fill_last(v, last, _depth + 1) for k, v in value.items()}
+        return {k: _fill_args(v, values, _depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [_fill_last(v, last, _depth + 1) for v in value]
+        return [_fill_args(v, values, _depth + 1) for v in value]
     return value
 
 
@@ -94,18 +129,18 @@ class ScriptedModel:
                     break
         for rule in self._rules:
             use_role, use_text = (role, text) if rule.role == "system" else (turn_role, turn_text)
-            if rule.matches(use_role, use_text):
-                text = use_text
+            values = rule.match(use_role, use_text)
+            if values is not None:
                 reply = rule.reply
                 out: dict[str, Any] = {}
                 if isinstance(reply.get("text"), str):
-                    out["text"] = reply["text"].replace("{{last}}", text)
+                    out["text"] = _fill_text(reply["text"], values)
                 calls = reply.get("toolCalls") or []
                 out["toolCalls"] = [
                     {
                         "id": new_id("call"),
                         "name": c.get("name"),
-                        "args": _fill_last(copy_json(c.get("args") or {}), text),
+                        "args": _fill_args(copy_json(c.get("args") or {}), values),
                     }
                     for c in calls
                     if isinstance(c, dict)
