@@ -24,16 +24,7 @@ from goondan.errors import StorageError
 from goondan.storage import FileInstanceStore, FileStoreBackend, FileWorkspaceStore
 from models.providers.fake_http import FakeServer, Reply, Req, openai_text
 
-ONE_TOOL_TURN = [
-    "turn.started",
-    "step.started",
-    "tool.called",
-    "tool.completed",
-    "step.completed",
-    "step.started",
-    "step.completed",
-    "turn.completed",
-]
+ONE_TOOL_TURN = kit.ONE_TOOL_TURN_EVENTS
 
 NOOP_TOOL = """\
 def noop(ctx, args):

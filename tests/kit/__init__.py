@@ -35,11 +35,24 @@ from kit.docs import (
 from kit.replies import Seen, call, scripted, text
 from kit.state import history, instance_dir, instance_dirs, parts, read_jsonl, roles, tool_results
 
+# the runtime events of a turn with one tool call (two steps), in the order they are emitted
+ONE_TOOL_TURN_EVENTS = [
+    "turn.started",
+    "step.started",
+    "tool.called",
+    "tool.completed",
+    "step.completed",
+    "step.started",
+    "step.completed",
+    "turn.completed",
+]
+
 __all__ = [
     "API",
     "BASE",
     "FORWARDING_MODEL",
     "MODEL",
+    "ONE_TOOL_TURN_EVENTS",
     "PROBE",
     "REQUESTS",
     "TRACE",
