@@ -2,7 +2,8 @@
 
 Each command lives in its own private module imported only when it runs, so ``gdn --help`` loads
 nothing but argparse and ``gdn validate`` never imports the runtime, SDKs or servers.
-Exit codes: 0 ok, 1 internal/turn failure, 2 usage, 3 config, 4 validation, 130 interrupted.
+Exit codes: 0 ok, 1 internal/turn failure, 2 usage, 3 config (also a tool, extension, python model
+or connector that the runtime cannot load: ``_output.exit_code_for``), 4 validation, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -79,8 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sys.stderr.write(f"  (+{extra} more problem(s): run `gdn validate` to see them all)\n")
             return EXIT_CONFIG
         if isinstance(exc, GoondanError):
-            print_error(exc, json_mode=json_mode, color=color, exit_code=EXIT_INTERNAL)
-            return EXIT_INTERNAL
+            from ._output import exit_code_for
+
+            code = exit_code_for(exc.code)  # a tool or extension that does not load is config (3)
+            print_error(exc, json_mode=json_mode, color=color, exit_code=code)
+            return code
         if getattr(args, "verbose", 0):
             import traceback
 

@@ -15,6 +15,40 @@ EXIT_CONFIG = 3
 EXIT_VALIDATION = 4
 EXIT_INTERRUPTED = 130
 
+# Codes that say the bundle (or what it needs installed) cannot be set up, whichever layer found it:
+# the loader (ConfigError), or the runtime when it first imports a user's tool, extension, python model
+# or connector. They exit 3 (config), like a bundle that does not load for `gdn run`, so a script can
+# tell "fix your bundle" from "the turn failed" (1) without parsing stderr.
+LOAD_ERROR_CODES = frozenset(
+    {
+        "E_EXT_LOAD",
+        "E_EXT_INIT",
+        "E_EXT_CONFIG",
+        "E_EXT_COMPAT",
+        "E_TOOL_LOAD",
+        "E_MODEL_LOAD",
+        "E_MODEL_CONFIG",
+        "E_MODEL_PROVIDER_UNKNOWN",
+        "E_MODEL_SDK_MISSING",
+        "E_CONNECTOR_LOAD",
+        "E_CONNECTOR_CONFIG",
+        "E_PACKAGE_MISSING",
+        "E_PACKAGE_INCOMPATIBLE",
+        "E_PACKAGE_INVALID",
+        "E_ENV_FILE_NOT_FOUND",
+        "E_TELEMETRY_CONFIG",
+        "E_TELEMETRY_UNAVAILABLE",
+    }
+)
+
+
+def exit_code_for(code: object) -> int:
+    """The exit code of a failure with this error code: 3 for a bundle that cannot be loaded or set
+    up (``E_CONFIG_*`` and :data:`LOAD_ERROR_CODES`), else 1 (a failed turn, an internal error)."""
+    if isinstance(code, str) and (code.split("_", 2)[:2] == ["E", "CONFIG"] or code in LOAD_ERROR_CODES):
+        return EXIT_CONFIG
+    return EXIT_INTERNAL
+
 
 class Style:
     """ANSI colors only for terminals, never with ``--no-color``, a non-empty ``NO_COLOR`` or ``TERM=dumb``."""

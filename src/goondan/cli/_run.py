@@ -42,6 +42,7 @@ from ._output import (
     CliError,
     ErrorView,
     Style,
+    exit_code_for,
     print_error,
 )
 from ._shared_workspace import warn_if_shared
@@ -160,9 +161,11 @@ def _delegate_to_active_run(
         return None
     if not reply.get("ok"):
         err = reply.get("error") or {}
+        code = str(err.get("code") or "E_REQUEST_FAILED")
         raise CliError(
-            str(err.get("code") or "E_REQUEST_FAILED"),
+            code,
             str(err.get("message") or "request failed"),
+            exit_code=exit_code_for(code),
             suggestion=err.get("suggestion"),
         )
     result = reply.get("result") or {}
@@ -173,7 +176,7 @@ def _delegate_to_active_run(
     if result.get("finishReason") == "error":
         if not args.json:
             print_error(ErrorView(result.get("error") or {}), json_mode=False, color=not args.no_color)
-        return EXIT_INTERNAL
+        return exit_code_for((result.get("error") or {}).get("code"))
     return EXIT_OK
 
 
@@ -228,7 +231,7 @@ async def _one_shot(args: argparse.Namespace, bundle: Any, text: RequestInput, e
     if result.finish_reason == "error":
         if not args.json:
             print_error(ErrorView(result.error or {}), json_mode=False, color=not args.no_color)
-        return EXIT_INTERNAL
+        return exit_code_for((result.error or {}).get("code"))  # a python model that does not import: 3
     return EXIT_OK
 
 
