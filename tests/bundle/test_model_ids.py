@@ -96,3 +96,44 @@ def test_validation_imports_no_sdk_and_the_runtime_load_reads_no_list(tmp_path: 
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("provider", "model"),
+    [
+        ("anthropic", "claude-opus-4-1"),  # served, and dropped from anthropic 2.12.0's list
+        ("anthropic", "claude-3-7-sonnet-latest"),
+        ("anthropic", "claude-3-5-haiku-20241022"),
+        ("anthropic", "claude-sonnet-4-20250514"),
+        ("openai", "gpt-4o-2024-05-13"),  # a dated snapshot
+        ("openai", "o3-deep-research"),  # 'research' is two letters from the listed 'search': a word of its own
+        ("openai", "gpt-4o-mini-tts"),
+        ("openai", "ft:gpt-4o-mini-2024-07-18:my-org::abc123"),  # a fine-tune
+    ],
+)
+def test_an_id_made_of_the_providers_own_words_passes_though_the_sdk_does_not_list_it(
+    tmp_path: Path, provider: str, model: str
+) -> None:
+    assert unknown(check(tmp_path, provider=provider, model=model, **KEY)) == []
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "said", "meant"),
+    [
+        ("anthropic", "claude-opsu-4-1", "misspelt anthropic model id", "claude-opus-4-1"),  # corrected, unlisted
+        ("anthropic", "claud-sonnet-4-5", "misspelt anthropic model id", "claude-sonnet-4-5"),
+        ("openai", "gtp-4o", "misspelt openai model id", "gpt-4o"),
+        ("anthropic", "Claude-Sonnet-4-5", "ids are lower case", "claude-sonnet-4-5"),
+        ("anthropic", "claude-3.5-sonnet", "use '-' between version numbers", "claude-3-5-sonnet"),
+        ("anthropic", "gpt-4o", "is `provider: openai` meant?", None),
+        ("openai", "gemini-2.5-flash", "is `provider: google` meant?", None),
+        ("openai", "llama3", "does not look like an id of provider openai", None),
+    ],
+)
+def test_an_id_that_is_almost_surely_a_mistake_still_warns(
+    tmp_path: Path, provider: str, model: str, said: str, meant: str | None
+) -> None:
+    (warning,) = unknown(check(tmp_path, provider=provider, model=model, **KEY))
+    assert said in warning.message, warning.message
+    if meant is not None:
+        assert f"Did you mean {meant!r}?" in (warning.suggestion or ""), warning.suggestion

@@ -927,11 +927,14 @@ class Loader:
             self._warn_unknown_model_id(res, spec)
 
     def _warn_unknown_model_id(self, res: Resource, spec: ModelSpec) -> None:
-        """A warning when ``spec.model`` is not in the installed SDK's list of models (``_model_ids``),
-        with a did-you-mean from that list. Not for the runtime's load (its warnings are dropped), an
-        installed package's Model, or a Model that talks to another server (``endpoint``, or the base
-        URL variable the SDK reads): a compatible server or proxy names its models as it likes."""
-        from ._model_ids import BASE_URL_VARIABLES, sdk_models
+        """A warning when ``spec.model`` looks like a mistake against the installed SDK's list of
+        models (``_model_ids.model_id_problem``: a misspelt word, another provider's family, the
+        wrong case or separators), with the id meant. An id the list lacks but made of the provider's
+        own words (``claude-opus-4-1``, dated snapshots) passes: SDKs drop ids the API still serves,
+        and ``--strict`` would fail a bundle that runs. Not for the runtime's load (its warnings are
+        dropped), an installed package's Model, or a Model that talks to another server
+        (``endpoint``, or the base URL variable the SDK reads): it names its models as it likes."""
+        from ._model_ids import BASE_URL_VARIABLES, model_id_problem, sdk_models
 
         if not self.check_code or res.package is not None or spec.endpoint:
             return
@@ -939,19 +942,18 @@ class Loader:
         if variable and (self.env.get(variable) or "").strip():
             return
         known = sdk_models(spec.provider)
-        if known is None or spec.model in known.names:
+        problem = model_id_problem(spec.provider, spec.model, known) if known is not None else None
+        if known is None or problem is None:
             return
-        hint = did_you_mean(spec.model, known.names)
-        examples = ", ".join(known.names[:3])
+        guess = f"Did you mean {problem.meant!r}? " if problem.meant else f"e.g. {', '.join(known.names[:3])}. "
         self.warnings.append(
             res.issue(
                 "E_CONFIG_MODEL_UNKNOWN",
-                f"{res.key}: model {spec.model!r} is not one the installed {known.package} SDK "
-                f"({known.version}) knows; the first request would fail if the provider does not serve it",
+                f"{res.key}: model {spec.model!r}: {problem.reason}; the first request would fail if "
+                f"{spec.provider} does not serve it",
                 "spec.model",
-                (f"{hint[0].upper()}{hint[1:]} " if hint else f"It knows {len(known.names)} models, e.g. {examples}. ")
-                + f"A model newer than the SDK, or a proxy's own name, is fine: ignore this, or "
-                f"`pip install -U {known.package}` for the current list",
+                guess + f"(checked against the {len(known.names)} ids of the installed {known.package} SDK "
+                f"{known.version}; if the provider serves this one, ignore this)",
                 severity="warning",
             )
         )
