@@ -70,17 +70,42 @@ def _is_hex(value: str) -> bool:
     return value == value.lower()
 
 
+# The second the caches below were last refreshed for: its datetime fields and its text up to the
+# milliseconds ("2026-11-24T10:11:12."). The clock's second changes once a second; its millisecond
+# changes during most turns (a turn takes a fraction of one), so a new millisecond is formatted from
+# these: about 0.2 µs instead of 1.0-2.6 µs with datetime.replace and isoformat (timeit, this VM).
+_sec = -1
+_sec_fields: tuple[int, int, int, int, int, int] = (1970, 1, 1, 0, 0, 0)
+_sec_text = "1970-01-01T00:00:00."
+
+
+def _set_second(sec: int) -> None:
+    global _sec, _sec_fields, _sec_text
+    moment = datetime.fromtimestamp(sec, UTC)
+    _sec_fields = (moment.year, moment.month, moment.day, moment.hour, moment.minute, moment.second)
+    _sec_text = moment.isoformat()[:19] + "."
+    _sec = sec
+
+
 _last_dt_ms = -1
 _last_dt = datetime.fromtimestamp(0, UTC)
 
 
 def utc_now() -> datetime:
     """The current UTC time at millisecond precision (what every record stores). Every message gets
-    one, so the datetime object is reused while the millisecond does not change (it is immutable)."""
+    one, so the datetime object is reused while the millisecond does not change (it is immutable);
+    its :func:`iso` text is made with it (messages are encoded, and it costs a fifth of a miss)."""
     global _last_dt_ms, _last_dt
     ms = time.time_ns() // 1_000_000
     if ms != _last_dt_ms:
-        _last_dt = datetime.fromtimestamp(ms // 1000, UTC).replace(microsecond=(ms % 1000) * 1000)
+        sec, milli = divmod(ms, 1000)
+        if sec != _sec:
+            _set_second(sec)
+        moment = datetime(*_sec_fields, milli * 1000, UTC)
+        if len(_iso_cache) >= 256:
+            _iso_cache.clear()
+        _iso_cache[moment] = f"{_sec_text}{milli:03d}Z"
+        _last_dt = moment
         _last_dt_ms = ms
     return _last_dt
 
@@ -114,8 +139,10 @@ def now_iso() -> str:
     global _last_ms, _last_iso
     ms = time.time_ns() // 1_000_000
     if ms != _last_ms:
-        moment = datetime.fromtimestamp(ms // 1000, UTC).replace(microsecond=(ms % 1000) * 1000)
-        _last_iso = moment.isoformat(timespec="milliseconds")[:-6] + "Z"
+        sec, milli = divmod(ms, 1000)
+        if sec != _sec:
+            _set_second(sec)
+        _last_iso = f"{_sec_text}{milli:03d}Z"
         _last_ms = ms
     return _last_iso
 
