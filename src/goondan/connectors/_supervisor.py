@@ -146,6 +146,7 @@ class _Child:
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
     stop_reason: str | None = None
     error: dict[str, Any] | None = None
+    deltas: str = ""  # the address of its delta socket (direct streams), from its ready record
 
 
 class ConnectorProcess:
@@ -250,6 +251,7 @@ class ConnectorProcess:
                     or "Check the connector's config and secrets in the Connection, and its entry module."
                 ),
             )
+        child.deltas = first.deltas
         self._backoff.started()
         self._reader_task = asyncio.create_task(self._read_loop(child))
 
@@ -383,9 +385,19 @@ class ConnectorProcess:
         with contextlib.suppress(IpcError):  # the host is gone, or a delta too large: the reply still follows
             target.child.conn.send_record(delta, SUPERVISOR, self.plan.name)
 
+    def _direct(self, child: _Child, trace: str, agent: str, key: str, event_id: str) -> Any:
+        """Have the turn of ``trace`` on ``agent@key`` send its deltas straight to the connector host
+        (the executor's target, see ``_direct_stream``), or ``None`` where that is not possible: no
+        delta socket, or an executor whose agents do not run in processes on this machine."""
+        if not child.deltas:
+            return None
+        register = getattr(getattr(self.runtime, "executor", None), "_stream_direct", None)
+        return None if register is None else register(trace, agent, key, child.deltas, event_id)
+
     async def _handle(self, child: _Child, message: ConnectorEvent) -> None:
         event_id = message.id
-        trace: str | None = None
+        trace: str | None = None  # a turn whose deltas this supervisor forwards (self._streams)
+        direct: Any = None  # the executor's target of a direct stream
         try:
             event = check_event(message.event)
             if self.plan.events and event["name"] not in self.plan.events:
@@ -412,23 +424,31 @@ class ConnectorProcess:
                 if message.stream:
                     # the resumed turn runs under the paused turn's trace id: its deltas go to this
                     # stream, unless another streamed decision of the same turn already has them
-                    self._listen_deltas()
                     streamed = _Streamed(decision.agent, decision.instance_key, event_id, child)
 
                     def on_trace(paused: str) -> None:
-                        nonlocal trace
-                        if paused not in self._streams:
-                            self._streams[paused] = streamed
-                            trace = paused
+                        nonlocal trace, direct
+                        if paused in self._streams:
+                            return
+                        direct = self._direct(child, paused, decision.agent, decision.instance_key, event_id)
+                        if direct is not None:
+                            return
+                        self._listen_deltas()
+                        self._streams[paused] = streamed
+                        trace = paused
 
                 result = await decide(self.runtime, decision.agent, decision.instance_key, parsed, by, on_trace)
             elif not event.get("attachments") and is_cancel_command(event["message"].get("text")):
                 result = await cancel_command(self.runtime, decision.agent, decision.instance_key)
             else:
+                turn_trace: str | None = None
                 if message.stream:
-                    self._listen_deltas()
-                    trace = new_trace_id()
-                    self._streams[trace] = _Streamed(decision.agent, decision.instance_key, event_id, child)
+                    turn_trace = new_trace_id()
+                    direct = self._direct(child, turn_trace, decision.agent, decision.instance_key, event_id)
+                    if direct is None:
+                        self._listen_deltas()
+                        trace = turn_trace
+                        self._streams[trace] = _Streamed(decision.agent, decision.instance_key, event_id, child)
                 result = await self.runtime.request(
                     request_input(event),
                     agent=decision.agent,
@@ -439,7 +459,7 @@ class ConnectorProcess:
                         "event": event["name"],
                         "properties": properties,
                     },
-                    trace_id=trace,
+                    trace_id=turn_trace,
                     source={"kind": "connector", "name": self.plan.connector},
                 )
             reply = ConnectorReply(event_id, reply_text(result), result.finish_reason, result.error)
@@ -455,6 +475,11 @@ class ConnectorProcess:
         finally:
             if trace is not None:
                 self._streams.pop(trace, None)
+            if direct is not None:
+                self.runtime.executor._stream_done(direct)
+        if direct is not None:
+            # the connector waits for the end of the turn's deltas only if they all went out
+            reply.direct = direct.used and not direct.broken
         try:
             child.conn.send_record(reply, SUPERVISOR, self.plan.name)
         except FrameTooLarge as exc:  # nothing was sent: the connector gets the error instead

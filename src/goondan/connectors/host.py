@@ -36,6 +36,7 @@ from ..executors.process._ipc import (
     decode_record,
 )
 from ._context import ConnectorContext, Reply
+from ._direct import DeltaSocket
 from ._protocol import SUPERVISOR
 
 log = logging.getLogger("goondan.connectors")
@@ -90,11 +91,12 @@ async def _serve(fd: int) -> int:
         return 1
 
     announced = asyncio.Event()
+    direct: DeltaSocket | None = None
 
     def on_ready() -> None:
         if not announced.is_set():
             announced.set()
-            send(Ready(os.getpid()))
+            send(Ready(os.getpid(), direct.address if direct is not None else ""))
 
     ctx = ConnectorContext(
         connection=start.connection,
@@ -104,12 +106,22 @@ async def _serve(fd: int) -> int:
         send=send,
         on_ready=on_ready,
     )
+    # where agent processes send the deltas of streamed events directly (see _direct)
+    direct = DeltaSocket.open(ctx)
+
+    def on_reply(rec: ConnectorReply) -> None:
+        reply = Reply(rec.text, rec.finish_reason, rec.error)
+        if direct is None:
+            ctx._resolve(rec.id, reply)
+        else:
+            direct.reply(rec.id, reply, rec.direct)
+
     task = asyncio.create_task(run(ctx))
     shutdown = asyncio.Event()
     # what the host answers to; anything else the supervisor sends is logged and skipped
     table = (
         Dispatcher(f"connector host {me}", log)
-        .on(ConnectorReply, lambda rec: ctx._resolve(rec.id, Reply(rec.text, rec.finish_reason, rec.error)))
+        .on(ConnectorReply, on_reply)
         .on(ConnectorDelta, lambda rec: ctx._delta(rec.id, rec.delta, rec.step))
         .on(Shutdown, lambda _rec: shutdown.set())
     )
@@ -169,6 +181,8 @@ async def _serve(fd: int) -> int:
         # the connector finished on its own (e.g. cli at end of input): let its last replies arrive
         while ctx._pending and not control.done():
             await asyncio.wait({control}, timeout=0.05)
+    if direct is not None:
+        direct.close()
     ctx._fail_pending("the connector stopped")
     with contextlib.suppress(ConnectionError, IpcError):
         send(ConnectorStopped(reason, error))

@@ -27,6 +27,7 @@ from ..._ids import new_id
 from ...engine._agents import AgentsHub
 from ...errors import AgentRequestError, GoondanError
 from ._accept import AcceptSlot
+from ._direct_stream import BROKEN, DirectStreams
 from ._ipc import (
     ORCHESTRATOR,
     AgentReady,
@@ -254,10 +255,20 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
     # offered), which is what a host without listeners gets; ``forward`` refills or empties them.
     listeners: list[Any] = [event] if spec.get("events", True) else []
     deltas: list[Any] = [delta] if spec.get("deltas") else []
+    forwarding = [bool(spec.get("deltas"))]
+    # turns whose deltas go straight to a connector (see _direct_stream): its listener is in
+    # ``deltas`` (first: the connector's client waits on it) while one of them runs
+    direct = DirectStreams()
+
+    def set_deltas() -> None:
+        deltas[:] = ([direct.listener] if direct.active else []) + ([delta] if forwarding[0] else [])
+
+    direct.on_change = set_deltas
 
     def on_forward(rec: Forward) -> None:
         listeners[:] = [event] if rec.events else []
-        deltas[:] = [delta] if rec.deltas else []
+        forwarding[0] = rec.deltas
+        set_deltas()
 
     try:
         # opening the conversation is part of starting: a store that cannot be reached (a database
@@ -288,6 +299,8 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
                 send(TurnAccepted(turn.ticket))
 
         cancelled = functools.partial(precancelled.__contains__, turn.ticket)
+        target = turn.stream
+        streaming = None if target is None else direct.begin(target, turn.event.get("traceId"))
         try:
             result = (await instance.run_turn(turn.event, on_accepted=accepted, cancelled=cancelled)).to_dict()
         except Exception as exc:
@@ -296,6 +309,9 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
         finally:
             held.discard(turn.ticket)
             precancelled.discard(turn.ticket)
+        # the end marker is in the connector's queue before turn_done leaves: its reply comes after
+        if streaming is not None and not await direct.end(streaming, turn.event.get("traceId")):
+            result["directStream"] = BROKEN
         send(TurnDone(turn.ticket, result))
         reason = instance.restart_requested
         if reason is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import dataclasses
 import logging
 import sys
 import time
@@ -52,6 +53,19 @@ def turn_result_from_dict(data: dict[str, Any]) -> TurnResult:
     )
 
 
+@dataclasses.dataclass(slots=True)
+class DirectTarget:
+    """A streamed connector event whose turn sends its text deltas from its agent process straight
+    to the connector host (see ``_direct_stream``). ``used``: a turn was dispatched with it;
+    ``broken``: that turn could not deliver every delta and its end marker (the connector must not
+    wait for them)."""
+
+    wire: dict[str, Any]
+    key: tuple[str, str, str]  # (trace id, agent, instance key) of its turn
+    used: bool = False
+    broken: bool = False
+
+
 class ProcessExecutor:
     """Runs every instance in its own OS process (``executor="process"``, the default)."""
 
@@ -62,6 +76,11 @@ class ProcessExecutor:
         self._host: ExecutorHost | None = None
         self._orch: Orchestrator | None = None
         self._listeners = Listeners()
+        # direct streams waiting for their turn, by (trace id, agent, instance key)
+        self._direct: dict[tuple[str, str, str], DirectTarget] = {}
+        # agent processes are forked on this machine (not actors elsewhere): they can reach a
+        # connector's Unix socket
+        self._local = type(self)._make_spawner is ProcessExecutor._make_spawner
 
     @property
     def orchestrator(self) -> Orchestrator | None:
@@ -202,7 +221,46 @@ class ProcessExecutor:
     # --- turns ----------------------------------------------------------------------------------
 
     async def submit(self, agent: str, instance_key: str, event: dict[str, Any]) -> TurnResult:
+        if self._direct:
+            target = self._direct.pop((event.get("traceId"), agent, instance_key), None)  # type: ignore[arg-type]
+            if target is not None:
+                return await self._submit_direct(agent, instance_key, event, target)
         return turn_result_from_dict(await self._supervisor().submit(agent, instance_key, event))
+
+    async def _submit_direct(
+        self, agent: str, instance_key: str, event: dict[str, Any], target: DirectTarget
+    ) -> TurnResult:
+        target.used = True
+        try:
+            result = await self._supervisor().submit(agent, instance_key, event, target.wire)
+        except BaseException:
+            # the process died or the turn never ran: whatever it sent is already in the
+            # connector's queue, and no end marker will follow
+            target.broken = True
+            raise
+        if result.pop("directStream", None) is not None:
+            target.broken = True
+        return turn_result_from_dict(result)
+
+    # --- direct streams (private: gdn run's connector supervisor) -------------------------------
+
+    def _stream_direct(self, trace_id: str, agent: str, instance_key: str, address: str, event_id: str) -> Any:
+        """Send the text deltas of the next turn of ``agent@instance_key`` under ``trace_id``
+        straight from its agent process to the connector host at ``address`` (event ``event_id``).
+        Returns the :class:`DirectTarget` to pass to :meth:`_stream_done` after the turn, or
+        ``None`` when it cannot be done here (agent processes elsewhere, no address, or another
+        stream already waits on that turn): the caller then listens with ``on_text_delta``."""
+        key = (trace_id, agent, instance_key)
+        if not self._local or not address or key in self._direct:
+            return None
+        target = DirectTarget({"address": address, "id": event_id}, key)
+        self._direct[key] = target
+        return target
+
+    def _stream_done(self, target: DirectTarget) -> None:
+        """Forget a target whose turn never came (the request failed before it was dispatched)."""
+        if self._direct.get(target.key) is target:
+            del self._direct[target.key]
 
     async def send(self, agent: str, instance_key: str, event: dict[str, Any]) -> bool:
         future = self._supervisor().submit(agent, instance_key, event)

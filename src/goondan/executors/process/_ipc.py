@@ -31,7 +31,9 @@ a record whose fields have the wrong types, is logged and skipped, never ends th
 Messages (→ child: sent by the host; ← child: sent by the child)
 
 Agent channel (orchestrator ↔ agent process):
-  → ``turn`` {ticket, event}: run one turn for an AgentEvent.
+  → ``turn`` {ticket, event, stream?}: run one turn for an AgentEvent; ``stream`` {address, id}:
+    send its text deltas straight to that connector host's delta socket for event ``id`` (see
+    ``_direct_stream``), and its ``turn_done`` result says ``directStream: "broken"`` if that failed.
   → ``response`` {event}: the answer to an inter-agent request, ``event.metadata.inReplyTo`` = its
     correlation id.
   → ``error_response`` {source, metadata{inReplyTo, errorCode, errorMessage}}: the request failed.
@@ -70,17 +72,22 @@ Fork-server channel (host ↔ fork server, datagrams):
   → ``spawn`` {id, spec}, with SCM_RIGHTS [agent socket, output pipe]: fork one agent process;
     ``spec`` is {agent, instanceKey, events, deltas, logLevel, acceptSlot?} as the agent process
     reads it.
-  ← ``ready`` {pid} / ``start_error`` {error}: the answer to ``init``.
+  ← ``ready`` {pid, deltas?} / ``start_error`` {error}: the answer to ``init`` (``deltas`` is
+    a connector host's, see below).
   ← ``spawned`` {id, pid}; ``exited`` {pid, code} (``code`` < 0: killed by that signal).
 
 Connector channel (``gdn run`` ↔ connector host, ``python -m goondan.connectors.host --fd N``):
   → ``connector_start`` {entry, connection, connector, config, secrets}: first message.
-  → ``connector_reply`` {id, text?, finishReason?, error?}: the turn result of event ``id``.
+  → ``connector_reply`` {id, text?, finishReason?, error?, direct?}: the turn result of event
+    ``id``; ``direct``: its deltas came on the delta socket, ended by an end marker that the
+    connector reads before it hands over the reply (or until the sending connection closes).
   → ``connector_delta`` {id, delta, step?}: streamed text of event ``id``'s turn (model step
     ``step``), sent only for events emitted with ``stream``, always before their ``connector_reply``.
   → ``shutdown`` {reason, gracePeriodMs}: cancel ``run(ctx)``, answer ``connector_stopped`` and
     ``shutdown_ack``, exit.
-  ← ``ready`` {pid} / ``start_error`` {error}: the connector is up, or failed to load/start.
+  ← ``ready`` {pid, deltas?} / ``start_error`` {error}: the connector is up, or failed to
+    load/start; ``deltas``: the address of its delta socket, where agent processes send the text
+    deltas of its streamed events directly (``_direct_stream``).
   ← ``connector_event`` {id, event{name, message, properties, instanceKey}, stream?}: ``stream``
     asks for the turn's text deltas (``connector_delta``) ahead of its reply.
   ← ``connector_stopped`` {reason: returned|shutdown|failed, error?{code, message, traceback}}.
@@ -277,16 +284,23 @@ class Turn(Record):
     KIND: ClassVar[str] = "turn"
     ticket: str
     event: JsonObject
+    stream: JsonObject | None = None  # {address, id}: stream its deltas to a connector (_direct_stream)
 
     # Turn and TurnDone cross the agent channel once per turn, each to a process that wakes from
     # idle with cold caches: their codecs are written out (the generic loop calls a checker and a
     # getattr per field). A payload they do not accept goes to the generic one, for its error.
     @classmethod
     def from_payload(cls, payload: Any) -> Turn:
-        return _ticket_and_object(cls, payload, "event")
+        if type(payload) is dict:
+            ticket, event, stream = payload.get("ticket"), payload.get("event"), payload.get("stream")
+            if isinstance(ticket, str) and isinstance(event, dict) and (stream is None or type(stream) is dict):
+                return cls(ticket, event, stream)
+        return Record.from_payload.__func__(cls, payload)  # type: ignore[attr-defined,no-any-return]
 
     def to_payload(self) -> dict[str, Any]:
-        return {"kind": "turn", "ticket": self.ticket, "event": self.event}
+        if self.stream is None:
+            return {"kind": "turn", "ticket": self.ticket, "event": self.event}
+        return {"kind": "turn", "ticket": self.ticket, "event": self.event, "stream": self.stream}
 
 
 @_record
@@ -487,10 +501,12 @@ class Spawn(Record):
 @_record
 @dataclasses.dataclass(slots=True)
 class Ready(Record):
-    """Fork-server and connector channels: the child is up."""
+    """Fork-server and connector channels: the child is up (a connector host: ``deltas``, the
+    address of its delta socket, empty when it has none)."""
 
     KIND: ClassVar[str] = "ready"
     pid: int
+    deltas: str = ""
 
 
 @_record
@@ -529,6 +545,7 @@ class ConnectorReply(Record):
     text: str | None = None
     finish_reason: str | None = None
     error: JsonObject | None = None
+    direct: bool = False
 
 
 @_record

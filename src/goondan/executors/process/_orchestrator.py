@@ -107,6 +107,7 @@ class _Work:
     future: asyncio.Future[dict[str, Any]]
     ticket: str = ""
     accepted: bool = False
+    stream: dict[str, Any] | None = None  # where its deltas go directly (Turn.stream)
 
 
 class InstanceHandle:
@@ -706,8 +707,11 @@ class Orchestrator:
 
     # --- dispatch --------------------------------------------------------------------------------
 
-    def submit(self, agent: str, key: str, event: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
-        """Queue a turn; the future resolves with the TurnResult dict (or the start error)."""
+    def submit(
+        self, agent: str, key: str, event: dict[str, Any], stream: dict[str, Any] | None = None
+    ) -> asyncio.Future[dict[str, Any]]:
+        """Queue a turn; the future resolves with the TurnResult dict (or the start error).
+        ``stream``: the connector its text deltas go to directly (see ``_direct_stream``)."""
         if self.closing:
             raise GoondanError("E_RUNTIME_CLOSED", "the runtime is closing")
         h = self.handles.get((agent, key)) or self.handle(agent, key)
@@ -722,7 +726,7 @@ class Orchestrator:
         # the loop start() saw (asyncio.get_running_loop() costs a getpid syscall on Python 3.11)
         loop = self._loop if self._loop is not None else asyncio.get_running_loop()
         fut: asyncio.Future[dict[str, Any]] = loop.create_future()
-        work = _Work(event, fut)
+        work = _Work(event, fut) if stream is None else _Work(event, fut, stream=stream)
         if h.steering and self._steer(h, work):
             return fut
         h.queue.append(work)
@@ -740,7 +744,7 @@ class Orchestrator:
         self.turns_dispatched += 1
         work.ticket = str(self.turns_dispatched)
         try:
-            sent = h.conn.send_record(Turn(work.ticket, work.event), ORCHESTRATOR, h.agent)
+            sent = h.conn.send_record(Turn(work.ticket, work.event, work.stream), ORCHESTRATOR, h.agent)
         except (TypeError, FrameTooLarge):
             return False  # the queue refuses it with its error
         if sent:
@@ -756,7 +760,7 @@ class Orchestrator:
             self.turns_dispatched += 1
             work.ticket, work.accepted = str(self.turns_dispatched), False
             try:
-                sent = h.conn.send_record(Turn(work.ticket, work.event), ORCHESTRATOR, h.agent)
+                sent = h.conn.send_record(Turn(work.ticket, work.event, work.stream), ORCHESTRATOR, h.agent)
             except TypeError as exc:  # not JSON: refuse this event, keep serving the queue
                 self._fail(work, GoondanError("E_IPC_NOT_JSON", f"the event cannot cross the process boundary: {exc}"))
                 continue
