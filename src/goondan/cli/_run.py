@@ -19,6 +19,7 @@ import inspect
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -175,7 +176,7 @@ def _delegate_to_active_run(
         sys.stdout.write(str(result["text"]) + "\n")
     if result.get("finishReason") == "error":
         if not args.json:
-            print_error(ErrorView(result.get("error") or {}), json_mode=False, color=not args.no_color)
+            _print_turn_error(args, result.get("error"))
         return exit_code_for((result.get("error") or {}).get("code"))
     return EXIT_OK
 
@@ -185,6 +186,54 @@ def _verbose(args: argparse.Namespace, message: str) -> None:
     if getattr(args, "verbose", 0) and not getattr(args, "quiet", False):
         sys.stderr.write(message + "\n")
         sys.stderr.flush()
+
+
+_TURN_FAILED_LOG = re.compile(r"turn \S+ failed: ")
+
+
+class _TurnFailureEcho(logging.Filter):
+    """Drops the engine's ``turn ... failed: [CODE] message`` error record (from this process or
+    forwarded from an agent process) where the command prints the turn's error itself, with its
+    suggestion: without it every failed request showed its error twice. Kept with ``-v``, and for
+    connector runs, where no one else reports a turn that failed."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR or not record.name.startswith("goondan.agent"):
+            return True
+        return _TURN_FAILED_LOG.match(record.getMessage()) is None
+
+
+@contextlib.contextmanager
+def _reporting_turn_errors(args: argparse.Namespace) -> Any:
+    """While the command prints each request's error, the engine's echo of it is dropped."""
+    if getattr(args, "verbose", 0):
+        yield
+        return
+    echo = _TurnFailureEcho()
+    handlers = list(logging.getLogger().handlers)  # stderr's, or the session's prompt-aware one
+    for handler in handlers:
+        handler.addFilter(echo)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(echo)
+
+
+def _print_turn_error(args: argparse.Namespace, error: Any) -> None:
+    """A failed turn's error; one that came with no suggestion (an exception of the user's
+    middleware or tool code: E_TURN_FAILED) points at the traceback."""
+    view = error if isinstance(error, ErrorView | GoondanError) else ErrorView(error or {})
+    if not getattr(view, "suggestion", None) and not getattr(args, "verbose", 0):
+        view = ErrorView(
+            {
+                "code": view.code,
+                "message": view.message,
+                "helpUrl": getattr(view, "help_url", None),
+                "suggestion": "`gdn run -v` prints its traceback; `gdn logs -v` shows it from the turn.failed event.",
+            }
+        )
+    print_error(view, json_mode=False, color=not args.no_color)
 
 
 def _kill_on_hard_exit(rt: Any) -> None:
@@ -212,10 +261,11 @@ async def _request_cancellable(rt: Any, args: argparse.Namespace, text: RequestI
 async def _one_shot(args: argparse.Namespace, bundle: Any, text: RequestInput, env: Mapping[str, str]) -> int:
     from ._spinner import status_line
 
-    async with _runtime(args, bundle, env) as rt:
-        _kill_on_hard_exit(rt)
-        async with status_line(rt, args):  # a terminal's status line; nothing on pipes (cli/_spinner.py)
-            result = await _request_cancellable(rt, args, text)
+    with _reporting_turn_errors(args):
+        async with _runtime(args, bundle, env) as rt:
+            _kill_on_hard_exit(rt)
+            async with status_line(rt, args):  # a terminal's status line; nothing on pipes (cli/_spinner.py)
+                result = await _request_cancellable(rt, args, text)
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n")
     elif result.text is not None and result.finish_reason != "cancelled":
@@ -230,7 +280,7 @@ async def _one_shot(args: argparse.Namespace, bundle: Any, text: RequestInput, e
         return EXIT_INTERRUPTED  # Ctrl+C cancelled the turn; it is committed as cancelled
     if result.finish_reason == "error":
         if not args.json:
-            print_error(ErrorView(result.error or {}), json_mode=False, color=not args.no_color)
+            _print_turn_error(args, result.error)
         return exit_code_for((result.error or {}).get("code"))  # a python model that does not import: 3
     return EXIT_OK
 
@@ -289,7 +339,8 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
                 },
             )
             if supervisor is None:
-                return await _session(rt, args, stop, lines)
+                with _reporting_turn_errors(args):
+                    return await _session(rt, args, stop, lines)
             if args.verbose and not args.quiet:
                 off_events = rt.on_runtime_event(_turn_printer(args))
             if not args.quiet:
@@ -576,7 +627,7 @@ async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event, lines
                     sys.stdout.flush()
                     if result is not None:
                         error = ErrorView(result.error or {})
-                    print_error(error, json_mode=False, color=not args.no_color)
+                    _print_turn_error(args, error)
                 elif result.finish_reason == "cancelled":
                     sys.stdout.write("\n" if streamed["any"] else "")
                     sys.stdout.flush()

@@ -1,0 +1,56 @@
+"""A request whose turn fails shows its error once on stderr, with a way to the traceback: the
+engine's own ``turn ... failed`` error record used to print the same message again above the
+command's ``[CODE] message`` (with the process executor and inline, in one-shot and piped sessions).
+``-v`` keeps every record and shows the user's traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cli_testkit import ECHO_BUNDLE, gdn
+
+from kit import write_bundle
+
+EXTENSION = """\
+---
+apiVersion: goondan.ai/v1
+kind: Extension
+metadata: {name: audit}
+spec:
+  entry: ./audit.py
+"""
+RAISING = (
+    "def register(api, config):\n"
+    "    async def step(ctx):\n"
+    "        raise ValueError('the audit log is full')\n"
+    "    api.pipeline.register('step', step)\n"
+)
+
+
+def bundle(tmp_path: Path) -> Path:
+    agent = "    modelRef: Model/echo\n  extensions: [Extension/audit]\n"
+    text = ECHO_BUNDLE.replace("    modelRef: Model/echo\n", agent, 1) + EXTENSION
+    return write_bundle(tmp_path / "b", text, files={"audit.py": RAISING})
+
+
+@pytest.mark.parametrize("executor", ["process", "inline"])
+@pytest.mark.parametrize("how", ["input", "session"])
+def test_a_failed_turn_prints_its_error_once_with_the_way_to_its_traceback(
+    tmp_path: Path, executor: str, how: str
+) -> None:
+    path = str(bundle(tmp_path))
+    if how == "input":
+        proc = gdn(tmp_path, "run", path, "--input", "hi", "--executor", executor)
+    else:
+        proc = gdn(tmp_path, "run", path, "--executor", executor, stdin="hi\n")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("the audit log is full") == 1, proc.stderr
+    assert "[E_TURN_FAILED] ValueError: the audit log is full" in proc.stderr
+    assert "suggestion: `gdn run -v` prints its traceback" in proc.stderr, proc.stderr
+
+
+def test_verbose_shows_the_users_traceback(tmp_path: Path) -> None:
+    proc = gdn(tmp_path, "run", str(bundle(tmp_path)), "--input", "hi", "-v", "--executor", "process")
+    assert proc.returncode == 1, proc.stderr
+    assert 'audit.py", line 3, in step' in proc.stderr and "raise ValueError" in proc.stderr, proc.stderr
