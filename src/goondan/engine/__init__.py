@@ -15,7 +15,7 @@ from ._agents import (
     delivery_failed,
     request_failed,
 )
-from ._instance import AgentInstance, RuntimeEventListener
+from ._instance import AgentInstance, RuntimeEventListener, flush_all_runtime_events
 from ._swarm import SwarmContext
 
 __all__ = [
@@ -31,5 +31,6 @@ __all__ = [
     "SwarmContext",
     "approvals",
     "delivery_failed",
+    "flush_all_runtime_events",
     "request_failed",
 ]

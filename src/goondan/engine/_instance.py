@@ -13,6 +13,7 @@ import contextlib
 import functools
 import logging
 import time
+import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -220,6 +221,7 @@ class AgentInstance:
     referenced here; slots, no per-instance ``__dict__``: a swarm may keep thousands of idle ones."""
 
     __slots__ = (
+        "__weakref__",  # for _LIVE
         "_agent_info",
         "_append_events",
         "_approval",
@@ -345,6 +347,7 @@ class AgentInstance:
         # it is (a message is accepted only when durable; one the turn ends without runs on its own);
         # made by the first steered message (only an agent with steering: inject gets any)
         self._steer_acks: dict[str, Callable[[], None] | None] = {}
+        _LIVE.add(self)
 
     def _workdir(self) -> Path:
         """The instance's working directory (created on first use; ``ToolContext.workdir``)."""
@@ -1775,6 +1778,21 @@ class AgentInstance:
             # store after it gave the instance's lease back
             self._event_buffer = []
             self.store.close()
+
+
+# every instance this process made and still holds (weak), for flush_all_runtime_events
+_LIVE: weakref.WeakSet[AgentInstance] = weakref.WeakSet()
+
+
+def flush_all_runtime_events() -> None:
+    """Write the runtime events every live instance has buffered (see
+    :meth:`AgentInstance._record_event`), logging what fails. For a process about to end at once
+    with ``os._exit`` (``gdn run`` on a second Ctrl+C, or when its loop is blocked by synchronous
+    code): the scheduled flush would run only once the turn suspends, so records the turn already
+    made (``turn.started``, ``step.started`` before a blocking model call) would be lost."""
+    for instance in list(_LIVE):
+        if instance._event_buffer and instance._append_events is not None:
+            instance._flush_quietly()
 
 
 def _is_inbound_of(message: Message | None, event_id: str) -> bool:
