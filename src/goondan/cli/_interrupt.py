@@ -32,6 +32,8 @@ from ._output import EXIT_INTERRUPTED
 
 # how long a cancelled turn may take to commit before the runtime is interrupted instead
 CANCEL_BOUND_SECONDS = 2.0
+# how long an immediate exit waits for the runtime events the engine buffered to be written
+FLUSH_BOUND_SECONDS = 0.5
 CANCELLING_TEXT = "cancelling… (Ctrl+C again to force)"
 
 _current: contextvars.ContextVar[Interrupts | None] = contextvars.ContextVar("gdn_interrupts", default=None)
@@ -128,7 +130,22 @@ class Interrupts:
         with contextlib.suppress(Exception):
             sys.stderr.write("\ninterrupted\n")
             sys.stderr.flush()
-        os._exit(EXIT_INTERRUPTED)
+        _exit_now()
+
+
+def _exit_now() -> None:
+    """End the process at once, after writing the runtime events inline instances buffered (they
+    wait for a flush the event loop runs when the turn suspends; a turn blocked in synchronous code,
+    or interrupted mid-step, has records no one else would write). The write runs in a thread with a
+    bound: the signal may have interrupted code holding a lock the store needs."""
+    engine = sys.modules.get("goondan.engine")  # not imported: no instance ran in this process
+    flush = getattr(engine, "flush_all_runtime_events", None)
+    if flush is not None:
+        writer = threading.Thread(target=flush, name="gdn-exit-flush", daemon=True)
+        with contextlib.suppress(Exception):
+            writer.start()
+            writer.join(FLUSH_BOUND_SECONDS)
+    os._exit(EXIT_INTERRUPTED)
 
 
 def current() -> Interrupts | None:
@@ -162,7 +179,7 @@ async def interruptible(coro: Coroutine[Any, Any, int]) -> int:
         _current.reset(token)
         if installed:
             if handler.count:  # still ending: a further Ctrl+C must not raise at a random point
-                signal.signal(signal.SIGINT, lambda *_: os._exit(EXIT_INTERRUPTED))
+                signal.signal(signal.SIGINT, lambda *_: _exit_now())
             else:
                 signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
 
