@@ -55,6 +55,25 @@ spec:
 """
 
 
+AUDIT_EXTENSION = """\
+---
+apiVersion: goondan.ai/v1
+kind: Extension
+metadata: {name: audit}
+spec:
+  entry: ./audit.py
+"""
+
+
+def bundle_with_audit(tmp_path: Path, source: str) -> Path:
+    """:data:`ECHO_BUNDLE` whose entry agent carries Extension/audit, written from ``source``."""
+    from kit import write_bundle
+
+    agent = "    modelRef: Model/echo\n  extensions: [Extension/audit]\n"
+    text = ECHO_BUNDLE.replace("    modelRef: Model/echo\n", agent, 1) + AUDIT_EXTENSION
+    return write_bundle(tmp_path / "b", text, files={"audit.py": source})
+
+
 def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "GOONDAN_STATE_ROOT" and not k.endswith("_API_KEY")}
     home = tmp_path / "home"

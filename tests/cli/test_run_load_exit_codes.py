@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_testkit import gdn
+from cli_testkit import AUDIT_EXTENSION, gdn
 
 from kit import write_bundle
 
@@ -35,12 +35,6 @@ spec:
     - name: add
       description: Add two numbers.
       parameters: {type: object, properties: {a: {type: number}, b: {type: number}}}
----
-apiVersion: goondan.ai/v1
-kind: Extension
-metadata: {name: audit}
-spec:
-  entry: ./audit.py
 ---
 apiVersion: goondan.ai/v1
 kind: Agent
@@ -72,7 +66,7 @@ def bundle(tmp_path: Path, **files: str) -> Path:
     text = BUNDLE.replace("MODEL_PROVIDER", "python" if python_model else "scripted").replace(
         "MODEL_OPTIONS", "entry: ./model.py" if python_model else SCRIPTED
     )
-    return write_bundle(tmp_path / "b", text, files={"calc.py": CALC, "audit.py": AUDIT, **files})
+    return write_bundle(tmp_path / "b", text + AUDIT_EXTENSION, files={"calc.py": CALC, "audit.py": AUDIT, **files})
 
 
 LOAD_FAILURES = [

@@ -8,18 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cli_testkit import ECHO_BUNDLE, gdn
+from cli_testkit import bundle_with_audit, gdn
 
-from kit import write_bundle
-
-EXTENSION = """\
----
-apiVersion: goondan.ai/v1
-kind: Extension
-metadata: {name: audit}
-spec:
-  entry: ./audit.py
-"""
 RAISING = (
     "def register(api, config):\n"
     "    async def step(ctx):\n"
@@ -29,9 +19,7 @@ RAISING = (
 
 
 def bundle(tmp_path: Path) -> Path:
-    agent = "    modelRef: Model/echo\n  extensions: [Extension/audit]\n"
-    text = ECHO_BUNDLE.replace("    modelRef: Model/echo\n", agent, 1) + EXTENSION
-    return write_bundle(tmp_path / "b", text, files={"audit.py": RAISING})
+    return bundle_with_audit(tmp_path, RAISING)
 
 
 @pytest.mark.parametrize("executor", ["process", "inline"])

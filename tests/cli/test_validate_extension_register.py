@@ -10,24 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_testkit import ECHO_BUNDLE, gdn
-
-from kit import write_bundle
-
-EXTENSION = """\
----
-apiVersion: goondan.ai/v1
-kind: Extension
-metadata: {name: audit}
-spec:
-  entry: ./audit.py
-"""
+from cli_testkit import bundle_with_audit, gdn
 
 
 def bundle(tmp_path: Path, source: str) -> Path:
-    agent = "    modelRef: Model/echo\n  extensions: [Extension/audit]\n"
-    text = ECHO_BUNDLE.replace("    modelRef: Model/echo\n", agent, 1) + EXTENSION
-    return write_bundle(tmp_path / "b", text, files={"audit.py": source})
+    return bundle_with_audit(tmp_path, source)
 
 
 def validate(tmp_path: Path, source: str) -> tuple[int, dict[str, Any]]:
