@@ -31,3 +31,19 @@ def test_a_misspelt_system_prompt_path_suggests_the_file_that_exists(tmp_path: P
     (error,) = json.loads(proc.stdout)["errors"]
     assert error["code"] == "E_CONFIG_ENTRY_NOT_FOUND"
     assert error["suggestion"].startswith("did you mean './prompts/assistant.md'?")
+
+
+def test_a_bundle_path_that_does_not_exist_is_named_once_and_points_at_gdn_init(tmp_path: Path) -> None:
+    proc = gdn(tmp_path, "run", "my-bot", "--input", "hi")
+    assert proc.returncode == 3 and proc.stderr.startswith("[E_CONFIG_FILE_NOT_FOUND] my-bot does not exist")
+    assert "  at: my-bot\n" in proc.stderr, proc.stderr  # was 'at: my-bot (my-bot)'
+    assert "or create one with `gdn init my-bot`" in proc.stderr, proc.stderr
+    here = gdn(tmp_path, "run", "--input", "hi")  # no bundle in the current directory
+    assert here.returncode == 3 and "[E_CONFIG_NOT_A_BUNDLE]" in here.stderr and "gdn init" in here.stderr
+
+
+def test_the_readme_example_run_outside_a_checkout_says_where_the_examples_are(tmp_path: Path) -> None:
+    proc = gdn(tmp_path, "run", "examples/quickstart", "--input", "add 2 and 3")
+    assert proc.returncode == 3, proc.stderr
+    assert "the examples/ bundles come with the source repository, not with the installed package" in proc.stderr
+    assert "gdn init examples" not in proc.stderr

@@ -289,7 +289,7 @@ class Loader:
                 manifest = target.resolve() / MANIFEST
                 if manifest.is_file():
                     return manifest
-                hint = f"run inside a bundle directory or pass the path of its {MANIFEST}"
+                hint = f"run inside a bundle directory, pass the path of its {MANIFEST}, or create one with `gdn init`"
                 if (target / "goondan.yml").is_file():
                     hint = "rename goondan.yml to goondan.yaml"
                 else:
@@ -319,11 +319,17 @@ class Loader:
             return None
         near = close_path(target)
         hint = f"did you mean {os.path.relpath(near)}? " if near is not None else ""
+        if near is not None:
+            create = ""
+        elif "examples" in Path(target).parts:  # README's first command, run outside a checkout
+            create = "; the examples/ bundles come with the source repository, not with the installed package"
+        else:
+            create = f", or create one with `gdn init {target}`"
         absolute = os.path.abspath(target)
         self._fail(
             "E_CONFIG_FILE_NOT_FOUND",
             f"{target} does not exist" + (f" (looked for {absolute})" if absolute != str(target) else ""),
-            f"{hint}pass a bundle directory (one with a {MANIFEST}) or the path of its {MANIFEST}",
+            f"{hint}pass a bundle directory (one with a {MANIFEST}) or the path of its {MANIFEST}{create}",
             file=str(target),
         )
         return None

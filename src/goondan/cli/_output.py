@@ -84,7 +84,7 @@ def location(item: Any) -> str | None:
             where += f":{line}"
             if column is not None:
                 where += f":{column}"
-    if path and where:
+    if path and where and path != where:  # a bundle path that does not exist is both: said once
         return f"{path} ({where})"
     return path or where
 
