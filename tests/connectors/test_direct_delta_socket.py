@@ -169,3 +169,30 @@ def test_a_datagram_that_is_not_a_delta_is_skipped_and_the_connection_goes_on(
     with caplog.at_level(logging.WARNING, logger="goondan.connectors"):
         asyncio.run(main())
     assert caplog.text.count("skipped a datagram that is not a delta") == 2
+
+
+def test_a_connector_host_that_goes_away_drops_the_cached_link_and_a_restarted_one_is_reached_anew() -> None:
+    async def main() -> None:
+        ctx, host, agent = ends()
+        event_id, stream = streamed(ctx)
+        turn = agent.begin({"address": host.address, "id": event_id}, "t1")
+        agent.listener(delta("t1", "a"))
+        assert await agent.end(turn, "t1")
+        host.reply(event_id, Reply("a"), direct=True)
+        assert await text_of(stream) == "a"
+        assert len(agent._links) == 1
+        host.close()  # the connector host stopped (or was restarted: it gets a new address)
+        await asyncio.sleep(0.05)
+        assert agent._links == {}, "a link to a closed host stayed cached"
+        again = DeltaSocket.open(ctx)
+        assert again is not None and again.address != host.address
+        event_id, stream = streamed(ctx)
+        turn = agent.begin({"address": again.address, "id": event_id}, "t2")
+        agent.listener(delta("t2", "b"))
+        assert await agent.end(turn, "t2")
+        again.reply(event_id, Reply("b"), direct=True)
+        assert await text_of(stream) == "b"
+        agent.close()
+        again.close()
+
+    asyncio.run(main())

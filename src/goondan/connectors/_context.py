@@ -43,14 +43,14 @@ class ReplyStream:
     in order while the model writes, and ends when the turn does; ``await stream.reply`` is its
     :class:`Reply` (the whole text, or the error).
 
-    Deltas arrive over the connector channel whether or not anyone reads them, so this buffers; a
-    consumer that falls behind (a slow HTTP client) gets what piled up joined into one delta per step
-    instead of one object per token. The buffer therefore holds at most the text the turn has written,
-    which the final reply carries anyway. :meth:`close` drops the buffer and later deltas (the client
-    is gone); the turn itself runs on and its reply still resolves. :meth:`heartbeat` makes a silent
-    stream yield an empty delta now and then (to keep a connection alive through a long tool call).
-    :meth:`write_through` hands deltas to a synchronous writer as they arrive, skipping the buffer
-    and the consumer's wake-up while the writer keeps up."""
+    Deltas arrive (on the delta socket or the connector channel) whether or not anyone reads them,
+    so this buffers; a consumer that falls behind (a slow HTTP client) gets what piled up joined into
+    one delta per step instead of one object per token. The buffer therefore holds at most the text
+    the turn has written, which the final reply carries anyway. :meth:`close` drops the buffer and
+    later deltas (the client is gone); the turn itself runs on and its reply still resolves.
+    :meth:`heartbeat` makes a silent stream yield an empty delta now and then (to keep a connection
+    alive through a long tool call). :meth:`write_through` hands deltas to a synchronous writer as
+    they arrive, skipping the buffer and the consumer's wake-up while the writer keeps up."""
 
     __slots__ = (
         "_beat",
@@ -300,8 +300,9 @@ class ConnectorContext:
     def stream(self, event: Mapping[str, Any]) -> ReplyStream:
         """:meth:`emit`, and the turn's text as the model writes it: see :class:`ReplyStream`.
 
-        Deltas cross from ``gdn run`` to this process only for events sent this way; model calls
-        stream from this Connection's first streamed event on (before it, nobody listens)."""
+        Deltas come to this process only for events sent this way: straight from the agent's
+        process where agents run in processes on this machine (see ``_direct``), else from
+        ``gdn run``. A turn's model calls stream only when something waits for its deltas."""
         future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         stream = ReplyStream(future)
         self._emit(event, stream)

@@ -5,10 +5,20 @@ Events enter the swarm only through the public Runtime API (``rt.request``), wit
 ``ctx.runtime.inbound.event_metadata``. The reply goes back to the host that sent the event.
 
 Streamed replies: an event the host sent with ``stream`` (``ctx.stream``) gets its turn's text
-deltas (``Runtime.on_text_delta``) as ``connector_delta`` records ahead of the reply. The turn is
-given a trace id of its own, which every delta of it carries, so deltas of other turns (another
-request on the same conversation, an agent it calls) are never mixed in. The supervisor subscribes
-to deltas on a connection's first streamed event (agent processes are told before that turn is
+deltas ahead of the reply. The turn is given a trace id of its own, which every delta of it
+carries, so deltas of other turns (another request on the same conversation, an agent it calls)
+are never mixed in.
+
+Where the agents run in processes on this machine (the process executor), the deltas go straight
+from the agent process to the host's delta socket (``executors/process/_direct_stream``,
+``connectors/_direct``): the supervisor registers the host's address and the event id with the
+executor for that turn (its trace id, agent and instance key) and does not subscribe, so a delta
+wakes neither this process nor, unless someone else here listens, the ``text_delta`` forwarding.
+The reply says ``direct``: the host then reads the turn's end marker before handing it over.
+
+Elsewhere (inline, Ray actors, a host without a delta socket) the deltas come through
+``Runtime.on_text_delta`` and go to the host as ``connector_delta`` records. The supervisor then
+subscribes on a connection's first such event (agent processes are told before that turn is
 dispatched) and stays subscribed while the connection lives: until then no model call streams and
 no delta crosses a process; after it, subscribing and unsubscribing per request would send every
 agent process two ``forward`` frames per streamed request.

@@ -76,15 +76,21 @@ def decode(data: bytes | bytearray | memoryview) -> tuple[str, str | None, int] 
 class _Link:
     """One connection to a connector host's delta socket: non-blocking sends, a backlog in order."""
 
-    __slots__ = ("_idle", "_loop", "_queue", "address", "broken", "sock")
+    __slots__ = ("_idle", "_loop", "_queue", "address", "broken", "on_broken", "sock")
 
     def __init__(self, address: str, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
         self.address = address
         self.sock = sock
         self.broken = False
+        self.on_broken: Callable[[_Link], None] | None = None
         self._loop = loop
         self._queue: collections.deque[bytes] = collections.deque()
         self._idle: list[asyncio.Future[None]] = []  # waiting for the backlog to be written
+        # the connector host never writes here: readable means it closed (stopped or restarted)
+        loop.add_reader(sock.fileno(), self._peer_closed)
+
+    def _peer_closed(self) -> None:
+        self._break(ConnectionResetError("the connector host closed the connection"))
 
     def send(self, data: bytes) -> bool:
         """Write one datagram now, or queue it behind the backlog; ``False`` once the link broke."""
@@ -128,12 +134,15 @@ class _Link:
             return
         self.broken = True
         log.info("direct stream to %r broke: %s", self.address, exc)
-        if self._queue:
-            with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):
+            self._loop.remove_reader(self.sock.fileno())
+            if self._queue:
                 self._loop.remove_writer(self.sock.fileno())
-            self._queue.clear()
+        self._queue.clear()
         self.sock.close()
         self._wake()
+        if self.on_broken is not None:
+            self.on_broken(self)
 
     async def flushed(self, timeout: float) -> bool:
         """Wait until the backlog is written; ``False`` when the link broke or the time ran out
@@ -203,8 +212,15 @@ class DirectStreams:
             log.info("direct stream to %r not possible: %s", address, exc)
             return None
         link = _Link(address, sock, asyncio.get_running_loop())
+        link.on_broken = self._forget
         self._links[address] = link
         return link
+
+    def _forget(self, link: _Link) -> None:
+        """A broken link leaves the cache (its socket is closed): a restarted connector host has
+        a new address, so a link to the old one would never be used again."""
+        if self._links.get(link.address) is link:
+            del self._links[link.address]
 
     def begin(self, target: Any, trace: Any) -> _TurnStream:
         """Start streaming the turn of ``trace`` to ``target`` (``{address, id}``). A target that
@@ -237,7 +253,7 @@ class DirectStreams:
         return await link.flushed(FLUSH_SECONDS)
 
     def close(self) -> None:
-        for link in self._links.values():
+        for link in list(self._links.values()):
             link._break(None)
         self._links.clear()
 
