@@ -174,3 +174,15 @@ def test_a_secret_failing_the_extensions_config_schema_is_not_echoed(tmp_path: P
     assert proc.returncode == 4
     assert "E_CONFIG_EXTENSION_CONFIG_INVALID" in proc.stdout and "'***'" in proc.stdout
     assert SECRET not in proc.stdout + proc.stderr
+
+
+def test_a_missing_variable_names_the_nearly_named_one_that_is_set_and_never_its_value(tmp_path: Path) -> None:
+    app = write_files(tmp_path / "app", FILES)
+    (app / ".env").write_text(f"VAULT_TOKN={SECRET}\n")  # one letter off the YAML's VAULT_TOKEN
+    run = gdn(tmp_path, "run", str(app), "--input", "go")
+    assert run.returncode == 3 and "[E_CONFIG_ENV_MISSING]" in run.stderr, run.stderr
+    assert "VAULT_TOKN is set, not VAULT_TOKEN: if it holds this value, make the two names match" in run.stderr
+    assert SECRET not in run.stderr + run.stdout
+    (app / ".env").write_text(f"VAULT_PASSWORD={SECRET}\n")  # a far name is not offered
+    proc = gdn(tmp_path, "validate", str(app))
+    assert "VAULT_TOKEN" in proc.stdout and "is set, not VAULT_TOKEN" not in proc.stdout, proc.stdout

@@ -757,7 +757,7 @@ class Loader:
                         "E_CONFIG_ENV_MISSING",
                         env_missing_message(variable or "?", f"{res.key} {field_path}"),
                         field_path,
-                        env_missing_suggestion(variable or "?"),
+                        env_missing_suggestion(variable or "?", self.env),
                     )
                 )
 
@@ -1133,7 +1133,8 @@ class Loader:
         value, variable = lookup_value_source(source, self.env)
         where = f"{res.key} {field_path}"
         if value is None:
-            message, suggestion = env_missing_message(variable or "?", where), env_missing_suggestion(variable or "?")
+            message = env_missing_message(variable or "?", where)
+            suggestion = env_missing_suggestion(variable or "?", self.env)
         elif variable is not None and not value.strip() and not blank_ok and not field_path.startswith("spec.config."):
             message = f"environment variable {variable} is set but empty (needed by {where})"
             suggestion = f"give {variable} a value (in the environment or after {variable}= in the bundle's .env)"

@@ -7,6 +7,7 @@ variable, because a blank API key or token fails much later and far less clearly
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -91,7 +92,7 @@ def resolve_value_source(
             "E_CONFIG_ENV_MISSING",
             env_missing_message(variable or "?", path),
             path=path,
-            suggestion=env_missing_suggestion(variable or "?"),
+            suggestion=env_missing_suggestion(variable or "?", env),
         )
     return value
 
@@ -100,8 +101,30 @@ def env_missing_message(variable: str, where: str) -> str:
     return f"required environment variable {variable} is not set (needed by {where})"
 
 
-def env_missing_suggestion(variable: str) -> str:
-    return f"export {variable}=... before running, or put {variable}=... in the bundle's .env file"
+def env_missing_suggestion(variable: str, env: Mapping[str, str] | None = None) -> str:
+    """How to set ``variable``; first, a variable of ``env`` (the environment with the bundle's
+    ``.env``) that is nearly its name, since a key put in ``.env`` under a slightly other name
+    (``ANTHROPIC_APIKEY``, ``ANTROPIC_API_KEY`` in the YAML) looked like a key that vanished."""
+    near = near_variable(variable, env) if env else None
+    hint = (
+        f"{near} is set, not {variable}: if it holds this value, make the two names match; otherwise " if near else ""
+    )
+    return hint + f"export {variable}=... before running, or put {variable}=... in the bundle's .env file"
+
+
+def near_variable(variable: str, env: Mapping[str, str]) -> str | None:
+    """A set, non-blank variable named like ``variable`` but for case, underscores or one or two
+    letters (difflib ratio ≥ 0.85)."""
+
+    def squash(name: str) -> str:
+        return name.replace("_", "").replace("-", "").upper()
+
+    names = [k for k, v in env.items() if k != variable and v and v.strip()]
+    for name in names:
+        if squash(name) == squash(variable):
+            return name
+    close = difflib.get_close_matches(variable, names, n=1, cutoff=0.85)
+    return close[0] if close else None
 
 
 class SecretValue(str):
