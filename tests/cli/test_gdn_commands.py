@@ -366,6 +366,7 @@ def test_restart_reaches_a_running_session(tmp_path: Path) -> None:
         assert f"pid {session.pid}" in listing.stdout
         second = gdn(tmp_path, "run", str(bundle), "--state-root", state, stdin="x\n")
         assert second.returncode == 1 and "[E_RUN_ACTIVE]" in second.stderr
+        assert f"gdn run {bundle} --input TEXT` (that process answers)" in second.stderr, second.stderr
         busy = gdn(tmp_path, "instance", "delete", "default", "--state-root", state)
         assert busy.returncode == 1 and "[E_RUN_ACTIVE]" in busy.stderr and "--force" in busy.stderr
         # a one-shot request goes through the running process, which owns the instance files

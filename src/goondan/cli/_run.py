@@ -298,7 +298,8 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
             raise CliError(
                 "E_RUN_ACTIVE",
                 f"swarm instance {instance_key!r} is already running (pid {run['pid']}, bundle {run.get('bundle')!r})",
-                suggestion="Use `gdn restart` to restart it, or stop that process first.",
+                suggestion=f"Send it one request with `gdn run {args.path} --input TEXT` (that process "
+                "answers), restart it with `gdn restart`, or stop it first.",
             )
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
