@@ -23,7 +23,7 @@ _COLORS = {"failed": "31", "completed": "32", "started": "36", "called": "35", "
 POLL_SECONDS = 0.25
 
 
-def _event_files(root: Path, workspace: str | None) -> list[Path]:
+def _event_files(root: Path, workspace: str | None, only: set[str] | None = None) -> list[Path]:
     base = root / "workspaces"
     if not base.is_dir():
         return []
@@ -32,7 +32,24 @@ def _event_files(root: Path, workspace: str | None) -> list[Path]:
         if workspace
         else "*/instances/*/messages/runtime-events.jsonl"
     )
-    return sorted(base.glob(pattern))
+    return sorted(p for p in base.glob(pattern) if only is None or p.relative_to(base).parts[0] in only)
+
+
+def _bundle_workspaces(backend: Any, args: argparse.Namespace) -> set[str] | None:
+    """The workspaces of the bundle in ``gdn logs PATH`` (as ``gdn instance list PATH`` scopes them),
+    None without PATH: every bundle's. A user reaches for ``gdn logs my-bot`` as for ``gdn run my-bot``."""
+    if getattr(args, "path", None) is None:
+        return None
+    from ._manage import _scope
+
+    try:
+        scope = _scope(args)
+    except CliError as exc:
+        exc.suggestion = "Pass a bundle directory (one with a goondan.yaml), or no PATH for every bundle's events."
+        raise
+    if scope is None:  # -w ID given: that workspace alone decides
+        return None
+    return {ws for ws in backend.list_workspaces() if scope.owns(backend.workspace(ws).record())}
 
 
 def _keep(record: dict[str, Any], args: argparse.Namespace) -> bool:
@@ -227,16 +244,17 @@ class _StoreTail:
     """``_Tail`` for stores without files (PostgreSQL): each instance's read-only reader, tailed
     from its cursor; instances that appear while following are picked up on the next poll."""
 
-    def __init__(self, backend: Any, workspace: str | None) -> None:
+    def __init__(self, backend: Any, workspace: str | None, only: set[str] | None = None) -> None:
         self.backend = backend
         self.workspace = workspace
+        self.only = only
         self.readers: dict[tuple[str, str, str], Any] = {}
         self.cursors: dict[tuple[str, str, str], int] = {}
 
     def read_new(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for ws in self.backend.list_workspaces():
-            if self.workspace is not None and ws != self.workspace:
+            if (self.workspace is not None and ws != self.workspace) or (self.only is not None and ws not in self.only):
                 continue
             store = self.backend.workspace(ws)
             for info in store.list_instances():
@@ -273,14 +291,15 @@ def cmd_logs(args: argparse.Namespace) -> int:
             )
         out.flush()
 
+    only = _bundle_workspaces(backend, args)
     tail = _Tail()
-    store_tail = None if files else _StoreTail(backend, args.workspace)
+    store_tail = None if files else _StoreTail(backend, args.workspace, only)
 
     def read_new() -> list[dict[str, Any]]:
         if store_tail is not None:
             return store_tail.read_new()
         assert root is not None
-        return tail.read_new(_event_files(root, args.workspace))
+        return tail.read_new(_event_files(root, args.workspace, only))
 
     records = read_new()
     if args.trace is not None:
@@ -294,7 +313,12 @@ def cmd_logs(args: argparse.Namespace) -> int:
     if not args.json and not args.quiet:
         filters = " ".join(
             f"{name}={value}"
-            for name, value in (("instance", args.instance), ("agent", args.agent), ("trace", args.trace))
+            for name, value in (
+                ("bundle", args.path),
+                ("instance", args.instance),
+                ("agent", args.agent),
+                ("trace", args.trace),
+            )
             if value is not None
         )
         sys.stderr.write(f"Logs {store_label(backend)}" + (f" {filters}" if filters else "") + "\n")

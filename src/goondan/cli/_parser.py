@@ -263,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Show runtime events from <state-root>/workspaces/*/instances/*/messages/runtime-events.jsonl.\n"
         "Filters combine with AND. --json prints one JSON record per line.",
     )
+    lg.add_argument("path", nargs="?", metavar="PATH", help="only the bundle in PATH (default: every bundle's)")
     lg.add_argument("-i", "--instance", metavar="KEY", help="only this instance key")
     lg.add_argument("-a", "--agent", metavar="NAME", help="only this agent")
     lg.add_argument("--trace", metavar="ID", help="only this trace (its id or a unique prefix of 8+ characters)")
