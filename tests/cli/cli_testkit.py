@@ -55,6 +55,21 @@ spec:
 """
 
 
+#: a webhook Connection whose config and secret come from HOOK_PATH and WEBHOOK_SECRET
+WEBHOOK_CONNECTION = """\
+---
+apiVersion: goondan.ai/v1
+kind: Connection
+metadata:
+  name: http
+spec:
+  connectorRef: { kind: Connector, name: webhook, package: "@goondan/base" }
+  config:
+    path: { valueFrom: { env: HOOK_PATH } }
+  secrets:
+    signingSecret: { valueFrom: { env: WEBHOOK_SECRET } }
+"""
+
 AUDIT_EXTENSION = """\
 ---
 apiVersion: goondan.ai/v1

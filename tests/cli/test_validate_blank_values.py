@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cli_testkit import ECHO_BUNDLE, gdn
+from cli_testkit import ECHO_BUNDLE, WEBHOOK_CONNECTION, gdn
 
 from kit import write_bundle
 
@@ -18,20 +18,6 @@ ANTHROPIC = ECHO_BUNDLE.replace(
     '  provider: scripted\n  model: echo\n  options:\n    rules:\n      - reply:\n          text: "echo: {{last}}"\n',
     "  provider: anthropic\n  model: claude-sonnet-4-20250514\n  apiKey: { valueFrom: { env: ANTHROPIC_API_KEY } }\n",
 )
-
-HOOK = """\
----
-apiVersion: goondan.ai/v1
-kind: Connection
-metadata:
-  name: http
-spec:
-  connectorRef: { kind: Connector, name: webhook, package: "@goondan/base" }
-  config:
-    path: { valueFrom: { env: HOOK_PATH } }
-  secrets:
-    signingSecret: { valueFrom: { env: WEBHOOK_SECRET } }
-"""
 
 
 def test_a_blank_api_key_in_dotenv_fails_validate_and_run_at_the_api_key_line(tmp_path: Path) -> None:
@@ -47,7 +33,7 @@ def test_a_blank_api_key_in_dotenv_fails_validate_and_run_at_the_api_key_line(tm
 
 
 def test_a_blank_connection_secret_is_an_error_and_a_blank_setting_means_the_default(tmp_path: Path) -> None:
-    b = write_bundle(tmp_path / "b", ECHO_BUNDLE + HOOK)
+    b = write_bundle(tmp_path / "b", ECHO_BUNDLE + WEBHOOK_CONNECTION)
     proc = gdn(tmp_path, "validate", str(b), "--format", "json", WEBHOOK_SECRET=" ", HOOK_PATH="")
     assert proc.returncode == 4, proc.stdout
     (error,) = json.loads(proc.stdout)["errors"]

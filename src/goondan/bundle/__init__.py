@@ -66,7 +66,25 @@ def load_bundle(
     state_root: Path | None = None,
 ) -> Bundle:
     """Load the bundle at ``path``; raise ConfigError for the first problem (all of them in ``.errors``)."""
-    report = validate_bundle(path, env=env, state_root=state_root, check_code=False)
+    return _loaded(validate_bundle(path, env=env, state_root=state_root, check_code=False))
+
+
+def load_bundle_for_requests(
+    path: str | os.PathLike[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    state_root: Path | None = None,
+) -> Bundle:
+    """``load_bundle`` for a command that sends requests and starts no connector (``gdn run
+    --input``, ``gdn approvals``): a Connection's config and secrets need not be set. A user asking
+    one question of a bundle with a webhook Connection had to export its port and signing secret
+    first; connectors resolve them (and fail with E_CONFIG_ENV_MISSING) when they start."""
+    loader = Loader(os.environ if env is None else env, state_root, check_code=False, connection_values=False)
+    bundle = loader.load(path)
+    return _loaded(ValidationReport(errors=loader.errors, warnings=loader.warnings, bundle=bundle))
+
+
+def _loaded(report: ValidationReport) -> Bundle:
     if report.bundle is None:
         errors = report.errors or [ConfigIssue("E_CONFIG_SCHEMA_INVALID", "the bundle could not be loaded")]
         raise ConfigError.from_issue(errors[0], errors=errors)

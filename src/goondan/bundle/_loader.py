@@ -193,9 +193,19 @@ class _Doc:
 
 
 class Loader:
-    def __init__(self, env: Mapping[str, str], state_root: Path | None, *, check_code: bool = True) -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        state_root: Path | None,
+        *,
+        check_code: bool = True,
+        connection_values: bool = True,
+    ) -> None:
         self.env = env
         self.check_code = check_code
+        # False: a load that will not start connectors (gdn run --input, gdn approvals) does not
+        # require the Connections' variables; plan_connections resolves them when connectors start
+        self.connection_values = connection_values
         self.state_root = state_root
         self.errors: list[ConfigIssue] = []
         self.warnings: list[ConfigIssue] = []
@@ -1288,5 +1298,5 @@ class Loader:
                     )
                 )
         for section, values in (("config", spec.config), ("secrets", spec.secrets)):
-            for key, source in values.items():
+            for key, source in values.items() if self.connection_values else ():
                 self._check_required_value(res, source, f"spec.{section}.{key}")

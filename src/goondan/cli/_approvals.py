@@ -100,9 +100,9 @@ def _decide(args: argparse.Namespace, approved: bool, edited: dict[str, Any] | N
 def _run(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any]:
     """Answer ``request`` through the running ``gdn run`` of this bundle, or in this process."""
     env = load_env(bundle_dir(args.path), args.env_file)
-    from ..bundle import load_bundle
+    from ..bundle import load_bundle_for_requests  # starts no connector: Connections' variables not needed
 
-    bundle = load_bundle(args.path, env=env, state_root=state_root_arg(args))
+    bundle = load_bundle_for_requests(args.path, env=env, state_root=state_root_arg(args))
     reply = _delegate(args, bundle, request, env)
     if reply is None:
         reply = asyncio.run(_local(args, bundle, request, env))

@@ -79,11 +79,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise CliError("E_INVALID_ARGUMENT", f"cannot read --input-file: {exc}", exit_code=EXIT_USAGE) from None
     check_attachments(getattr(args, "attach", None))
     env = load_env(bundle_dir(args.path), args.env_file)
-    from ..bundle import load_bundle
+    from ..bundle import load_bundle, load_bundle_for_requests
 
-    bundle = load_bundle(args.path, env=env, state_root=state_root_arg(args))
-    warn_if_shared(args, bundle, env)
     request = request_input(text, getattr(args, "attach", None))
+    # one request or an --interactive session starts no connector: the Connections' variables need
+    # not be set for it
+    load = load_bundle_for_requests if request is not None or args.interactive else load_bundle
+    bundle = load(args.path, env=env, state_root=state_root_arg(args))
+    warn_if_shared(args, bundle, env)
     if request is not None:
         delegated = _delegate_to_active_run(args, bundle, request, env)
         if delegated is not None:

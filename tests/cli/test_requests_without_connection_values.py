@@ -1,0 +1,30 @@
+"""A command that sends requests and starts no connector (``gdn run --input``, ``gdn run
+--interactive``, ``gdn approvals``) does not need the Connections' variables: a user asking one
+question of a bundle with a webhook Connection had to export its port and signing secret first.
+``gdn validate`` and a connector run still require them, at their file:line.
+
+The one-shot request runs inline here: the process executor's fork server loads the bundle again
+with ``load_bundle`` (executors/process/_forkserver.py), which still requires them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cli_testkit import ECHO_BUNDLE, WEBHOOK_CONNECTION, gdn
+
+from kit import write_bundle
+
+
+def test_requests_need_no_connection_variables_and_connectors_still_do(tmp_path: Path) -> None:
+    b = str(write_bundle(tmp_path / "b", ECHO_BUNDLE + WEBHOOK_CONNECTION))
+    one = gdn(tmp_path, "run", b, "--input", "hi", "--executor", "inline")
+    assert (one.returncode, one.stdout) == (0, "echo: hi\n"), one.stderr
+    chat = gdn(tmp_path, "run", b, "--interactive", "--executor", "inline", stdin="there\n")
+    assert (chat.returncode, chat.stdout) == (0, "echo: there\n"), chat.stderr
+    listed = gdn(tmp_path, "approvals", "list", b)
+    assert (listed.returncode, listed.stdout) == (0, "no pending approvals\n"), listed.stderr
+    serve = gdn(tmp_path, "run", b, timeout=60)
+    assert serve.returncode == 3 and "HOOK_PATH is not set" in serve.stderr, serve.stderr
+    assert "goondan.yaml:" in serve.stderr  # at the line of the Connection's config
+    checked = gdn(tmp_path, "validate", b)
+    assert checked.returncode == 4 and "WEBHOOK_SECRET is not set" in checked.stdout, checked.stdout
