@@ -423,7 +423,11 @@ def _register_call(register: Callable[..., Any]) -> tuple[bool, str | None]:
             signature.bind(None, None) if takes else signature.bind(None)
         except TypeError as exc:
             call = "register(api, config)" if takes else "register(api)"
-            problem = f"register{signature} cannot be called as {call}: {exc}"
+            bare = signature.replace(  # annotations only clutter it ("-> 'None'" under future annotations)
+                parameters=[p.replace(annotation=p.empty) for p in signature.parameters.values()],
+                return_annotation=signature.empty,
+            )
+            problem = f"register{bare} cannot be called as {call}: {exc}"
         verdict = (takes, problem)
     with contextlib.suppress(TypeError):
         _REGISTER_CALLS[register] = verdict

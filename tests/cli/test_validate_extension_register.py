@@ -68,3 +68,13 @@ def test_gdn_run_refuses_a_register_that_is_not_a_function(tmp_path: Path) -> No
     proc = gdn(tmp_path, "run", str(bundle(tmp_path, "register = 'audit'\n")), "--input", "hi")
     assert proc.returncode != 0, proc.stdout
     assert "[E_EXT_LOAD]" in proc.stderr and "its register is str, not a function" in proc.stderr, proc.stderr
+
+
+def test_gdn_run_shows_an_annotated_register_without_its_annotations(tmp_path: Path) -> None:
+    source = (
+        "from __future__ import annotations\n\nfrom typing import Any\n\n"
+        "def register(api: Any, config: dict[str, Any], extra: int) -> None:\n    pass\n"
+    )
+    proc = gdn(tmp_path, "run", str(bundle(tmp_path, source)), "--input", "hi")
+    assert proc.returncode == 3, proc.stderr
+    assert "register(api, config, extra) cannot be called as register(api, config)" in proc.stderr, proc.stderr
