@@ -315,3 +315,20 @@ def test_inline_second_ctrl_c_while_synchronous_code_blocks_the_loop_exits_at_on
     assert code == 130
     assert took < 1.0, f"exit took {took:.1f} s"
     _check_after(tmp_path, bundle, state, "block", ended_like_a_crash=True)
+
+
+def test_instance_list_shows_a_turn_whose_process_is_gone_as_interrupted_not_processing(tmp_path: Path) -> None:
+    """A blocked inline turn ends with the process (os._exit), which cannot write ``idle``: the
+    stored status stays ``processing``, and the list said so though nothing ran it."""
+    bundle = _bundle(tmp_path)
+    state = tmp_path / "state"
+    proc = _start_input(tmp_path, bundle, state, "block", executor="inline")
+    code, _, stderr = _ctrl_c_mid_turn(state, proc)
+    assert code == 130, stderr
+    assert [json.loads(p.read_text()).get("status") for p in _metadata(state)] == ["processing"]
+    listing = gdn(tmp_path, "instance", "list", str(bundle), "--state-root", str(state))
+    (row,) = [line for line in listing.stdout.splitlines() if "talker" in line]
+    assert " interrupted " in row and "processing" not in row, listing.stdout
+    _check_after(tmp_path, bundle, state, "block", ended_like_a_crash=True)  # the next run recovers it
+    listing = gdn(tmp_path, "instance", "list", str(bundle), "--state-root", str(state))
+    assert " idle " in listing.stdout, listing.stdout

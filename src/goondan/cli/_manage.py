@@ -160,7 +160,7 @@ def cmd_instance_list(args: argparse.Namespace) -> int:
             _bundle_label(record),
             info.agent_name,
             info.instance_key,
-            info.status,
+            _shown_status(info),
             info.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
             f"pid {running[ws]['pid']}" if ws in running else "-",
         )
@@ -170,6 +170,31 @@ def cmd_instance_list(args: argparse.Namespace) -> int:
     for row in table:
         sys.stdout.write("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
     return EXIT_OK
+
+
+def _shown_status(info: Any) -> str:
+    """``processing`` as stored, unless the process that held the instance is gone: a ``gdn run``
+    killed mid-turn (SIGKILL, a crash, an inline tool blocking past Ctrl+C) cannot write ``idle``,
+    and the list said ``processing`` for a turn no one runs. Shown as ``interrupted``; the next run
+    recovers the turn. Only for instance directories of this host's file store."""
+    if info.status != "processing" or info.path == Path():
+        return str(info.status)
+    import os
+    import socket
+
+    from ..storage._lease import read_holder
+
+    holder = read_holder(Path(info.path))
+    pid = holder.get("pid") if holder else None
+    if not isinstance(pid, int) or (holder or {}).get("host") != socket.gethostname():
+        return str(info.status)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "interrupted"
+    except OSError:
+        pass
+    return str(info.status)
 
 
 def _confirm(matches: list[tuple[str, dict[str, Any] | None, Any]]) -> bool:
