@@ -97,8 +97,12 @@ class MessagesView(_SnapshotView, Sequence[Message]):
     def __getitem__(self, index: slice) -> list[Message]: ...
     def __getitem__(self, index: int | slice) -> Message | list[Message]:
         if isinstance(index, slice):
-            return [handle(self._items[i]) for i in range(self._n)[index]]
+            return self._slice(index)
         return handle(self._items[self._index(index)])
+
+    def _slice(self, index: slice) -> list[Message]:
+        # apart from __getitem__: its comprehension would make ``self`` a cell on every index read
+        return [handle(self._items[i]) for i in range(self._n)[index]]
 
     def __iter__(self) -> Iterator[Message]:
         items = self._items
@@ -126,9 +130,13 @@ class LlmMessagesView(_SnapshotView, Sequence[dict[str, Any]]):
     def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
     def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(index, slice):
-            return [self._items[i].data for i in range(self._n)[index]]
+            return self._slice(index)
         data: dict[str, Any] = self._items[self._index(index)].data
         return data
+
+    def _slice(self, index: slice) -> list[dict[str, Any]]:
+        # apart from __getitem__: its comprehension would make ``self`` a cell on every index read
+        return [self._items[i].data for i in range(self._n)[index]]
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         items = self._items

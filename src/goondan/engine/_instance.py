@@ -175,7 +175,12 @@ def restart_signal(output: Any) -> str | None:
     ``{"type": "json", "value": {...}}`` outputs are looked into."""
     if isinstance(output, dict) and output.get("type") == "json" and isinstance(output.get("value"), dict):
         output = output["value"]
-    if not isinstance(output, dict) or not any(output.get(flag) is True for flag in RESTART_FLAGS):
+    if not isinstance(output, dict):
+        return None
+    for flag in RESTART_FLAGS:  # a loop, not any(<generator>): no cell and generator on every call
+        if output.get(flag) is True:
+            break
+    else:
         return None
     reason = output.get("restartReason")
     return reason.strip() if isinstance(reason, str) and reason.strip() else "self-restart"
@@ -1139,7 +1144,10 @@ class AgentInstance:
             self._model_name,
             self.agent_name,
             self.instance_key,
-            self._delta_sink(turn_state, step_state.step_index),
+            # nobody listens (the usual case): no call; see _delta_sink
+            None
+            if not self._delta_listeners and not self._bus_handlers.get("text.delta")
+            else self._delta_sink(turn_state, step_state.step_index),
             self._output_schema,
         )
         metadata = step_state.metadata
