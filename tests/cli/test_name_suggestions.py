@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_testkit import env_for, gdn
+from cli_testkit import ECHO_BUNDLE, env_for, gdn
+
+from kit import write_bundle
 
 
 def _workspace_with_one_turn(base: Path) -> dict[str, str]:
@@ -115,3 +117,15 @@ def test_instance_delete_scoped_to_one_bundle_points_at_the_bundle_that_holds_th
     proc = gdn(base, "instance", "delete", "assistant", "other", "--yes", **env)
     assert proc.returncode == 1 and proc.stderr.startswith("[E_INSTANCE_NOT_FOUND]")
     assert "exists in another bundle's workspace: pass --all-workspaces" in proc.stderr
+
+
+def test_a_reference_written_as_a_bare_name_suggests_its_kind(tmp_path: Path) -> None:
+    text = ECHO_BUNDLE.replace("modelRef: Model/echo", "modelRef: echo", 1).replace(
+        "entryAgent: Agent/talker", "entryAgent: talker"
+    )
+    text = text.replace("agents: [Agent/talker, Agent/helper]", "agents: [{ref: talker}, Agent/helper]")
+    proc = gdn(tmp_path, "validate", str(write_bundle(tmp_path / "b", text)))
+    assert proc.returncode == 4, proc.stdout
+    for meant in ("Model/echo", "Agent/talker"):
+        assert f"suggestion: write {meant} (a reference is Kind/name)" in proc.stdout, proc.stdout
+    assert proc.stdout.count("write Agent/talker") == 2, proc.stdout  # entryAgent and the {ref: talker} item

@@ -121,8 +121,35 @@ def pydantic_problems(exc: ValidationError, model: type[BaseModel]) -> list[tupl
                 suggestion = f'write {last}: {{value: "..."}} (quoted), or {{valueFrom: {{env: VARIABLE}}}}'
             if show_input and "input" in err and not isinstance(err["input"], dict | list):
                 message += f" (got {_short(err['input'])})"
+            if kind == "invalid_ref":
+                suggestion = _ref_suggestion(loc, err.get("input"))
         out.append((path, message, suggestion, code))
     return out
+
+
+#: the kind a reference field names (the field, or the list it is an item of)
+_REF_KINDS = {
+    "entryAgent": "Agent",
+    "agentRef": "Agent",
+    "agents": "Agent",
+    "modelRef": "Model",
+    "tools": "Tool",
+    "requiredTools": "Tool",
+    "extensions": "Extension",
+    "connectorRef": "Connector",
+    "swarmRef": "Swarm",
+}
+
+
+def _ref_suggestion(loc: tuple[Any, ...], given: Any) -> str | None:
+    """``write Agent/assistant`` for ``entryAgent: assistant`` (a bare name, the usual slip)."""
+    field = next((str(part) for part in reversed(loc) if isinstance(part, str) and part != "ref"), "")
+    kind = _REF_KINDS.get(field)
+    if isinstance(given, dict):  # a RefItem {ref: calc}
+        given = given.get("ref")
+    if kind is None or not isinstance(given, str) or "/" in given or not given.strip():
+        return None
+    return f"write {kind}/{given.strip()} (a reference is Kind/name)"
 
 
 __all__ = ["allowed_fields", "did_you_mean", "join_path", "parent_path", "pydantic_problems"]
