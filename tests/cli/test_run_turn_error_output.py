@@ -42,3 +42,16 @@ def test_verbose_shows_the_users_traceback(tmp_path: Path) -> None:
     proc = gdn(tmp_path, "run", str(bundle(tmp_path)), "--input", "hi", "-v", "--executor", "process")
     assert proc.returncode == 1, proc.stderr
     assert 'audit.py", line 3, in step' in proc.stderr and "raise ValueError" in proc.stderr, proc.stderr
+
+
+def test_no_matching_scripted_rule_names_the_users_message_not_the_agent_prompt(tmp_path: Path) -> None:
+    from cli_testkit import ECHO_BUNDLE
+
+    from kit import write_bundle
+
+    text = ECHO_BUNDLE.replace(
+        "    rules:\n      - reply:\n", "    rules:\n      - when: {contains: hello}\n        reply:\n", 1
+    ).replace("    modelRef: Model/echo\n", "    modelRef: Model/echo\n  prompt: {system: You are terse.}\n", 1)
+    proc = gdn(tmp_path, "run", str(write_bundle(tmp_path / "b", text)), "--input", "what now")
+    assert proc.returncode == 1, proc.stderr
+    assert "no scripted rule matches the last message (user: 'what now')" in proc.stderr, proc.stderr

@@ -146,10 +146,12 @@ class ScriptedModel:
                     if isinstance(c, dict)
                 ]
                 return parse_model_output(out, where="scripted model")
-        preview = text if len(text) <= 120 else text[:117] + "..."
+        # named as the rules saw it: the last non-system message (the agent prompt after a user's
+        # message was named instead, though only role: system rules look at it)
+        preview = turn_text if len(turn_text) <= 120 else turn_text[:117] + "..."
         raise ModelError(
             "E_MODEL_SCRIPT_NO_MATCH",
-            f"no scripted rule matches the last message ({role}: {preview!r})",
+            f"no scripted rule matches the last message ({turn_role}: {preview!r})",
             suggestion="Add a rule for it, or a catch-all rule without `when` at the end of options.rules.",
         )
 
