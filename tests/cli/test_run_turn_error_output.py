@@ -8,7 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cli_testkit import bundle_with_audit, gdn
+from cli_testkit import ECHO_BUNDLE, bundle_with_audit, gdn
+
+from kit import write_bundle
 
 RAISING = (
     "def register(api, config):\n"
@@ -45,10 +47,6 @@ def test_verbose_shows_the_users_traceback(tmp_path: Path) -> None:
 
 
 def test_no_matching_scripted_rule_names_the_users_message_not_the_agent_prompt(tmp_path: Path) -> None:
-    from cli_testkit import ECHO_BUNDLE
-
-    from kit import write_bundle
-
     text = ECHO_BUNDLE.replace(
         "    rules:\n      - reply:\n", "    rules:\n      - when: {contains: hello}\n        reply:\n", 1
     ).replace("    modelRef: Model/echo\n", "    modelRef: Model/echo\n  prompt: {system: You are terse.}\n", 1)
