@@ -830,12 +830,10 @@ class AgentInstance:
             self.store.write_metadata(agent_name=self.agent_name, instance_key=self.instance_key, status="idle")
         duration = int((time.perf_counter() - started) * 1000)
         if failure is None:
-            record = {
-                **self._base_record("turn.completed", trace_id, span_id, parent_span),
-                "turnId": turn_id,
-                "stepCount": max(1, len(turn.steps)),
-                "duration": duration,
-            }
+            record = self._base_record("turn.completed", trace_id, span_id, parent_span)  # one dict, no merge
+            record["turnId"] = turn_id
+            record["stepCount"] = max(1, len(turn.steps))
+            record["duration"] = duration
             usage = run.usage
             if usage["totalTokens"]:
                 record["tokenUsage"] = dict(usage)
@@ -949,8 +947,13 @@ class AgentInstance:
             step_span = new_span_id()
             step_state.metadata["runtime.spanId"] = step_span
             step_id = f"{turn_id}-step-{step_index}"
-            # the fields every step.* record of this step shares; each record is a fresh dict built from it
-            span_fields = {
+            # The fields every step.* record of this step starts with, in order. It stays private
+            # until it becomes the step's last record (step.completed or step.failed): step.started
+            # is a copy (listeners may scribble on the records they get). A copy of one dict costs
+            # less than {"type": ..., **fields} did, which made two and grew one.
+            fields = {
+                "type": "step.started",
+                "timestamp": now_iso(),
                 "agentName": agent_name,
                 "instanceKey": instance_key,
                 "traceId": trace_id,
@@ -960,7 +963,7 @@ class AgentInstance:
                 "stepIndex": step_index,
                 "turnId": turn_id,
             }
-            started = {"type": "step.started", "timestamp": now_iso(), **span_fields}
+            started = fields.copy()
             if self._trace_llm_input:
                 # opt-in: summarising the model input costs about as much as the rest of a step
                 llm_input = llm_input_summary(turn_state.conversation_state.to_llm_messages())
@@ -973,14 +976,12 @@ class AgentInstance:
             try:
                 result = await step_chain.run(step_state)
             except Exception as exc:
-                failed = {
-                    "type": "step.failed",
-                    "timestamp": now_iso(),
-                    **span_fields,
-                    "duration": int((time.perf_counter() - t0) * 1000),
-                    "errorMessage": str(exc),
-                    "error": {"code": getattr(exc, "code", None) or "E_STEP_FAILED"},
-                }
+                failed = fields  # type and timestamp replaced in place: the fields keep their order
+                failed["type"] = "step.failed"
+                failed["timestamp"] = now_iso()
+                failed["duration"] = int((time.perf_counter() - t0) * 1000)
+                failed["errorMessage"] = str(exc)
+                failed["error"] = {"code": getattr(exc, "code", None) or "E_STEP_FAILED"}
                 model_call = self._model_call_record(step_state.metadata, t0)
                 if model_call is not None:
                     failed["model"] = model_call
@@ -988,13 +989,11 @@ class AgentInstance:
                 raise
             turn.steps.append(result)
             usage = result.metadata.get("runtime.tokenUsage")
-            record = {
-                "type": "step.completed",
-                "timestamp": now_iso(),
-                **span_fields,
-                "toolCallCount": len(result.tool_calls),
-                "duration": int((time.perf_counter() - t0) * 1000),
-            }
+            record = fields  # type and timestamp replaced in place: the fields keep their order
+            record["type"] = "step.completed"
+            record["timestamp"] = now_iso()
+            record["toolCallCount"] = len(result.tool_calls)
+            record["duration"] = int((time.perf_counter() - t0) * 1000)
             model_call = self._model_call_record(step_state.metadata, t0)
             if model_call is not None:
                 record["model"] = model_call
@@ -1339,8 +1338,11 @@ class AgentInstance:
             return None
         turn_state = step_state.turn_state
         span = new_span_id()
-        # the fields every tool.* record of this call shares; each record is a fresh dict built from it
-        span_fields = {
+        # The fields every tool.* record of this call starts with, in order; private until it
+        # becomes the call's last record, tool.called is a copy (see _core_turn).
+        fields: dict[str, Any] = {
+            "type": "tool.called",
+            "timestamp": now_iso(),
             "agentName": self.agent_name,
             "instanceKey": self.instance_key,
             "traceId": turn_state.trace_id,
@@ -1351,7 +1353,7 @@ class AgentInstance:
             "stepId": step_id,
             "turnId": turn_state.turn_id,
         }
-        pending = self._record_event({"type": "tool.called", "timestamp": now_iso(), **span_fields})
+        pending = self._record_event(fields.copy())
         if pending is not None:
             await pending
         # written before the tool runs: a tool may hold the event loop for minutes, and `gdn logs -f`
@@ -1371,25 +1373,20 @@ class AgentInstance:
             # next provider request invalid
             trace = format_traceback(exc)
             self.logger.info("toolCall middleware failed for %s (%s):\n%s", call.name, call.id, trace)
-            await self._runtime_event(
-                {
-                    "type": "tool.failed",
-                    "timestamp": now_iso(),
-                    **span_fields,
-                    "duration": int((time.perf_counter() - t0) * 1000),
-                    "errorMessage": str(exc),
-                    "error": {"code": getattr(exc, "code", None) or "E_TOOL_ERROR", "traceback": trace},
-                }
-            )
+            failed = fields  # type and timestamp replaced in place: the fields keep their order
+            failed["type"] = "tool.failed"
+            failed["timestamp"] = now_iso()
+            failed["duration"] = int((time.perf_counter() - t0) * 1000)
+            failed["errorMessage"] = str(exc)
+            failed["error"] = {"code": getattr(exc, "code", None) or "E_TOOL_ERROR", "traceback": trace}
+            await self._runtime_event(failed)
             result = error_from_exception(exc, call.id, call.name, DEFAULT_ERROR_MESSAGE_LIMIT, keep_traceback=False)
         else:
-            record: dict[str, Any] = {
-                "type": "tool.completed",
-                "timestamp": now_iso(),
-                **span_fields,
-                "status": result.status,
-                "duration": int((time.perf_counter() - t0) * 1000),
-            }
+            record = fields  # type and timestamp replaced in place: the fields keep their order
+            record["type"] = "tool.completed"
+            record["timestamp"] = now_iso()
+            record["status"] = result.status
+            record["duration"] = int((time.perf_counter() - t0) * 1000)
             if result.status == "error":
                 record["error"] = self._tool_error_record(call, result)
             pending = self._record_event(record)
