@@ -28,7 +28,7 @@ from ._context import ConnectorContext, Reply
 log = logging.getLogger("goondan.connectors")
 
 HOLD_SECONDS = 10.0
-_CREDS = struct.Struct("3i")  # struct ucred: pid, uid, gid
+_CREDS = struct.Struct("iII")  # struct ucred: pid_t pid, uid_t uid, gid_t gid
 
 
 class DeltaSocket:
