@@ -6,7 +6,10 @@ reply where the test says so: what the host hands over then, it read itself befo
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
+import os
 import socket
 from typing import Any
 
@@ -194,5 +197,34 @@ def test_a_connector_host_that_goes_away_drops_the_cached_link_and_a_restarted_o
         assert await text_of(stream) == "b"
         agent.close()
         again.close()
+
+    asyncio.run(main())
+
+
+def test_another_users_process_cannot_write_into_a_stream() -> None:
+    if os.getuid() != 0:
+        pytest.skip("running a process as another user needs root")
+
+    async def main() -> None:
+        ctx, host, _agent = ends()
+        event_id, stream = streamed(ctx)
+        datagram = json.dumps([event_id, "injected", 0]).encode()
+        pid = os.fork()
+        if pid == 0:  # the intruder: another user, connecting to the abstract name anyone can see
+            code = 1
+            try:
+                os.setuid(65534)
+                intruder = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                intruder.connect("\0" + host.address[1:])
+                with contextlib.suppress(OSError):  # refused after the connect: what we want
+                    intruder.send(datagram)
+                code = 0
+            finally:
+                os._exit(code)
+        assert os.waitpid(pid, 0)[1] == 0
+        await asyncio.sleep(0.05)
+        host.reply(event_id, Reply("mine"), direct=False)
+        assert await text_of(stream) == ""  # nothing of the other user's reached the stream
+        host.close()
 
     asyncio.run(main())
