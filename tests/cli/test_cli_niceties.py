@@ -135,3 +135,13 @@ def test_zsh_and_fish_scripts_cover_every_command(tmp_path: Path) -> None:
         script = tmp_path / "gdn.fish"
         script.write_text(fish)
         assert subprocess.run(["fish", "--no-execute", str(script)]).returncode == 0
+
+
+def test_words_after_the_bundle_path_of_gdn_run_suggest_input(tmp_path: Path) -> None:
+    proc = gdn(tmp_path, "run", "my-bot", "hello", "world")
+    assert proc.returncode == 2 and "unrecognized arguments: hello world" in proc.stderr
+    assert "to send text, use --input 'hello world'" in proc.stderr, proc.stderr
+    short = gdn(tmp_path, "run", "my-bot", "-i", "hi")  # -i is --interactive, not --input
+    assert "to send text, use --input hi" in short.stderr, short.stderr
+    other = gdn(tmp_path, "validate", "a", "b")  # a command without --input: no such hint
+    assert other.returncode == 2 and "--input" not in other.stderr

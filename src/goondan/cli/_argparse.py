@@ -137,6 +137,11 @@ class Parser(argparse.ArgumentParser):
                 close = _suggest(word.split("=", 1)[0], options)
                 if close:
                     hints.append(f"\n  did you mean '{close}' instead of '{word}'?")
+        words = [w for w in extras if not w.startswith("-")]
+        if words and "--input" in options:  # `gdn run my-bot hello` / `gdn run my-bot -i hello`
+            import shlex
+
+            hints.append(f"\n  to send text, use --input {shlex.quote(' '.join(words))}")
         self.print_usage(sys.stderr)
         sys.stderr.write(f"{self.prog}: error: unrecognized arguments: {' '.join(extras)}{''.join(hints)}\n")
         sys.stderr.write(f"  run '{self.prog} --help' for its options and examples\n")
