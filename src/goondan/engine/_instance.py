@@ -640,7 +640,7 @@ class AgentInstance:
 
     def _get_chains(self) -> tuple[Chain[Any, Any], Chain[Any, Any], Chain[Any, Any]]:
         cached = self._chains
-        version = self.pipeline.version
+        version = self.pipeline._version  # the attribute behind the property: read three times a turn
         if cached is None or cached[0] != version:
             cached = (
                 version,
@@ -732,7 +732,8 @@ class AgentInstance:
         trace_id = given_trace if isinstance(given_trace, str) and given_trace else new_trace_id()
         meta = event.get("metadata") or {}
         parent_span = meta.get("__goondanParentSpanId")
-        parent_span = parent_span if is_span_id(parent_span) else None
+        if parent_span is not None and not is_span_id(parent_span):  # set by an inter-agent call only
+            parent_span = None
         span_id = new_span_id()
         turn = Turn(turn_id, self.agent_name, event)
         turn_state = TurnState(  # positional, as every per-turn call with many arguments here
