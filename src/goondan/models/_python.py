@@ -79,7 +79,9 @@ class PythonModel:
         return self._fn
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
-        fn = self._load()
+        fn = self._fn
+        if fn is None:  # the first call imports the module (a call less on every later one)
+            fn = self._load()
         capture = captured(self._label, _log)
         try:
             # ``with capture:`` spelled out (its __enter__ and __exit__ calls cost about a third of it)
