@@ -30,7 +30,7 @@ from ._api_types import (
 )
 from ._json import copy_json, dumps, json_problem
 from ._modules import import_path, reproduce_command
-from ._usercode import captured, exit_error
+from ._usercode import captured, exit_error, format_traceback
 from .errors import ExtensionError, GoondanError
 from .pipeline import ExtensionPipeline, PipelineRegistry
 from .tools import ToolHandler, ToolRegistry
@@ -384,6 +384,8 @@ def load_module(name: str, entry: Path) -> Any:
             suggestion="Check spec.entry of the Extension resource.",
         ) from exc
     except Exception as exc:
+        # the user's traceback for `gdn run -v` (the error itself carries only its last line)
+        log.info("importing extension %s (%s) failed:\n%s", name, entry, format_traceback(exc))
         raise ExtensionError(
             "E_EXT_LOAD",
             f"extension {name}: importing {entry.name} failed: {type(exc).__name__}: {exc}",

@@ -130,3 +130,11 @@ def test_a_turn_that_fails_while_running_still_exits_1(tmp_path: Path, files: di
 def test_the_bundle_loads_and_runs_when_nothing_is_broken(tmp_path: Path) -> None:
     proc = gdn(tmp_path, "run", str(bundle(tmp_path)), "--input", "add")
     assert (proc.returncode, proc.stdout) == (0, "tool: 3\n"), proc.stderr
+
+
+@pytest.mark.parametrize("executor", ["process", "inline"])
+def test_verbose_shows_where_an_extension_import_failed(tmp_path: Path, executor: str) -> None:
+    files = {"audit.py": "import json\nimport goondan_no_such_module\n" + AUDIT}
+    proc = gdn(tmp_path, "run", str(bundle(tmp_path, **files)), "--input", "add", "-v", "--executor", executor)
+    assert proc.returncode == 3, proc.stderr
+    assert 'audit.py", line 2, in <module>' in proc.stderr and "import goondan_no_such_module" in proc.stderr
