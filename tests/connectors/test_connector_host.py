@@ -121,11 +121,11 @@ def test_connector_that_fails_at_start_makes_gdn_run_fail_with_its_message(tmp_p
     assert "Traceback" not in proc.stderr
 
 
-def test_connector_without_async_run_is_reported(tmp_path: Path) -> None:
+def test_connector_without_async_run_is_reported_as_a_config_error(tmp_path: Path) -> None:
     bundle = connector_bundle(tmp_path / "b", USER_CONNECTION)
     (bundle / "custom.py").write_text("def run(ctx):\n    pass\n")
     proc = gdn(tmp_path, "run", str(bundle), CUSTOM_SETTING="x", GOONDAN_SECRET_CUSTOM_API_TOKEN="t")
-    assert proc.returncode == 1
+    assert proc.returncode == 3  # a user module the runtime refuses at load: config (CONTRACT §9)
     assert "[E_CONNECTOR_LOAD]" in proc.stderr and "async def run(ctx)" in proc.stderr
 
 
