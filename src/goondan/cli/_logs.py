@@ -36,19 +36,19 @@ def _event_files(root: Path, workspace: str | None, only: set[str] | None = None
 
 
 def _bundle_workspaces(backend: Any, args: argparse.Namespace) -> set[str] | None:
-    """The workspaces of the bundle in ``gdn logs PATH`` (as ``gdn instance list PATH`` scopes them),
-    None without PATH: every bundle's. A user reaches for ``gdn logs my-bot`` as for ``gdn run my-bot``."""
-    if getattr(args, "path", None) is None:
-        return None
+    """The workspaces ``gdn logs`` reads, scoped as ``gdn instance list`` scopes them: the bundle in
+    PATH, else the current directory's when it holds a goondan.yaml; None (every bundle's) without
+    either, or with ``-A`` / ``-w ID``. A user reaches for ``gdn logs my-bot`` as for ``gdn run my-bot``."""
     from ._manage import _scope
 
     try:
         scope = _scope(args)
     except CliError as exc:
-        exc.suggestion = "Pass a bundle directory (one with a goondan.yaml), or no PATH for every bundle's events."
+        exc.suggestion = "Pass a bundle directory (one with a goondan.yaml), or -A for every bundle's events."
         raise
-    if scope is None:  # -w ID given: that workspace alone decides
+    if scope is None:
         return None
+    args.scope_label = scope.package or scope.bundle
     return {ws for ws in backend.list_workspaces() if scope.owns(backend.workspace(ws).record())}
 
 
@@ -314,7 +314,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         filters = " ".join(
             f"{name}={value}"
             for name, value in (
-                ("bundle", args.path),
+                ("bundle", getattr(args, "scope_label", None)),
                 ("instance", args.instance),
                 ("agent", args.agent),
                 ("trace", args.trace),
@@ -323,7 +323,12 @@ def cmd_logs(args: argparse.Namespace) -> int:
         )
         sys.stderr.write(f"Logs {store_label(backend)}" + (f" {filters}" if filters else "") + "\n")
         if not first and not args.follow:
-            sys.stderr.write("(no runtime events match)\n")
+            label = getattr(args, "scope_label", None)
+            sys.stderr.write(
+                f"(no runtime events of bundle {label} match; -A for every bundle's)\n"
+                if label
+                else "(no runtime events match)\n"
+            )
     emit(first[-args.lines :] if args.lines > 0 else first)
     while args.follow:
         time.sleep(POLL_SECONDS)

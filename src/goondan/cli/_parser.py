@@ -263,7 +263,14 @@ def build_parser() -> argparse.ArgumentParser:
         "Show runtime events from <state-root>/workspaces/*/instances/*/messages/runtime-events.jsonl.\n"
         "Filters combine with AND. --json prints one JSON record per line.",
     )
-    lg.add_argument("path", nargs="?", metavar="PATH", help="only the bundle in PATH (default: every bundle's)")
+    lg.add_argument(
+        "path",
+        nargs="?",
+        metavar="PATH",
+        help="only the bundle in PATH (default: the current directory's when it holds a goondan.yaml, else every "
+        "bundle's)",
+    )
+    lg.add_argument("-A", "--all-workspaces", action="store_true", help="every bundle's events")
     lg.add_argument("-i", "--instance", metavar="KEY", help="only this instance key")
     lg.add_argument("-a", "--agent", metavar="NAME", help="only this agent")
     lg.add_argument("--trace", metavar="ID", help="only this trace (its id or a unique prefix of 8+ characters)")
