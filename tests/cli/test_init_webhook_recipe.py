@@ -76,5 +76,6 @@ def test_the_templates_webhook_recipe_answers_a_signed_request(tmp_path: Path) -
         assert unsigned == 401
     finally:
         run.send_signal(signal.SIGTERM)
-        run.communicate(timeout=30)
+        _, stderr = run.communicate(timeout=30)
     assert run.returncode == 0
+    assert f"logs: gdn logs bot --state-root {tmp_path / 'state'} --follow" in stderr.decode(), stderr  # this bundle's

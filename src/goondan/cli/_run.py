@@ -351,7 +351,7 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
                 names = ", ".join(f"{p.name} ({p.connector})" for p in plans)
                 sys.stderr.write(
                     f"Orchestrator started (instanceKey={rt.swarm_instance_key}, pid={os.getpid()})\n"
-                    f"  connectors: {names}\n  logs: gdn logs --state-root {root} --follow\n"
+                    f"  connectors: {names}\n  logs: gdn logs {args.path} --state-root {root} --follow\n"
                 )
                 sys.stderr.flush()
             done = asyncio.create_task(supervisor.wait())
