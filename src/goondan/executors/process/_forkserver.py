@@ -82,11 +82,14 @@ def _warm(init: Init, preload: bool = True) -> Any:
     import goondan.extensions
     import goondan.models
     import goondan.tools  # noqa: F401
-    from goondan.bundle import load_bundle
+    from goondan.bundle import load_bundle_for_requests
     from goondan.engine._swarm import SwarmContext
     from goondan.executors.process import _agent_process  # noqa: F401
 
-    bundle = load_bundle(init.bundle, env=init.env, state_root=Path(init.state_root))
+    # Agent processes start no connector, so the Connections' config and secrets are neither
+    # required nor resolved here (a `gdn run --input` of a bundle with an unset webhook secret ran
+    # inline but failed in the default process mode, and agents never need connector secrets).
+    bundle = load_bundle_for_requests(init.bundle, env=init.env, state_root=Path(init.state_root))
     ctx = SwarmContext(
         bundle,
         swarm=init.swarm,

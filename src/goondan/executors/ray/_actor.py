@@ -30,11 +30,12 @@ CONNECT_TIMEOUT_S = 30.0
 def build_context(init: dict[str, Any]) -> Any:
     """The swarm as the head loaded it: the same bundle path, environment, state root and store URL
     (so the bundle directory must exist at that path on every node; see docs/cluster.md)."""
-    from goondan.bundle import load_bundle
+    from goondan.bundle import load_bundle_for_requests
     from goondan.engine._swarm import SwarmContext
 
     state_root = Path(init["stateRoot"])
-    bundle = load_bundle(init["bundle"], env=init.get("env") or {}, state_root=state_root)
+    # an actor starts no connector: the Connections' config and secrets are not its business
+    bundle = load_bundle_for_requests(init["bundle"], env=init.get("env") or {}, state_root=state_root)
     return SwarmContext(
         bundle,
         swarm=init.get("swarm"),
