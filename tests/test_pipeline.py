@@ -261,3 +261,19 @@ def test_removed_mutate_and_wrap_fail_with_compat_error(method):
         getattr(pipeline, method)("step.pre", lambda ctx: None)
     assert info.value.code == "E_EXT_COMPAT"
     assert "register" in (info.value.suggestion or "")
+
+
+def test_a_chains_runner_is_its_core_without_middleware_and_runs_the_layers_with_them():
+    trace: list[str] = []
+
+    async def core(state):
+        trace.append("core")
+        return StepResult()
+
+    reg = PipelineRegistry()
+    assert reg.chain("step", core).runner() is core  # nothing registered: no call in between
+    reg.register("step", _tracer(trace, "A"))
+    runner = reg.chain("step", core).runner()
+    assert runner is not core
+    asyncio.run(runner(StepState(_turn_state(), 0, [])))
+    assert trace == ["A:pre", "core", "A:post"]

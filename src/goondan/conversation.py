@@ -98,7 +98,12 @@ class MessagesView(_SnapshotView, Sequence[Message]):
     def __getitem__(self, index: int | slice) -> Message | list[Message]:
         if isinstance(index, slice):
             return self._slice(index)
-        return handle(self._items[self._index(index)])
+        n = self._n  # _index spelled out: the model reads messages[-1] every step
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError("view index out of range")
+        return handle(self._items[index])
 
     def _slice(self, index: slice) -> list[Message]:
         # apart from __getitem__: its comprehension would make ``self`` a cell on every index read
@@ -131,7 +136,12 @@ class LlmMessagesView(_SnapshotView, Sequence[dict[str, Any]]):
     def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(index, slice):
             return self._slice(index)
-        data: dict[str, Any] = self._items[self._index(index)].data
+        n = self._n  # _index spelled out: the model reads messages[-1] every step
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError("view index out of range")
+        data: dict[str, Any] = self._items[index].data
         return data
 
     def _slice(self, index: slice) -> list[dict[str, Any]]:

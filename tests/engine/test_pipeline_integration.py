@@ -499,3 +499,31 @@ def test_tool_call_middleware_also_wraps_the_extension_s_own_tools(tmp_path: Pat
     out = go(root, state_root, "go")
     [result] = k.tool_results(out["history"])
     assert result["output"]["value"] == {"wrappedBy": "own", "tool": "own__status", "inner": {"ok": 1}}
+
+
+LATE_MIDDLEWARE = """\
+import kit
+
+
+def register(api):
+    def arm(ctx, args):
+        async def late(ctx):
+            kit.TRACE.append("late:" + ctx.tool_name)
+            return await ctx.next()
+
+        api.pipeline.register("toolCall", late)
+        return "armed"
+
+    api.tools.register(
+        {"name": "late__arm", "description": "a", "parameters": {"type": "object", "properties": {}}}, arm
+    )
+"""
+
+
+def test_a_middleware_registered_during_a_turn_wraps_the_calls_of_the_next_steps(
+    tmp_path: Path, state_root: Path
+) -> None:
+    root = bundle(tmp_path, {"late": LATE_MIDDLEWARE})
+    k.MODEL = scripted(call("late__arm", {}), call("t__other", {}), text("done"), call("t__other", {}), text("ok"))
+    go(root, state_root, "go", "again")
+    assert [t for t in k.TRACE if isinstance(t, str) and t.startswith("late:")] == ["late:t__other", "late:t__other"]

@@ -14,7 +14,7 @@ import functools
 import logging
 import time
 import weakref
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -40,7 +40,7 @@ from ..errors import ExtensionError, GoondanError, ModelError
 from ..extensions import EventBus, ExtensionApi, ExtensionState, load_module, register_extension
 from ..messages import Message, assistant_message, tool_message, user_message
 from ..models import ModelAdapter, ModelRequest, ModelResponse, create_model_adapter, default_api_key
-from ..pipeline import ApprovalRequired, Chain, PipelineRegistry, StepState, ToolCallState, Turn, TurnState
+from ..pipeline import ApprovalRequired, PipelineRegistry, StepState, ToolCallState, Turn, TurnState
 from ..results import StepResult, ToolCall, ToolCallResult, TurnResult
 from ..storage import _atomic
 from ..storage._atomic import crash_point
@@ -87,6 +87,8 @@ MALFORMED_RETRY_TEXT = (
 EMPTY_RETRY_TEXT = "Your previous response was empty. Produce a text answer or a tool call."
 
 RuntimeEventListener = Callable[[dict[str, Any]], Any]
+# what runs one chain for a state (Chain.runner)
+_Runner = Callable[[Any], Awaitable[Any]]
 
 
 def _preview(value: Any, limit: int = 240) -> str:
@@ -316,7 +318,7 @@ class AgentInstance:
         self.lock = asyncio.Lock()
         self.logger = logging.getLogger(f"goondan.agent.{self.agent_name}")
         self.status = "idle"
-        self._chains: tuple[int, Chain[Any, Any], Chain[Any, Any], Chain[Any, Any]] | None = None
+        self._chains: tuple[int, _Runner, _Runner, _Runner] | None = None
         self._params: dict[str, Any] = _NO_PARAMS
         self._model_name = ""
         self._provider_name = ""
@@ -638,15 +640,17 @@ class AgentInstance:
 
     # --- chains ---------------------------------------------------------------------------
 
-    def _get_chains(self) -> tuple[Chain[Any, Any], Chain[Any, Any], Chain[Any, Any]]:
+    def _get_chains(self) -> tuple[_Runner, _Runner, _Runner]:
+        """What runs the turn, step and toolCall chains (see :meth:`Chain.runner`), rebuilt when
+        the registered middlewares change."""
         cached = self._chains
         version = self.pipeline._version  # the attribute behind the property: read three times a turn
         if cached is None or cached[0] != version:
             cached = (
                 version,
-                self.pipeline.chain("turn", self._core_turn),
-                self.pipeline.chain("step", self._core_step),
-                self.pipeline.chain("toolCall", self._core_tool_call),
+                self.pipeline.chain("turn", self._core_turn).runner(),
+                self.pipeline.chain("step", self._core_step).runner(),
+                self.pipeline.chain("toolCall", self._core_tool_call).runner(),
             )
             self._chains = cached
         return cached[1], cached[2], cached[3]
@@ -783,7 +787,7 @@ class AgentInstance:
             try:
                 if self._cancel_requested:  # cancelled before it started: no step runs
                     raise asyncio.CancelledError
-                result = await turn_chain.run(turn_state)
+                result = await turn_chain(turn_state)
             except asyncio.CancelledError:
                 cancelled_result = self._chain_cancelled(turn_state, done)
                 if cancelled_result is None:
@@ -975,7 +979,7 @@ class AgentInstance:
                 await pending
             t0 = time.perf_counter()
             try:
-                result = await step_chain.run(step_state)
+                result = await step_chain(step_state)
             except Exception as exc:
                 failed = fields  # type and timestamp replaced in place: the fields keep their order
                 failed["type"] = "step.failed"
@@ -1325,7 +1329,7 @@ class AgentInstance:
     async def _run_tool_call(
         self,
         step_state: StepState,
-        tool_chain: Chain[Any, Any],
+        tool_chain: _Runner,
         call: ToolCall,
         assistant: Message | None,
         step_span: str,
@@ -1365,7 +1369,7 @@ class AgentInstance:
         state.approved = approved
         t0 = time.perf_counter()
         try:
-            result: ToolCallResult = await tool_chain.run(state)
+            result: ToolCallResult = await tool_chain(state)
         except ApprovalRequired as asked:  # ctx.require_approval() in a toolCall middleware
             self._request_approval(step_state, ToolCall(call.id, call.name, state.args), asked.reason)
             return None
