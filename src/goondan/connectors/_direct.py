@@ -57,7 +57,7 @@ class DeltaSocket:
         try:
             sock.setblocking(False)
             sock.bind("\0" + name)
-            sock.listen(128)
+            sock.listen(4096)  # the kernel caps it at net.core.somaxconn; agents wait briefly when full
         except OSError as exc:
             sock.close()
             log.info("connector %s: no direct delta socket (%s); deltas come through gdn run", ctx.connection, exc)

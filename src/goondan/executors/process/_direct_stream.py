@@ -36,6 +36,7 @@ import collections
 import contextlib
 import logging
 import socket
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +45,8 @@ import orjson
 log = logging.getLogger("goondan.executors.process")
 
 FLUSH_SECONDS = 5.0
+CONNECT_WAIT_SECONDS = 1
+_CONNECT_WAIT = struct.pack("ll", CONNECT_WAIT_SECONDS, 0)  # struct timeval for SO_SNDTIMEO
 # bytes per datagram: far below the default Unix socket send buffer (about 208 KiB)
 MAX_DATAGRAM = 64 * 1024
 BROKEN = "broken"  # turn_done result["directStream"] of a turn whose direct stream broke
@@ -206,8 +209,17 @@ class DirectStreams:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         sock.setblocking(False)
         try:
-            sock.connect(address)
-        except OSError as exc:  # gone (refused, no such socket) or its backlog is full (EAGAIN)
+            try:
+                sock.connect(address)
+            except BlockingIOError:
+                # The host's accept backlog is full for a moment (many agent processes making their
+                # first streamed turn at once): wait in the kernel for room, briefly, rather than
+                # stream nothing. Python's own timeout does not wait on EAGAIN, SO_SNDTIMEO does.
+                sock.setblocking(True)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _CONNECT_WAIT)
+                sock.connect(address)
+                sock.setblocking(False)
+        except OSError as exc:  # gone (refused, no such socket) or still no room after the wait
             sock.close()
             log.info("direct stream to %r not possible: %s", address, exc)
             return None
@@ -258,4 +270,13 @@ class DirectStreams:
         self._links.clear()
 
 
-__all__ = ["BROKEN", "FLUSH_SECONDS", "MAX_DATAGRAM", "DirectStreams", "decode", "encode_delta", "encode_end"]
+__all__ = [
+    "BROKEN",
+    "CONNECT_WAIT_SECONDS",
+    "FLUSH_SECONDS",
+    "MAX_DATAGRAM",
+    "DirectStreams",
+    "decode",
+    "encode_delta",
+    "encode_end",
+]
