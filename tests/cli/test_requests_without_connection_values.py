@@ -1,10 +1,8 @@
 """A command that sends requests and starts no connector (``gdn run --input``, ``gdn run
 --interactive``, ``gdn approvals``) does not need the Connections' variables: a user asking one
 question of a bundle with a webhook Connection had to export its port and signing secret first.
-``gdn validate`` and a connector run still require them, at their file:line.
-
-The one-shot request runs inline here: the process executor's fork server loads the bundle again
-with ``load_bundle`` (executors/process/_forkserver.py), which still requires them."""
+``gdn validate`` and a connector run still require them, at their file:line. (The process
+executor's load: test_process_requests_without_connection_values.py.)"""
 
 from __future__ import annotations
 
