@@ -5,6 +5,9 @@ command's ``[CODE] message`` (with the process executor and inline, in one-shot 
 
 from __future__ import annotations
 
+import http.server
+import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -53,3 +56,33 @@ def test_no_matching_scripted_rule_names_the_users_message_not_the_agent_prompt(
     proc = gdn(tmp_path, "run", str(write_bundle(tmp_path / "b", text)), "--input", "what now")
     assert proc.returncode == 1, proc.stderr
     assert "no scripted rule matches the last message (user: 'what now')" in proc.stderr, proc.stderr
+
+
+def test_a_provider_error_names_the_base_url_the_sdk_used(tmp_path: Path) -> None:
+    """With OPENAI_BASE_URL set (a proxy), a 401 named https://api.openai.com/v1 as the endpoint."""
+
+    class Refuse(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            body = json.dumps({"error": {"message": "bad key", "type": "invalid_request_error"}}).encode()
+            self.send_response(401)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        model = "  provider: openai\n  model: gpt-4o-mini\n  apiKey: {value: sk-test}\n"
+        text = ECHO_BUNDLE.replace("  provider: scripted\n  model: echo\n  options:\n", model + "  options:\n", 1)
+        text = text.replace('    rules:\n      - reply:\n          text: "echo: {{last}}"\n', "    {}\n", 1)
+        base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        proc = gdn(tmp_path, "run", str(write_bundle(tmp_path / "b", text)), "--input", "hi", OPENAI_BASE_URL=base)
+    finally:
+        server.shutdown()
+    assert proc.returncode == 1 and "[E_MODEL_AUTH]" in proc.stderr, proc.stderr
+    assert f"openai request to {base} (OPENAI_BASE_URL) failed with HTTP 401" in proc.stderr, proc.stderr

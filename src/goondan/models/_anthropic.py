@@ -116,6 +116,7 @@ def _check_headers(options: NetworkOptions) -> None:
 class AnthropicModel(NetworkAdapter):
     provider = "anthropic"
     default_endpoint = "https://api.anthropic.com"
+    base_url_variable = "ANTHROPIC_BASE_URL"
     client_paths = ("messages",)
 
     def __init__(self, model: str, options: dict[str, Any], api_key: str | None, endpoint: str | None) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import os
 from collections.abc import Hashable
 from typing import Any
 
@@ -24,6 +25,8 @@ class NetworkAdapter(abc.ABC):
     provider: str = ""
     # the base URL the provider's SDK uses when Model.spec.endpoint is not set (named in errors)
     default_endpoint: str = ""
+    #: the variable the SDK takes its base URL from when given none (OPENAI_BASE_URL...)
+    base_url_variable: str = ""
     # attributes of the SDK client a call goes through that the SDK makes (and imports) lazily: the
     # fork server touches them on a throwaway client so agent processes inherit those imports
     client_paths: tuple[str, ...] = ()
@@ -110,7 +113,14 @@ class NetworkAdapter(abc.ABC):
             ) from exc
 
     def _endpoint_name(self) -> str:
-        return endpoint_label(self.endpoint) if self.endpoint else self.default_endpoint or "its default endpoint"
+        if self.endpoint:
+            return endpoint_label(self.endpoint)
+        # the SDK's own variable, when set, is where the request went: naming the default endpoint
+        # sent a user with OPENAI_BASE_URL at a proxy to check api.openai.com
+        override = os.environ.get(self.base_url_variable, "").strip() if self.base_url_variable else ""
+        if override:
+            return f"{endpoint_label(override)} ({self.base_url_variable})"
+        return self.default_endpoint or "its default endpoint"
 
     async def aclose(self) -> None:
         if self._client is not None and self._client_loop is asyncio.get_running_loop():

@@ -62,6 +62,7 @@ def _sdk() -> Any:
 class OpenAIModel(NetworkAdapter):
     provider = "openai"
     default_endpoint = "https://api.openai.com/v1"
+    base_url_variable = "OPENAI_BASE_URL"
     client_paths = ("chat.completions",)
 
     def __init__(self, model: str, options: dict[str, Any], api_key: str | None, endpoint: str | None) -> None:
