@@ -13,7 +13,6 @@ import contextlib
 import functools
 import logging
 import time
-import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -228,7 +227,6 @@ class AgentInstance:
     referenced here; slots, no per-instance ``__dict__``: a swarm may keep thousands of idle ones."""
 
     __slots__ = (
-        "__weakref__",  # for _LIVE
         "_agent_info",
         "_append_events",
         "_approval",
@@ -354,7 +352,6 @@ class AgentInstance:
         # it is (a message is accepted only when durable; one the turn ends without runs on its own);
         # made by the first steered message (only an agent with steering: inject gets any)
         self._steer_acks: dict[str, Callable[[], None] | None] = {}
-        _LIVE.add(self)
 
     def _workdir(self) -> Path:
         """The instance's working directory (created on first use; ``ToolContext.workdir``)."""
@@ -563,7 +560,10 @@ class AgentInstance:
             # with nobody else holding the record, the in-memory store may keep it without encoding it
             self.store.append_runtime_event(record, owned=not listeners)
         else:
-            self._event_buffer.append(record)
+            buffer = self._event_buffer
+            if not buffer:
+                _BUFFERING.add(self)  # see flush_all_runtime_events
+            buffer.append(record)
             if not self._event_flush_due:
                 self._schedule_flush()
         if self._bus_handlers.get(record["type"]):
@@ -606,6 +606,7 @@ class AgentInstance:
                 records.extend(self._event_buffer)
                 self._event_buffer = records
                 raise
+            _BUFFERING.discard(self)
 
     def _flush_quietly(self) -> None:
         """Flush on a path that already raises (an interrupted or failed turn): log what fails."""
@@ -1787,11 +1788,14 @@ class AgentInstance:
             # what could not be written is dropped: a flush still scheduled must not write to the
             # store after it gave the instance's lease back
             self._event_buffer = []
+            _BUFFERING.discard(self)
             self.store.close()
 
 
-# every instance this process made and still holds (weak), for flush_all_runtime_events
-_LIVE: weakref.WeakSet[AgentInstance] = weakref.WeakSet()
+# the instances whose runtime events wait in their buffer: added by the first record of a batch,
+# removed by the write that empties it (or by close()); for flush_all_runtime_events. Kept here
+# rather than a registry of every instance: an idle instance costs nothing for it.
+_BUFFERING: set[AgentInstance] = set()
 
 
 def flush_all_runtime_events() -> None:
@@ -1800,8 +1804,8 @@ def flush_all_runtime_events() -> None:
     with ``os._exit`` (``gdn run`` on a second Ctrl+C, or when its loop is blocked by synchronous
     code): the scheduled flush would run only once the turn suspends, so records the turn already
     made (``turn.started``, ``step.started`` before a blocking model call) would be lost."""
-    for instance in list(_LIVE):
-        if instance._event_buffer and instance._append_events is not None:
+    for instance in list(_BUFFERING):
+        if instance._event_buffer:
             instance._flush_quietly()
 
 
