@@ -139,6 +139,9 @@ class InstanceHandle:
         # what its process was told to send (runtime events, text deltas): see Orchestrator.forwarding
         self.forwarding = (True, True)
         self.accept_slot: HostSlot | None = None  # where its process marks accepted turns (_accept)
+        # its process reported why it could not start (``start_error``): the exit that follows is
+        # that process giving up on purpose (``return 3``), not a crash
+        self.start_failed = False
 
     @property
     def name(self) -> str:
@@ -445,6 +448,7 @@ class Orchestrator:
         h.conn = conn
         h.accept_slot = slot
         h.interrupted = False
+        h.start_failed = False
         self._pid_by_conn[id(conn)] = pid
         h.spawner = spawner
         h.exited = asyncio.get_running_loop().create_future()
@@ -540,6 +544,7 @@ class Orchestrator:
         self._pump(h)
 
     def _on_start_error(self, h: InstanceHandle, ready: asyncio.Future[None], rec: StartError) -> None:
+        h.start_failed = True
         err = error_from_dict(rec.error)
         if not ready.done():
             ready.set_exception(err)
@@ -658,6 +663,14 @@ class Orchestrator:
         if stopping or code == 0:
             h.status = "terminated"
             h.consecutive_crashes = 0
+        elif h.start_failed:
+            # It said why it could not start and exited on purpose: its error already went to
+            # whoever waited for it (and the queue). Whether the host closes the runtime on that
+            # error before this exit is read is a race (the exit code comes from the fork server
+            # on another channel, often in the same read as the error), so the outcome must not
+            # depend on it: not a crash, no crash count towards crashLoopBackOff.
+            h.status = "terminated"
+            log.debug("agent process %s (pid %d) exited with code %d after its start error", h.name, pid, code)
         else:
             h.consecutive_crashes += 1
             now = self.clock.now_ms()
