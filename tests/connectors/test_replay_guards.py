@@ -61,7 +61,7 @@ def test_github_replay_with_a_changed_or_missing_delivery_id_is_refused() -> Non
         assert post(conn.url, body, _gh(body, "d-2"))[0] == 409  # new delivery id, same signed content
         assert post(conn.url, body, _gh(body, "d-3", prefix=""))[0] == 409
         status, reply = post(conn.url, body, _gh(body, None))
-        assert status == 400 and reply["error"] == "missing_delivery_id"
+        assert status == 400 and reply["reason"] == "missing_delivery_id"
         fresh = json.dumps({**payload, "issue": {"title": "Other", "number": 4}}).encode()
         assert post(conn.url, fresh, _gh(fresh, None))[0] == 400  # a delivery id is required, fresh or not
         assert post(conn.url, fresh, _gh(fresh, "d-4"))[0] == 202

@@ -5,7 +5,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import urllib.error
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 from cn_testkit import connector_bundle, free_port, gdn_run, post, probes, wait_for
 
@@ -192,3 +195,56 @@ def test_without_a_secret_signatures_are_optional_unless_required(tmp_path: Path
         assert post(f"http://127.0.0.1:{port}/", b"not json")[0] == 400
         assert post(f"http://127.0.0.1:{port}/", b'{"text": ""}')[0] == 400
         assert [r["metadata"]["connection"] for r in probes(run.probe_out)] == ["hook", "hook"]
+
+
+def _request(url: str, method: str, body: bytes | None = None) -> tuple[int, Any, Any]:
+    req = urllib.request.Request(url, data=body, method=method)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(req, timeout=15) as resp:
+            return resp.status, json.loads(resp.read()), resp.headers
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read()), exc.headers
+
+
+def test_every_refusal_has_the_documented_shape(tmp_path: Path) -> None:
+    """docs/guides/connectors.md: every refusal is ``{"ok": false, "reason": <code>, "error": <what
+    was wrong>}``, with the status and reason code the guide lists; a new user got a 401 without
+    ``error`` and a 404 without ``reason``."""
+    port, strict_port = free_port(), free_port()
+    strict = (
+        connection(strict_port, extra_config='    requireSignature: { value: "true" }\n')
+        .replace("  secrets:\n    signingSecret: { valueFrom: { env: HOOK_SECRET } }\n", "")
+        .replace("name: hook", "name: strict")
+    )
+    bundle = connector_bundle(tmp_path / "b", connection(port) + "---\n" + strict)
+    url = f"http://127.0.0.1:{port}/"
+    guide = (Path(__file__).parents[2] / "docs" / "guides" / "connectors.md").read_text()
+    with gdn_run(tmp_path, bundle, HOOK_SECRET=SECRET) as run:
+        run.wait_ready()
+        body, headers = signed({"text": "hello"})
+        assert post(url, body, headers)[0] == 200
+        answers = [
+            (_request(url + "elsewhere", "POST", body), 404, "not_found"),
+            (_request(url, "GET"), 405, "method_not_allowed"),
+            (post(url, b'{"text": "forged"}', {"X-Signature-256": "sha256=" + "0" * 64}), 401, "invalid_signature"),
+            (post(url, body, headers), 401, "replayed_signature"),
+            (post(f"http://127.0.0.1:{strict_port}/", b'{"text": "x"}'), 401, "missing_signing_secret"),
+            (post(url, *signed_raw(b"not json")), 400, "invalid_payload"),
+            (post(url, *signed_raw(b"[1]")), 400, "invalid_payload"),
+            (post(url, *signed_raw(b'{"text": ""}')), 400, "invalid_payload"),
+        ]
+        for answer, status, reason in answers:
+            assert answer[0] == status, (answer, reason)
+            reply = answer[1]
+            assert set(reply) == {"ok", "reason", "error"}, (reason, reply)
+            assert reply["ok"] is False and reply["reason"] == reason, reply
+            assert isinstance(reply["error"], str) and reply["error"], reply
+            assert f"`{reason}`" in guide, f"docs/guides/connectors.md does not list {reason}"
+        assert answers[1][0][2]["Allow"] == "POST"
+        assert run.stop() == 130
+
+
+def signed_raw(body: bytes) -> tuple[bytes, dict[str, str]]:
+    sig = hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    return body, {"X-Signature-256": f"sha256={sig}"}

@@ -12,7 +12,7 @@ agents (:func:`route_event`). The helpers below are what the built-in connectors
 
 from ._attachments import download_part
 from ._context import ConnectorContext, Reply, ReplyDelta, ReplyStream, check_event, message_text, request_input
-from ._http import ClientResponse, HttpRequest, HttpResponse, HttpServer, http_request, serve_http
+from ._http import ClientResponse, HttpRequest, HttpResponse, HttpServer, http_request, serve_http, wrong_route
 from ._routing import RouteDecision, Rule, route_event, rule_matches, rules_from_ingress, stringify_properties
 from ._signatures import (
     ReplayGuard,
@@ -54,4 +54,5 @@ __all__ = [
     "verify_hmac_sha256",
     "verify_slack",
     "within_window",
+    "wrong_route",
 ]

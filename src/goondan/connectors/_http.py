@@ -113,11 +113,31 @@ class HttpResponse:
         return cls(status, json.dumps(payload).encode("utf-8"), {"Content-Type": "application/json"})
 
     @classmethod
+    def refusal(cls, status: int, reason: str, error: str, headers: Mapping[str, str] | None = None) -> HttpResponse:
+        """A refused request: ``{"ok": false, "reason": <code>, "error": <what was wrong>}``, the shape
+        the server's own refusals (413, 408, ...) have, so a client reads ``reason`` for what to do
+        and ``error`` for a person, whichever layer refused it (a failed turn is not a refusal: its
+        ``error`` is the turn's ``{"code", "message"}``)."""
+        body = json.dumps({"ok": False, "reason": reason, "error": error}).encode("utf-8")
+        return cls(status, body, {"Content-Type": "application/json", **(headers or {})})
+
+    @classmethod
     def text(cls, status: int, text: str) -> HttpResponse:
         return cls(status, text.encode("utf-8"), {"Content-Type": "text/plain; charset=utf-8"})
 
 
 Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
+
+
+def wrong_route(req: HttpRequest, path: str) -> HttpResponse | None:
+    """The refusal a webhook connector serving ``POST path`` answers first: 404 ``not_found`` for
+    another path (which is not named: an obscure path may be part of the secret), 405
+    ``method_not_allowed`` (with ``Allow: POST``) for another method; ``None`` when neither."""
+    if req.path != path:
+        return HttpResponse.refusal(404, "not_found", "nothing is served at this path")
+    if req.method != "POST":
+        return HttpResponse.refusal(405, "method_not_allowed", "use POST", {"Allow": "POST"})
+    return None
 
 
 def _head_refusal(scope: Scope, max_body: int) -> tuple[int, str] | None:
@@ -191,7 +211,7 @@ def _asgi_app(handler: Handler, max_body: int) -> Callable[[Scope, Receive, Send
             response = await handler(HttpRequest(scope["method"], target, headers, bytes(body)))
         except Exception:
             log.exception("connector HTTP handler failed")
-            response = HttpResponse.json(500, {"ok": False, "error": "internal error"})
+            response = HttpResponse.refusal(500, "internal_error", "internal error")
         if response.stream is not None:
             streamed = StreamingResponse(response.stream, response.status, headers=response.headers)
             if response.on_open is not None:

@@ -27,6 +27,7 @@ from goondan.connectors import (
     serve_http,
     verify_ed25519,
     within_window,
+    wrong_route,
 )
 
 ATTACHMENT_OPTION = 11  # an application command option of type ATTACHMENT: its value is an attachment id
@@ -135,29 +136,28 @@ async def run(ctx: Any) -> None:
         await follow_up(str(body.get("application_id", "")), str(body.get("token", "")), ctx.emit(event))
 
     async def handle(req: HttpRequest) -> HttpResponse:
-        if req.path != path:
-            return HttpResponse.json(404, {"error": "not found"})
-        if req.method != "POST":
-            return HttpResponse.json(405, {"error": "use POST"})
+        refused = wrong_route(req, path)
+        if refused is not None:
+            return refused
         ts = req.header("x-signature-timestamp") or ""
         sig = req.header("x-signature-ed25519")
         if not within_window(ts) or not verify_ed25519(public_key, ts.encode("utf-8") + req.body, sig):
             ctx.logger.warning("rejected: invalid Discord signature")
-            return HttpResponse.json(401, {"error": "invalid request signature"})
+            return HttpResponse.refusal(401, "invalid_signature", "invalid request signature")
         if replays.seen_before(content_key(ts.encode("utf-8"), req.body)):
             ctx.logger.warning("rejected: replayed Discord interaction")
-            return HttpResponse.json(401, {"error": "replayed request"})
+            return HttpResponse.refusal(401, "replayed_request", "this interaction was already handled")
         try:
             body = req.json()
         except ValueError:
-            return HttpResponse.json(400, {"error": "invalid payload"})
+            return HttpResponse.refusal(400, "invalid_payload", "the body is not JSON")
         if not isinstance(body, dict):
-            return HttpResponse.json(400, {"error": "invalid payload"})
+            return HttpResponse.refusal(400, "invalid_payload", "the body must be a JSON object")
         if body.get("type") == 1:
             return HttpResponse.json(200, {"type": 1})
         event = _event(body)
         if event is None:
-            return HttpResponse.json(400, {"error": "unsupported interaction type"})
+            return HttpResponse.refusal(400, "unsupported_interaction", "unsupported interaction type")
         task = asyncio.create_task(deliver(body, event))
         tasks.add(task)
         task.add_done_callback(tasks.discard)

@@ -27,6 +27,7 @@ from goondan.connectors import (
     http_request,
     serve_http,
     verify_hmac_sha256,
+    wrong_route,
 )
 
 _NAMES = {
@@ -145,30 +146,31 @@ async def run(ctx: Any) -> None:
         await comment(event, ctx.emit(event))
 
     async def handle(req: HttpRequest) -> HttpResponse:
-        if req.path != path:
-            return HttpResponse.json(404, {"ok": False, "error": "not found"})
-        if req.method != "POST":
-            return HttpResponse.json(405, {"ok": False, "error": "use POST"})
+        refused = wrong_route(req, path)
+        if refused is not None:
+            return refused
         if not verify_hmac_sha256(secret, req.body, req.header("x-hub-signature-256")):
             ctx.logger.warning("rejected: invalid GitHub signature")
-            return HttpResponse.json(401, {"ok": False, "error": "invalid_signature"})
+            return HttpResponse.refusal(
+                401, "invalid_signature", "X-Hub-Signature-256 is missing or not the HMAC-SHA256 of the body"
+            )
         delivery = (req.header("x-github-delivery") or "").strip()
         if not delivery:
             ctx.logger.warning("rejected: no X-GitHub-Delivery header")
-            return HttpResponse.json(400, {"ok": False, "error": "missing_delivery_id"})
+            return HttpResponse.refusal(400, "missing_delivery_id", "no X-GitHub-Delivery header")
         # GitHub signs the body only, so the delivery id is attacker-controlled: the body decides too
         seen_id = deliveries.seen_before("id:" + delivery)
         seen_body = deliveries.seen_before("body:" + content_key(req.body))
         if seen_id or seen_body:
             ctx.logger.warning("rejected: delivery %s was already handled", delivery[:80])
-            return HttpResponse.json(409, {"ok": False, "error": "duplicate_delivery"})
+            return HttpResponse.refusal(409, "duplicate_delivery", "this delivery was already handled")
         kind = req.header("x-github-event") or ""
         if kind == "ping":
             return HttpResponse.json(200, {"ok": True, "pong": True})
         try:
             payload = req.json()
         except ValueError:
-            return HttpResponse.json(400, {"ok": False, "error": "invalid_payload"})
+            return HttpResponse.refusal(400, "invalid_payload", "the body is not JSON")
         event = _event(kind, payload) if isinstance(payload, dict) else None
         if event is None:
             return HttpResponse.json(200, {"ok": True, "ignored": True})

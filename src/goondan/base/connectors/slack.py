@@ -25,6 +25,7 @@ from goondan.connectors import (
     http_request,
     serve_http,
     verify_slack,
+    wrong_route,
 )
 
 
@@ -108,24 +109,23 @@ async def run(ctx: Any) -> None:
             ctx.logger.warning("chat.postMessage failed: %s", exc)
 
     async def handle(req: HttpRequest) -> HttpResponse:
-        if req.path != path:
-            return HttpResponse.json(404, {"ok": False, "error": "not found"})
-        if req.method != "POST":
-            return HttpResponse.json(405, {"ok": False, "error": "use POST"})
+        refused = wrong_route(req, path)
+        if refused is not None:
+            return refused
         ts = req.header("x-slack-request-timestamp")
         sig = req.header("x-slack-signature")
         if not verify_slack(secret, ts, req.body, sig):
             ctx.logger.warning("rejected: invalid or expired Slack signature")
-            return HttpResponse.json(401, {"ok": False, "error": "invalid_signature"})
+            return HttpResponse.refusal(401, "invalid_signature", "invalid or expired Slack signature")
         if signatures.seen_before(content_key(str(ts).strip().encode("utf-8"), req.body)):
             ctx.logger.warning("rejected: replayed Slack request")
-            return HttpResponse.json(401, {"ok": False, "error": "replayed_request"})
+            return HttpResponse.refusal(401, "replayed_request", "this request was already handled")
         try:
             data = req.json()
         except ValueError:
-            return HttpResponse.json(400, {"ok": False, "error": "invalid_payload"})
+            return HttpResponse.refusal(400, "invalid_payload", "the body is not JSON")
         if not isinstance(data, dict):
-            return HttpResponse.json(400, {"ok": False, "error": "invalid_payload"})
+            return HttpResponse.refusal(400, "invalid_payload", "the body must be a JSON object")
         if data.get("type") == "url_verification":
             return HttpResponse.json(200, {"challenge": data.get("challenge", "")})
         ev = data.get("event")

@@ -40,10 +40,12 @@ from goondan.connectors import (
     content_key,
     serve_http,
     verify_hmac_sha256,
+    wrong_route,
 )
 from goondan.errors import GoondanError
 
 _SIG_HEADERS = ("x-signature-256", "x-hub-signature-256", "x-signature")
+_INVALID_SIGNATURE = "missing or wrong signature: X-Signature-256 must be the hex HMAC-SHA256 of the body"
 REPLY_MODES = ("sync", "async", "stream")
 KEEPALIVE_SECONDS = 15.0
 # The Connection's config and secrets (all strings: they are ValueSources), for the reference page.
@@ -146,30 +148,33 @@ async def run(ctx: Any) -> None:
     replays = ReplayGuard()
 
     async def handle(req: HttpRequest) -> HttpResponse:
-        if req.path != path:
-            return HttpResponse.json(404, {"ok": False, "error": "not found"})
-        if req.method != "POST":
-            return HttpResponse.json(405, {"ok": False, "error": "use POST"})
+        refused = wrong_route(req, path)
+        if refused is not None:
+            return refused
         if require:
             if not secret:
                 ctx.logger.warning("rejected: requireSignature is set but no signingSecret is configured")
-                return HttpResponse.json(401, {"ok": False, "reason": "missing_signing_secret"})
+                return HttpResponse.refusal(
+                    401, "missing_signing_secret", "a signature is required but no signing secret is configured"
+                )
             signature = next((req.header(h) for h in _SIG_HEADERS if req.header(h)), None)
             if not verify_hmac_sha256(secret, req.body, signature):
                 ctx.logger.warning("rejected: invalid signature")
-                return HttpResponse.json(401, {"ok": False, "reason": "invalid_signature"})
+                return HttpResponse.refusal(401, "invalid_signature", _INVALID_SIGNATURE)
             if replays.seen_before(content_key(req.body)):
                 ctx.logger.warning("rejected: replayed signature")
-                return HttpResponse.json(401, {"ok": False, "reason": "replayed_signature"})
+                return HttpResponse.refusal(
+                    401, "replayed_signature", "this body was already accepted in the last 10 minutes"
+                )
         try:
             data = req.json()
         except ValueError:
-            return HttpResponse.json(400, {"ok": False, "reason": "invalid_payload"})
+            return HttpResponse.refusal(400, "invalid_payload", "the body is not JSON")
         if not isinstance(data, dict):
-            return HttpResponse.json(400, {"ok": False, "reason": "invalid_payload"})
+            return HttpResponse.refusal(400, "invalid_payload", "the body must be a JSON object")
         text = data.get("text", data.get("message"))
         if not isinstance(text, str) or not text.strip():
-            return HttpResponse.json(400, {"ok": False, "reason": "invalid_payload", "error": "text is required"})
+            return HttpResponse.refusal(400, "invalid_payload", "text is required")
         name = data.get("name") or data.get("event") or "webhook_message"
         key = data.get("instanceKey") if isinstance(data.get("instanceKey"), str) else None
         raw_props = data.get("properties")
