@@ -332,3 +332,26 @@ def test_instance_list_shows_a_turn_whose_process_is_gone_as_interrupted_not_pro
     _check_after(tmp_path, bundle, state, "block", ended_like_a_crash=True)  # the next run recovers it
     listing = gdn(tmp_path, "instance", "list", str(bundle), "--state-root", str(state))
     assert " idle " in listing.stdout, listing.stdout
+
+
+def test_ctrl_c_on_a_blocked_agent_process_kills_it_without_a_warning(tmp_path: Path) -> None:
+    """The SIGKILL of an agent process that cannot stop its turn is what the user's Ctrl+C asked for:
+    no "did not acknowledge shutdown" / "did not stop its turn" warning, only the interruption itself
+    (``-v`` still says which process was killed and why)."""
+    bundle = _bundle(tmp_path)
+    state = tmp_path / "state"
+    code, _, stderr = _ctrl_c_mid_turn(state, _start_input(tmp_path, bundle, state, "block"))
+    assert code == 130, stderr
+    assert "WARNING" not in stderr and "SIGKILL" not in stderr, stderr
+    verbose = subprocess.Popen(
+        [sys.executable, "-m", "goondan", "run", str(bundle), "--state-root", str(state), "--input", "block", "-v"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env_for(tmp_path, GOONDAN_ISOLATION="process"),
+        cwd=tmp_path,
+        start_new_session=True,
+    )
+    code, _, stderr = _ctrl_c_mid_turn(state, verbose)
+    assert code == 130, stderr
+    assert "SIGKILL" in stderr and "WARNING" not in stderr, stderr

@@ -296,7 +296,8 @@ class Orchestrator:
             # a graceful stop already under way waits for the turn: an interrupt does not
             pid, exited = h.pid, h.exited
             if pid is not None and h.spawner is not None:
-                log.warning("%s did not stop its turn within %.1f s: SIGKILL", h.name, bound)
+                # the interrupt's own outcome, not a fault: said with -v (see graceful_stop)
+                log.info("%s did not stop its turn within %.1f s of the interrupt: SIGKILL", h.name, bound)
                 h.spawner.kill(pid, signal.SIGKILL)
             if exited is not None:
                 with contextlib.suppress(TimeoutError):

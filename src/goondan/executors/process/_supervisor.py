@@ -13,7 +13,8 @@ by ``gdn run``'s connector supervisor) share this code, and the wire protocol of
 - Graceful shutdown (:func:`graceful_stop`): send ``shutdown``; wait for ``shutdown_ack``, the exit,
   or the grace period. Acknowledged: the child has ``EXIT_MS`` to exit on its own, then SIGTERM
   (SIGKILL for an interrupt, whose child has nothing left to save) and 5 s later SIGKILL. Not
-  acknowledged within the grace period: SIGKILL.
+  acknowledged within the grace period: SIGKILL, with a warning unless the stop was an interrupt
+  (Ctrl+C: the kill is the outcome the user asked for, an INFO line).
 """
 
 from __future__ import annotations
@@ -123,6 +124,11 @@ async def graceful_stop(
                         await asyncio.wait_for(asyncio.shield(exited), TERM_WAIT_S)
                     except TimeoutError:
                         kill(signal.SIGKILL)
+        elif interrupt:
+            # what the user's Ctrl+C asked for (a child whose turn blocks its event loop cannot even
+            # read the message): said with -v, not warned about
+            log.info("%s did not stop its turn within %d ms of the interrupt: SIGKILL", name, int(grace_ms))
+            kill(signal.SIGKILL)
         else:
             log.warning("%s did not acknowledge shutdown within %d ms: SIGKILL", name, int(grace_ms))
             kill(signal.SIGKILL)
