@@ -258,10 +258,10 @@ def test_a_second_ctrl_c_during_a_chat_turn_exits_at_once(tmp_path: Path) -> Non
 
 
 def _start_input(
-    tmp_path: Path, bundle: Path, state: Path, text: str, executor: str = "process"
+    tmp_path: Path, bundle: Path, state: Path, text: str, *args: str, executor: str = "process"
 ) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "goondan", "run", str(bundle), "--state-root", str(state), "--input", text],
+        [sys.executable, "-m", "goondan", "run", str(bundle), "--state-root", str(state), "--input", text, *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -343,15 +343,7 @@ def test_ctrl_c_on_a_blocked_agent_process_kills_it_without_a_warning(tmp_path: 
     code, _, stderr = _ctrl_c_mid_turn(state, _start_input(tmp_path, bundle, state, "block"))
     assert code == 130, stderr
     assert "WARNING" not in stderr and "SIGKILL" not in stderr, stderr
-    verbose = subprocess.Popen(
-        [sys.executable, "-m", "goondan", "run", str(bundle), "--state-root", str(state), "--input", "block", "-v"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=env_for(tmp_path, GOONDAN_ISOLATION="process"),
-        cwd=tmp_path,
-        start_new_session=True,
-    )
+    verbose = _start_input(tmp_path, bundle, state, "block", "-v")
     code, _, stderr = _ctrl_c_mid_turn(state, verbose)
     assert code == 130, stderr
     assert "SIGKILL" in stderr and "WARNING" not in stderr, stderr
