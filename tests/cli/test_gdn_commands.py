@@ -116,16 +116,17 @@ def test_run_errors_use_the_standard_format_and_exit_codes(tmp_path: Path) -> No
     no_bundle = gdn(tmp_path, "run", str(tmp_path / "empty"), "--input", "a")
     assert no_bundle.returncode == 3
     bad_agent = gdn(tmp_path, "run", str(bundle), "--input", "a", "--agent", "ghost", "--state-root", "s")
-    assert bad_agent.returncode == 1 and "[E_AGENT_NOT_FOUND]" in bad_agent.stderr
+    # an agent named on the command line that the swarm lacks is a usage error (CONTRACT §9)
+    assert bad_agent.returncode == 2 and "[E_AGENT_NOT_FOUND]" in bad_agent.stderr
     assert "help: https://" in bad_agent.stderr and "Traceback" not in bad_agent.stderr
 
 
 def test_json_errors_carry_code_message_and_exit_code(tmp_path: Path) -> None:
     bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     proc = gdn(tmp_path, "run", str(bundle), "--json", "--input", "a", "--agent", "ghost", "--state-root", "s")
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     err = json.loads(proc.stderr.strip().splitlines()[-1])
-    assert err["code"] == "E_AGENT_NOT_FOUND" and err["exitCode"] == 1 and err["helpUrl"].endswith("E_AGENT_NOT_FOUND")
+    assert err["code"] == "E_AGENT_NOT_FOUND" and err["exitCode"] == 2 and err["helpUrl"].endswith("E_AGENT_NOT_FOUND")
 
 
 def test_dotenv_files_and_env_file_supply_value_sources(tmp_path: Path) -> None:
@@ -375,10 +376,10 @@ def test_restart_reaches_a_running_session(tmp_path: Path) -> None:
         via_json = gdn(tmp_path, "run", str(bundle), "--input", "j", "--json", "--state-root", state)
         assert json.loads(via_json.stdout)["text"] == "echo: j"
         ghost = gdn(tmp_path, "run", str(bundle), "--input", "x", "--agent", "ghost", "--state-root", state)
-        assert ghost.returncode == 1 and "[E_AGENT_NOT_FOUND]" in ghost.stderr
+        assert ghost.returncode == 2 and "[E_AGENT_NOT_FOUND]" in ghost.stderr
 
         wrong = gdn(tmp_path, "restart", "--agent", "ghost", "--state-root", state)
-        assert wrong.returncode == 1 and "[E_AGENT_NOT_FOUND]" in wrong.stderr
+        assert wrong.returncode == 2 and "[E_AGENT_NOT_FOUND]" in wrong.stderr
         proc = gdn(tmp_path, "restart", "--agent", "talker", "--fresh", "--state-root", state)
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout == 'agent "talker" restarted (fresh, state cleared)\n'

@@ -129,3 +129,18 @@ def test_a_reference_written_as_a_bare_name_suggests_its_kind(tmp_path: Path) ->
     for meant in ("Model/echo", "Agent/talker"):
         assert f"suggestion: write {meant} (a reference is Kind/name)" in proc.stdout, proc.stdout
     assert proc.stdout.count("write Agent/talker") == 2, proc.stdout  # entryAgent and the {ref: talker} item
+
+
+@pytest.mark.parametrize(
+    ("typo", "hint"), [("asistant", "Did you mean 'assistant'?"), ("zzzz", "Known agents: 'assistant'.")]
+)
+def test_run_agent_the_swarm_lacks_is_a_usage_error_naming_the_near_name(
+    one_turn: tuple[Path, dict[str, str]], typo: str, hint: str
+) -> None:
+    """CONTRACT §9: a name given on the command line that matches nothing is a usage error (2), not a
+    failed turn (1), and the suggestion says what was meant."""
+    base, env = one_turn
+    proc = gdn(base, "run", "bot", "--agent", typo, "--input", "hi", **env)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"[E_AGENT_NOT_FOUND] agent '{typo}' is not part of swarm"), proc.stderr
+    assert f"suggestion: {hint}" in proc.stderr, proc.stderr

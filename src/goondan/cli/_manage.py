@@ -309,6 +309,8 @@ def _restart(args: argparse.Namespace, key: str | None, agent: str | None) -> in
         raise CliError(
             str(err.get("code") or "E_RESTART_FAILED"),
             str(err.get("message") or "restart failed"),
+            # an --agent the running swarm does not have is a usage error (see unknown_agent)
+            exit_code=EXIT_USAGE if err.get("code") == "E_AGENT_NOT_FOUND" else EXIT_INTERNAL,
             suggestion=err.get("suggestion"),
         )
     if args.json:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
 EXIT_OK = 0
@@ -133,3 +133,16 @@ class CliError(Exception):
         self.exit_code = exit_code
         self.suggestion = suggestion
         self.help_url = help_url_for(code)
+
+
+def unknown_agent(name: str, swarm: str, known: Iterable[str]) -> CliError:
+    """An agent named on the command line (``--agent``) that the swarm does not have: a usage error
+    (exit 2: the command line is wrong, not the bundle or the turn) with the near name."""
+    from ._logs import near_names  # only on the error path
+
+    return CliError(
+        "E_AGENT_NOT_FOUND",
+        f"agent {name!r} is not part of swarm {swarm!r}",
+        exit_code=EXIT_USAGE,
+        suggestion=near_names(name, known, "agent"),
+    )

@@ -45,6 +45,7 @@ from ._output import (
     Style,
     exit_code_for,
     print_error,
+    unknown_agent,
 )
 from ._shared_workspace import warn_if_shared
 from ._state import active_runs, socket_path, state_root, state_root_arg, write_run
@@ -87,6 +88,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     load = load_bundle_for_requests if request is not None or args.interactive else load_bundle
     bundle = load(args.path, env=env, state_root=state_root_arg(args))
     warn_if_shared(args, bundle, env)
+    _check_agent(args, bundle)
     if request is not None:
         delegated = _delegate_to_active_run(args, bundle, request, env)
         if delegated is not None:
@@ -98,6 +100,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         plans = plan_connections(bundle, bundle.select_swarm(args.swarm), env)
     return asyncio.run(interruptible(_long_running(args, bundle, env, plans)))
+
+
+def _check_agent(args: argparse.Namespace, bundle: Any) -> None:
+    """An ``--agent`` that is not in the swarm is a usage error (exit 2, with the near name), found
+    before anything starts: it used to reach the runtime and fail like a turn (exit 1), or wait for
+    a running ``gdn run`` to refuse it."""
+    if args.agent is None:
+        return
+    swarm = bundle.select_swarm(args.swarm)
+    names = sorted(bundle.resolve_ref(ref, swarm, "Agent").name for ref in swarm.spec.agents)
+    if args.agent not in names:
+        raise unknown_agent(args.agent, swarm.name, names)
 
 
 def _runtime(args: argparse.Namespace, bundle: Any, env: Mapping[str, str]) -> Any:
@@ -454,14 +468,9 @@ class _Control:
         agent = request.get("agent")
         fresh = bool(request.get("fresh"))
         if agent is not None and agent not in self.rt.agent_names:
-            return {
-                "ok": False,
-                "error": {
-                    "code": "E_AGENT_NOT_FOUND",
-                    "message": f"agent '{agent}' is not part of swarm '{self.rt.swarm_name}'",
-                    "suggestion": f"Use one of: {', '.join(sorted(self.rt.agent_names))}.",
-                },
-            }
+            error = unknown_agent(str(agent), self.rt.swarm_name, self.rt.agent_names)
+            fields = {"code": error.code, "message": error.message, "suggestion": error.suggestion}
+            return {"ok": False, "error": fields}
         restart = getattr(self.rt, "restart", None)
         if restart is None:
             return {
