@@ -23,6 +23,20 @@ def did_you_mean(word: str, options: Iterable[str]) -> str | None:
     return f"did you mean {matches[0]!r}?" if matches else None
 
 
+def join_hints(*parts: str | None) -> str | None:
+    """A suggestion made of several parts, as sentences: ``did you mean 'Agent'? Known kinds: ...``.
+    Joined with ``"; "`` they read ``did you mean 'Agent'?; known kinds: ...``. None when all are empty."""
+    out = ""
+    for part in parts:
+        if not part:
+            continue
+        if out:
+            out += (" " if out[-1] in ".?!" else ". ") + part[:1].upper() + part[1:]
+        else:
+            out = part
+    return out or None
+
+
 def join_path(base: str, loc: Iterable[Any]) -> str:
     out = base
     for part in loc:
@@ -110,7 +124,7 @@ def pydantic_problems(exc: ValidationError, model: type[BaseModel]) -> list[tupl
             message = f"unknown field {last!r}"
             hint = did_you_mean(last, allowed)
             listing = f"allowed fields: {', '.join(allowed)}" if allowed else None
-            suggestion = "; ".join(s for s in (hint, listing) if s) or None
+            suggestion = join_hints(hint, listing)
         else:
             message = str(err.get("msg", "invalid value"))
             message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")

@@ -23,7 +23,7 @@ from goondan.models._providers import KNOWN_PROVIDERS
 
 from ._bundle import BASE_PACKAGE, Bundle, ScopeKey, ref_scope
 from ._code import REQUIRED_ATTRIBUTE, EntryModule, HandlerFunction, RegisterBinding, inspect_entry
-from ._issues import did_you_mean, join_path, parent_path, pydantic_problems
+from ._issues import did_you_mean, join_hints, join_path, parent_path, pydantic_problems
 from ._packages import InstalledPackage, base_package_root, default_distribution, find_package, specifier_problem
 from ._paths import PathProblem, close_path, resolve_inside
 from ._plan import required_tool_message, tool_names
@@ -489,7 +489,7 @@ class Loader:
                     "E_CONFIG_UNKNOWN_KIND",
                     f"unknown kind {kind!r}",
                     "kind",
-                    "; ".join(s for s in (hint, f"known kinds: {', '.join(KINDS)}") if s),
+                    join_hints(hint, f"known kinds: {', '.join(KINDS)}"),
                 )
             )
         api = value.get("apiVersion")
@@ -1198,7 +1198,7 @@ class Loader:
                 "E_CONFIG_EXTENSION_CONFIG_INVALID",
                 f"{owner.key}: invalid config for {ext.key}: {detail}",
                 field_path,
-                "; ".join(s for s in (hint, listing) if s) or None,
+                join_hints(hint, listing),
             )
             if owner is ext and any(e.message == issue.message for e in self.errors):
                 continue  # one report per Extension, not one per agent using it
@@ -1269,7 +1269,7 @@ class Loader:
                     "E_CONNECTOR_CONFIG",
                     f"{res.key}: invalid config for {connector.key}: {detail}{got}",
                     field_path,
-                    "; ".join(s for s in (hint, listing) if s) or None,
+                    join_hints(hint, listing),
                 )
             )
 
