@@ -37,3 +37,9 @@ def test_a_near_field_and_the_allowed_fields_are_two_sentences(tmp_path: Path) -
     suggestion = _suggestion(tmp_path, MODEL.replace("options:", "optoins:"), "E_CONFIG_SCHEMA_INVALID")
     assert suggestion.startswith("did you mean 'options'? Allowed fields: "), suggestion
     assert "?;" not in suggestion
+
+
+def test_a_near_provider_and_the_known_providers_are_two_sentences(tmp_path: Path) -> None:
+    typo = MODEL.replace("provider: scripted", "provider: scriptd")
+    suggestion = _suggestion(tmp_path, typo, "E_CONFIG_SCHEMA_INVALID")
+    assert suggestion.startswith("did you mean 'scripted'? Known providers: "), suggestion

@@ -845,7 +845,7 @@ class Loader:
                         f"{res.key}: export {export.name!r} has no handler in `handlers` of "
                         f"{shown}:{module.handlers_line} (it has {listing})",
                         f"spec.exports[{i}].name",
-                        (f"{hint} " if hint else "") + f"add {export.name!r}: handler to `handlers` in {shown}",
+                        join_hints(hint, f"add {export.name!r}: handler to `handlers` in {shown}"),
                     )
                 )
             for i, export in enumerate(res.spec.exports):
@@ -922,7 +922,7 @@ class Loader:
                     "E_CONFIG_SCHEMA_INVALID",
                     f"{res.key}: unknown provider {spec.provider!r}",
                     "spec.provider",
-                    f"{hint} {listing}" if hint else listing,
+                    join_hints(hint, listing),
                 )
             )
         elif spec.provider == "python":
