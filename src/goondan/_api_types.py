@@ -92,6 +92,7 @@ class TurnFailedEvent(_TurnFields):
     type: Literal["turn.failed"]
     duration: int
     errorMessage: str
+    extensionName: NotRequired[str]  # the extension whose turn or step middleware raised
     error: EventError
 
 
@@ -158,6 +159,7 @@ class ToolFailedEvent(_ToolFields):
     type: Literal["tool.failed"]
     duration: int
     errorMessage: str
+    extensionName: NotRequired[str]  # the extension whose toolCall middleware raised
     error: EventError
 
 
