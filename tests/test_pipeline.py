@@ -277,3 +277,34 @@ def test_a_chains_runner_is_its_core_without_middleware_and_runs_the_layers_with
     assert runner is not core
     asyncio.run(runner(StepState(_turn_state(), 0, [])))
     assert trace == ["A:pre", "core", "A:post"]
+
+
+def test_exception_is_named_after_the_innermost_middleware_it_came_out_of_never_the_core():
+    """What fails a turn names the middleware that raised (pipeline.raised_in): the innermost layer
+    it passed, not the outer ones it passes next; and an exception of the core is no middleware's."""
+    from goondan.pipeline import raised_in
+
+    async def outer(ctx):
+        return await ctx.next()
+
+    async def guard(ctx):
+        raise ValueError("quota")
+
+    async def core(state):
+        raise RuntimeError("the runtime's own")
+
+    reg = PipelineRegistry()
+    reg.register("step", outer, extension="a")
+    reg.register("step", guard, extension="b")
+    with pytest.raises(ValueError) as raised:
+        _run_step(reg, core)
+    assert raised_in(raised.value) == (
+        f"step middleware {guard.__qualname__} of extension 'b'",
+        "b",
+    )
+
+    only_outer = PipelineRegistry()
+    only_outer.register("step", outer, extension="a")
+    with pytest.raises(RuntimeError) as raised:
+        _run_step(only_outer, core)
+    assert raised_in(raised.value) is None

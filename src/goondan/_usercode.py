@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TextIO
 
 from .errors import GoondanError
@@ -166,6 +168,45 @@ def format_traceback(exc: BaseException) -> str:
     return text
 
 
+def import_failure(what: str, entry: Path, exc: BaseException) -> str:
+    """The message of a user module that failed to import: ``Tool/calc: importing calc.py failed at
+    calc.py:2: ModuleNotFoundError: ...``. The line is the deepest one of the user's own files (under
+    the bundle root, :func:`~goondan._modules.bundle_root_of`) the traceback passes, or where a
+    ``SyntaxError`` is; the exception's own text alone does not say which of the module's lines (or
+    which module it imports) failed. The exception's traceback is made to start at the first of
+    those frames, for the -v log and the runtime event."""
+    from ._modules import bundle_root_of
+
+    root = bundle_root_of(entry.resolve())
+    found: tuple[str, int] | None = None
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if _under(filename, root):
+            if found is None:  # the frames before (Goondan's loader, importlib) say nothing to the user
+                exc.__traceback__ = tb
+            found = (filename, tb.tb_lineno)
+        tb = tb.tb_next
+    detail = str(exc)
+    if isinstance(exc, SyntaxError) and exc.filename and exc.lineno and _under(exc.filename, root):
+        found = (exc.filename, exc.lineno)
+        detail = exc.msg  # its str() repeats the file and line
+    at = ""
+    if found is not None:
+        at = f" at {Path(found[0]).resolve().relative_to(root).as_posix()}:{found[1]}"
+    return f"{what}: importing {entry.name} failed{at}: {type(exc).__name__}: {detail}"
+
+
+def _under(filename: str, root: Path) -> bool:
+    if not os.path.isabs(filename):  # "<frozen importlib._bootstrap>", "<string>"
+        return False
+    try:
+        Path(filename).resolve().relative_to(root)
+    except (ValueError, OSError):
+        return False
+    return True
+
+
 def user_traceback(exc: BaseException) -> str | None:
     """The traceback worth keeping for a failure: always for an unexpected exception, and for a
     Goondan error only when it wraps one (user code raised; the wrapper's own frames say little)."""
@@ -180,6 +221,7 @@ __all__ = [
     "captured",
     "exit_error",
     "format_traceback",
+    "import_failure",
     "install",
     "released",
     "user_output",

@@ -30,7 +30,7 @@ from ._api_types import (
 )
 from ._json import copy_json, dumps, json_problem
 from ._modules import import_path, reproduce_command
-from ._usercode import captured, exit_error, format_traceback
+from ._usercode import captured, exit_error, import_failure
 from .errors import ExtensionError, GoondanError
 from .pipeline import ExtensionPipeline, PipelineRegistry
 from .tools import ToolHandler, ToolRegistry
@@ -384,14 +384,16 @@ def load_module(name: str, entry: Path) -> Any:
             suggestion="Check spec.entry of the Extension resource.",
         ) from exc
     except Exception as exc:
-        # the user's traceback for `gdn run -v` (the error itself carries only its last line)
-        log.info("importing extension %s (%s) failed:\n%s", name, entry, format_traceback(exc))
-        raise ExtensionError(
+        # the caller logs the user's traceback for `gdn run -v` and keeps it in an extension.failed
+        # event (the error itself carries only its last line)
+        error = ExtensionError(
             "E_EXT_LOAD",
-            f"extension {name}: importing {entry.name} failed: {type(exc).__name__}: {exc}",
+            import_failure(f"extension {name}", entry, exc),
             extension_name=name,
-            suggestion=f"Run `{reproduce_command(entry)}` to see the import error with its traceback.",
-        ) from exc
+            suggestion=f"Fix {entry.name}: `gdn run -v` prints the traceback of its import, and `gdn logs -v` shows "
+            f"it from the extension.failed event (or run `{reproduce_command(entry)}`).",
+        )
+        raise error from exc
     return module
 
 

@@ -85,6 +85,27 @@ def _report(capture: _Capture) -> None:
         _user_output.reset(token)
 
 
+_RAISED_IN = "_goondan_raised_in"
+
+
+def _mark_raised(exc: Exception, entry: _Entry | None) -> None:
+    """Remember which middleware ``exc`` came out of (None: the core), unless a layer further in did.
+
+    Done as the exception passes out of a layer, so a run that raises nothing pays nothing for it."""
+    attrs = getattr(exc, "__dict__", None)
+    if attrs is not None and _RAISED_IN not in attrs:
+        attrs[_RAISED_IN] = entry
+
+
+def raised_in(exc: BaseException) -> tuple[str, str | None] | None:
+    """The middleware an exception came out of, as ``(label, extension name)`` (the label reads
+    ``step middleware mw of extension 'audit'``), or None when it came from no middleware."""
+    entry = getattr(exc, "__dict__", {}).get(_RAISED_IN)
+    if not isinstance(entry, _Entry):
+        return None
+    return entry.label, entry.extension
+
+
 _RESULT_TYPES: dict[str, type] = {"turn": TurnResult, "step": StepResult, "toolCall": ToolCallResult}
 
 
@@ -187,6 +208,9 @@ class _LayerContext(Generic[S, R]):
             released = _user_output.set(None)
             try:
                 return await chain._core(self._s)
+            except Exception as exc:  # raised by the runtime (or an inner chain): no middleware's doing
+                _mark_raised(exc, None)
+                raise
             finally:
                 _user_output.reset(released)
         entry = chain._entries[pos]
@@ -205,6 +229,9 @@ class _LayerContext(Generic[S, R]):
                 result = await result
         except SystemExit as exc:  # sys.exit() in a middleware fails its turn or tool call, not the host
             raise exit_error(entry.label, exc) from exc
+        except Exception as exc:  # the innermost layer it passes names it (the exception path only)
+            _mark_raised(exc, entry)
+            raise
         finally:
             out.current = outer
             if capture.parts or capture.dropped:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import inspect
 import logging
 import os
@@ -70,6 +71,50 @@ def split_tool_name(name: str) -> tuple[str, str] | None:
     if not left or not right or left.endswith("_") or right.startswith("_"):
         return None
     return left, right
+
+
+def handler_call_problem(handler: Any, name: str) -> str | None:
+    """Why ``handler(ctx, args)`` -- how every tool handler is called -- cannot work, or None.
+
+    Checked when the tool is loaded: a handler that cannot take the call (``def add(args)``, a third
+    required parameter, a required keyword-only one) failed every call as E_TOOL_ERROR, which the
+    model saw and ``gdn run`` answered around with exit 0, though nothing of the handler ran. Binding
+    two positional arguments to its signature accepts whatever the call accepts: sync or async,
+    any parameter names, ``*args``/``**kwargs``, defaults, ``functools.partial``, bound methods and
+    callable objects. A callable whose signature cannot be read (some builtins) is left to the call."""
+    try:
+        signature = inspect.signature(handler)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(None, None)
+    except TypeError as exc:
+        bare = signature.replace(  # annotations only clutter it ("-> 'dict'" under future annotations)
+            parameters=[p.replace(annotation=p.empty) for p in signature.parameters.values()],
+            return_annotation=signature.empty,
+        )
+        where = _defined_at(handler)
+        return f"handler {name}{bare}{f' ({where})' if where else ''} cannot be called as {name}(ctx, args): {exc}"
+    return None
+
+
+def _defined_at(handler: Any) -> str | None:
+    """``calc.py:3`` for the function behind a handler (a partial's, a bound method's, an object's
+    ``__call__``), when it has Python code."""
+    target = handler
+    for _ in range(8):  # partials of partials, methods of partials...
+        if isinstance(target, functools.partial):
+            target = target.func
+        elif inspect.ismethod(target):
+            target = target.__func__
+        else:
+            break
+    if not inspect.isfunction(target) and not isinstance(target, type):
+        target = type(target).__call__  # a callable object: its class's __call__
+    code = getattr(inspect.unwrap(target), "__code__", None)
+    if code is None:
+        return None
+    return f"{Path(code.co_filename).name}:{code.co_firstlineno}"
 
 
 class ToolEntry:

@@ -23,7 +23,7 @@ FIELDS = {
     "step.started": STEP,
     "tool.called": TOOL,
     "tool.completed": [*TOOL, "status", "duration"],
-    "tool.failed": [*TOOL, "duration", "errorMessage", "error"],
+    "tool.failed": [*TOOL, "duration", "errorMessage", "extensionName", "error"],  # its middleware raised
     "step.completed": [*STEP, "toolCallCount", "duration", "model"],
     "step.failed": [*STEP, "duration", "errorMessage", "error", "model"],
     "turn.completed": [*SPAN, "turnId", "stepCount", "duration"],

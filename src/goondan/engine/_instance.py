@@ -33,13 +33,13 @@ from .._json import (
     to_frozen_json,
 )
 from .._modules import import_path, reproduce_command
-from .._usercode import format_traceback, released, user_traceback
+from .._usercode import format_traceback, import_failure, released, user_traceback
 from ..conversation import ConversationState, handle
 from ..errors import ExtensionError, GoondanError, ModelError
 from ..extensions import EventBus, ExtensionApi, ExtensionState, load_module, register_extension
 from ..messages import Message, assistant_message, tool_message, user_message
 from ..models import ModelAdapter, ModelRequest, ModelResponse, create_model_adapter, default_api_key
-from ..pipeline import ApprovalRequired, PipelineRegistry, StepState, ToolCallState, Turn, TurnState
+from ..pipeline import ApprovalRequired, PipelineRegistry, StepState, ToolCallState, Turn, TurnState, raised_in
 from ..results import StepResult, ToolCall, ToolCallResult, TurnResult
 from ..storage import _atomic
 from ..storage._atomic import crash_point
@@ -51,6 +51,7 @@ from ..tools import (
     ToolRegistry,
     error_from_exception,
     execute_tool,
+    handler_call_problem,
     resource_tool_entries,
     result_output_part,
     stored_output_part,
@@ -446,11 +447,15 @@ class AgentInstance:
             try:
                 module = import_path(entry)
             except Exception as exc:
-                raise GoondanError(
+                error = GoondanError(
                     "E_TOOL_LOAD",
-                    f"Tool/{res.name}: importing {entry.name} failed: {type(exc).__name__}: {exc}",
-                    suggestion=f"Run `{reproduce_command(entry)}` to see the import error with its traceback.",
-                ) from exc
+                    import_failure(f"Tool/{res.name}", entry, exc),
+                    suggestion=f"Fix {entry.name}: `gdn run -v` prints the traceback of its import, and `gdn logs -v` "
+                    f"shows it from the tool.loadFailed event (or run `{reproduce_command(entry)}`).",
+                )
+                error.__cause__ = exc
+                self._record_load_failure("tool.loadFailed", {"toolName": res.name}, error, f"importing {entry}")
+                raise error from exc
             build = functools.partial(self._tool_entries, res, entry, module)
             self.tools.add_entries(self._definition.tool_entries(res.name, module, build))
 
@@ -472,6 +477,18 @@ class AgentInstance:
                 f"Tool/{res.name}: no handler for export(s) {', '.join(missing)} in {entry.name}",
                 suggestion="Add them to the module's `handlers` dict.",
             )
+        for export in exports:
+            handler = handlers[export["name"]]
+            fname = str(getattr(handler, "__name__", export["name"]))
+            problem = handler_call_problem(handler, fname)
+            if problem is not None:
+                raise GoondanError(
+                    "E_TOOL_LOAD",
+                    f"Tool/{res.name}: export {export['name']!r}: {problem}",
+                    suggestion=f"Define it as `def {fname}(ctx, args): ...` (sync or async; ctx: the ToolContext, "
+                    "args: the call's arguments); `gdn validate` reports this before a run "
+                    "(E_CONFIG_TOOL_HANDLER_SIGNATURE).",
+                )
         limit = tool_spec.error_message_limit or DEFAULT_ERROR_MESSAGE_LIMIT
         config = (getattr(self.plan, "tool_configs", None) or {}).get(res.name)
         return resource_tool_entries(res.name, exports, handlers, error_limit=limit, config=config)
@@ -505,26 +522,34 @@ class AgentInstance:
                     suggestion="List each extension once in Agent.spec.extensions.",
                 )
             seen.add(name)
-            module = load_module(name, entry)
+            try:
+                module = load_module(name, entry)
+            except GoondanError as exc:
+                self._record_load_failure("extension.failed", {"extensionName": name}, exc, f"importing {entry}")
+                raise
             state = ExtensionState(self.store, name)
             self.states[name] = state
             api = ExtensionApi(name, pipeline=self.pipeline, tools=self.tools, state=state, bus=self.bus)
             try:
                 await register_extension(name, module, api, config)
             except GoondanError as exc:
-                self._record_extension_failure(name, exc)
+                self._record_load_failure("extension.failed", {"extensionName": name}, exc, "register()")
                 raise
 
-    def _record_extension_failure(self, name: str, exc: GoondanError) -> None:
-        """Keep a failed ``register()``'s traceback: in runtime-events.jsonl (``gdn logs -v``) and on
-        the log at -v, as the error's suggestion promises."""
+    def _record_load_failure(self, etype: str, fields: dict[str, Any], exc: GoondanError, doing: str) -> None:
+        """Keep the traceback of the user's code that failed while the instance started (a Tool or
+        Extension module's import, an extension's ``register()``): in runtime-events.jsonl (``gdn
+        logs -v``, an ``extension.failed`` or ``tool.loadFailed`` event) and on the log at -v (INFO;
+        agent processes forward it), as the error's suggestion promises. The error itself carries
+        only the exception's last line."""
         trace = user_traceback(exc)
         if trace is None:
             return
-        self.logger.info("register() of extension %s raised:\n%s", name, trace)
+        what = next(iter(fields.values()))
+        self.logger.info("%s %s: %s failed:\n%s", etype.partition(".")[0], what, doing, trace)
         record = {
-            **self._base_record("extension.failed", new_trace_id(), new_span_id(), None),
-            "extensionName": name,
+            **self._base_record(etype, new_trace_id(), new_span_id(), None),
+            **fields,
             "errorMessage": exc.message,
             "error": {"code": exc.code, "traceback": trace},
         }
@@ -767,6 +792,7 @@ class AgentInstance:
         result: TurnResult
         failure: BaseException | None = None
         failure_trace: str | None = None
+        failed_in: tuple[str, str | None] | None = None  # the middleware (label, extension) that raised
         try:
             if self._paused is not None and resume is None:
                 await self._supersede_paused(trace_id, span_id)
@@ -813,14 +839,13 @@ class AgentInstance:
         except Exception as exc:
             failure = exc
             failure_trace = user_traceback(exc)
-            err = (
-                exc.to_dict()
-                if isinstance(exc, GoondanError)
-                else {
-                    "code": "E_TURN_FAILED",
-                    "message": f"{type(exc).__name__}: {exc}",
-                }
-            )
+            if isinstance(exc, GoondanError):
+                err = exc.to_dict()
+            else:
+                err = {"code": "E_TURN_FAILED", "message": f"{type(exc).__name__}: {exc}"}
+                failed_in = raised_in(exc)  # the user's middleware: which one, of which extension and layer
+                if failed_in is not None:
+                    err["message"] = f"{failed_in[0]} raised {err['message']}"
             result = TurnResult(turn_id, None, "error", err, None)
             self.logger.error("turn %s failed: %s", turn_id, exc if isinstance(exc, GoondanError) else err["message"])
             if failure_trace:
@@ -854,7 +879,10 @@ class AgentInstance:
                     **self._base_record("turn.failed", trace_id, span_id, parent_span),
                     "turnId": turn_id,
                     "duration": duration,
-                    "errorMessage": str(failure),
+                    "errorMessage": str(failure)
+                    if failed_in is None or result.error is None
+                    else result.error["message"],
+                    **({"extensionName": failed_in[1]} if failed_in and failed_in[1] else {}),
                     "error": {
                         "code": getattr(failure, "code", None) or "E_TURN_FAILED",
                         **({"traceback": failure_trace} if failure_trace else {}),
@@ -1378,12 +1406,16 @@ class AgentInstance:
             # middleware failures become error results too: an orphaned tool call would make the
             # next provider request invalid
             trace = format_traceback(exc)
-            self.logger.info("toolCall middleware failed for %s (%s):\n%s", call.name, call.id, trace)
+            source = raised_in(exc)  # which middleware, of which extension
+            label = source[0] if source is not None else "toolCall middleware"
+            self.logger.info("%s failed for %s (%s):\n%s", label, call.name, call.id, trace)
             failed = fields  # type and timestamp replaced in place: the fields keep their order
             failed["type"] = "tool.failed"
             failed["timestamp"] = now_iso()
             failed["duration"] = int((time.perf_counter() - t0) * 1000)
-            failed["errorMessage"] = str(exc)
+            failed["errorMessage"] = str(exc) if source is None else f"{label} raised {type(exc).__name__}: {exc}"
+            if source is not None and source[1]:
+                failed["extensionName"] = source[1]
             failed["error"] = {"code": getattr(exc, "code", None) or "E_TOOL_ERROR", "traceback": trace}
             await self._runtime_event(failed)
             result = error_from_exception(exc, call.id, call.name, DEFAULT_ERROR_MESSAGE_LIMIT, keep_traceback=False)
