@@ -330,6 +330,13 @@ class ToolRegistry:
                 "E_TOOL_DEFINITION_INVALID",
                 f"tool {name!r} needs a callable handler(ctx, input)",
             )
+        problem = handler_call_problem(handler, str(getattr(handler, "__name__", "handler")))
+        if problem is not None:  # refused here, not at every call of the tool
+            raise GoondanError(
+                "E_TOOL_DEFINITION_INVALID",
+                f"tool {name!r}: {problem}",
+                suggestion="Give api.tools.register a handler(ctx, args) (sync or async).",
+            )
         params = item.get("parameters")
         if params is None:
             params = {"type": "object", "properties": {}}

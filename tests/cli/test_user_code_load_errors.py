@@ -248,3 +248,16 @@ def test_raising_tool_call_middleware_is_named_in_the_tool_failed_event(tmp_path
     [failed] = [r for r in runtime_events(tmp_path) if r["type"] == "tool.failed"]
     named = "toolCall middleware register.<locals>.guard of extension 'audit' raised ValueError: quota exceeded"
     assert failed["errorMessage"] == named and failed["extensionName"] == "audit", failed
+
+
+def test_extension_tool_handler_that_cannot_take_ctx_and_args_is_refused_by_register(tmp_path: Path) -> None:
+    source = (
+        "def status(args):\n    return 'up'\n\n\n"
+        "def register(api, config):\n"
+        "    api.tools.register({'name': 'audit__status', 'description': 'status'}, status)\n"
+    )
+    proc = gdn(tmp_path, "run", str(bundle(tmp_path, **{"audit.py": source})), "--input", "go", "--executor", "inline")
+    assert proc.returncode == 3, (proc.returncode, proc.stdout, proc.stderr)
+    assert "[E_TOOL_DEFINITION_INVALID] tool 'audit__status': handler status(args) (audit.py:1)" in proc.stderr, (
+        proc.stderr
+    )
