@@ -86,6 +86,16 @@ def test_tool_import_failure_names_its_line_and_shows_its_traceback_with_v(
     assert "importlib" not in proc.stderr, proc.stderr  # starting at the user's frame, not the loader's
 
 
+def test_syntax_error_in_a_module_the_tool_imports_names_that_file_and_line(tmp_path: Path) -> None:
+    """``gdn validate`` compiles the entry file only; a helper module it imports fails at import."""
+    files = {"calc.py": "import helper\n" + CALC, "helper.py": "x = 1\ndef f(:\n    pass\n"}
+    proc = gdn(tmp_path, "run", str(bundle(tmp_path, **files)), "--input", "go", "--executor", "inline")
+    assert proc.returncode == 3, proc.stderr
+    assert (
+        "[E_TOOL_LOAD] Tool/calc: importing calc.py failed at helper.py:2: SyntaxError: invalid syntax" in proc.stderr
+    )
+
+
 def test_tool_import_failure_traceback_is_kept_for_gdn_logs_v(tmp_path: Path) -> None:
     path = bundle(tmp_path, **{"calc.py": "import json\nimport goondan_no_such_module\n" + CALC})
     proc = gdn(tmp_path, "run", str(path), "--input", "go")
