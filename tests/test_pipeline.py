@@ -308,3 +308,30 @@ def test_exception_is_named_after_the_innermost_middleware_it_came_out_of_never_
     with pytest.raises(RuntimeError) as raised:
         _run_step(only_outer, core)
     assert raised_in(raised.value) is None
+
+
+@pytest.mark.parametrize("fault", ["sys.exit", "bad result"])
+def test_errors_made_for_a_middleware_are_named_after_it_not_the_layer_around_it(fault):
+    """sys.exit() and a wrong return value become Goondan errors raised after the layer's own except
+    clause; the layer around it must not take them for its own."""
+    import sys
+
+    from goondan.pipeline import raised_in
+
+    async def outer(ctx):
+        return await ctx.next()
+
+    async def inner(ctx):
+        if fault == "sys.exit":
+            sys.exit(3)
+        return "not a StepResult"
+
+    async def core(state):
+        raise AssertionError("not reached")
+
+    reg = PipelineRegistry()
+    reg.register("step", outer, extension="a")
+    reg.register("step", inner, extension="b")
+    with pytest.raises(GoondanError) as raised:
+        _run_step(reg, core)
+    assert raised_in(raised.value) == (f"step middleware {inner.__qualname__} of extension 'b'", "b")

@@ -228,7 +228,9 @@ class _LayerContext(Generic[S, R]):
             if type(result) is CoroutineType or inspect.isawaitable(result):  # exact type first: async def
                 result = await result
         except SystemExit as exc:  # sys.exit() in a middleware fails its turn or tool call, not the host
-            raise exit_error(entry.label, exc) from exc
+            error: Exception = exit_error(entry.label, exc)
+            _mark_raised(error, entry)  # raised here, past the clause below: the outer layers must not claim it
+            raise error from exc
         except Exception as exc:  # the innermost layer it passes names it (the exception path only)
             _mark_raised(exc, entry)
             raise
@@ -238,7 +240,9 @@ class _LayerContext(Generic[S, R]):
                 _report(capture)
         expected = chain._result_type
         if type(result) is not expected and not isinstance(result, expected):
-            raise chain.bad_result(entry, result)
+            error = chain.bad_result(entry, result)
+            _mark_raised(error, entry)
+            raise error
         return cast(R, result)
 
 

@@ -271,3 +271,15 @@ def test_extension_tool_handler_that_cannot_take_ctx_and_args_is_refused_by_regi
     assert "[E_TOOL_DEFINITION_INVALID] tool 'audit__status': handler status(args) (audit.py:1)" in proc.stderr, (
         proc.stderr
     )
+
+
+def test_goondan_error_raised_by_a_middleware_keeps_its_message_and_names_the_extension(tmp_path: Path) -> None:
+    source = RAISING_MIDDLEWARE.replace("LAYER", "step").replace(
+        "raise ValueError('quota exceeded')",
+        "from goondan import GoondanError\n        raise GoondanError('E_QUOTA', 'quota exceeded', suggestion='wait')",
+    )
+    proc = gdn(tmp_path, "run", str(bundle(tmp_path, **{"audit.py": source})), "--input", "go", "--executor", "inline")
+    assert proc.returncode == 1, proc.stderr
+    assert "[E_QUOTA] quota exceeded" in proc.stderr, proc.stderr
+    [failed] = [r for r in runtime_events(tmp_path) if r["type"] == "turn.failed"]
+    assert failed["extensionName"] == "audit" and failed["error"]["code"] == "E_QUOTA", failed  # type: ignore[index]

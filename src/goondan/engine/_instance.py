@@ -793,6 +793,7 @@ class AgentInstance:
         failure: BaseException | None = None
         failure_trace: str | None = None
         failed_in: tuple[str, str | None] | None = None  # the middleware (label, extension) that raised
+        renamed = False
         try:
             if self._paused is not None and resume is None:
                 await self._supersede_paused(trace_id, span_id)
@@ -839,13 +840,15 @@ class AgentInstance:
         except Exception as exc:
             failure = exc
             failure_trace = user_traceback(exc)
+            failed_in = raised_in(exc)  # the user's middleware: which one, of which extension and layer
+            renamed = False  # the message names the middleware (a Goondan error keeps its own)
             if isinstance(exc, GoondanError):
                 err = exc.to_dict()
             else:
                 err = {"code": "E_TURN_FAILED", "message": f"{type(exc).__name__}: {exc}"}
-                failed_in = raised_in(exc)  # the user's middleware: which one, of which extension and layer
                 if failed_in is not None:
                     err["message"] = f"{failed_in[0]} raised {err['message']}"
+                    renamed = True
             result = TurnResult(turn_id, None, "error", err, None)
             self.logger.error("turn %s failed: %s", turn_id, exc if isinstance(exc, GoondanError) else err["message"])
             if failure_trace:
@@ -879,9 +882,7 @@ class AgentInstance:
                     **self._base_record("turn.failed", trace_id, span_id, parent_span),
                     "turnId": turn_id,
                     "duration": duration,
-                    "errorMessage": str(failure)
-                    if failed_in is None or result.error is None
-                    else result.error["message"],
+                    "errorMessage": result.error["message"] if renamed and result.error else str(failure),
                     **({"extensionName": failed_in[1]} if failed_in and failed_in[1] else {}),
                     "error": {
                         "code": getattr(failure, "code", None) or "E_TURN_FAILED",
@@ -1413,7 +1414,8 @@ class AgentInstance:
             failed["type"] = "tool.failed"
             failed["timestamp"] = now_iso()
             failed["duration"] = int((time.perf_counter() - t0) * 1000)
-            failed["errorMessage"] = str(exc) if source is None else f"{label} raised {type(exc).__name__}: {exc}"
+            named = source is not None and not isinstance(exc, GoondanError)  # a Goondan error keeps its message
+            failed["errorMessage"] = f"{label} raised {type(exc).__name__}: {exc}" if named else str(exc)
             if source is not None and source[1]:
                 failed["extensionName"] = source[1]
             failed["error"] = {"code": getattr(exc, "code", None) or "E_TOOL_ERROR", "traceback": trace}
