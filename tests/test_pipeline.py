@@ -279,13 +279,30 @@ def test_a_chains_runner_is_its_core_without_middleware_and_runs_the_layers_with
     assert trace == ["A:pre", "core", "A:post"]
 
 
+async def _pass_through(ctx):
+    return await ctx.next()
+
+
+def _raised_in_chain(*middlewares, core):
+    """Run a step chain of ``(extension, middleware)`` pairs (outermost first) around ``core`` and
+    return what :func:`goondan.pipeline.raised_in` says of the exception it raises."""
+    from goondan.pipeline import raised_in
+
+    reg = PipelineRegistry()
+    for extension, fn in middlewares:
+        reg.register("step", fn, extension=extension)
+    with pytest.raises(Exception) as raised:
+        _run_step(reg, core)
+    return raised_in(raised.value)
+
+
+async def _unreachable_core(state):
+    raise AssertionError("not reached")
+
+
 def test_exception_is_named_after_the_innermost_middleware_it_came_out_of_never_the_core():
     """What fails a turn names the middleware that raised (pipeline.raised_in): the innermost layer
     it passed, not the outer ones it passes next; and an exception of the core is no middleware's."""
-    from goondan.pipeline import raised_in
-
-    async def outer(ctx):
-        return await ctx.next()
 
     async def guard(ctx):
         raise ValueError("quota")
@@ -293,21 +310,9 @@ def test_exception_is_named_after_the_innermost_middleware_it_came_out_of_never_
     async def core(state):
         raise RuntimeError("the runtime's own")
 
-    reg = PipelineRegistry()
-    reg.register("step", outer, extension="a")
-    reg.register("step", guard, extension="b")
-    with pytest.raises(ValueError) as raised:
-        _run_step(reg, core)
-    assert raised_in(raised.value) == (
-        f"step middleware {guard.__qualname__} of extension 'b'",
-        "b",
-    )
-
-    only_outer = PipelineRegistry()
-    only_outer.register("step", outer, extension="a")
-    with pytest.raises(RuntimeError) as raised:
-        _run_step(only_outer, core)
-    assert raised_in(raised.value) is None
+    named = _raised_in_chain(("a", _pass_through), ("b", guard), core=core)
+    assert named == (f"step middleware {guard.__qualname__} of extension 'b'", "b")
+    assert _raised_in_chain(("a", _pass_through), core=core) is None
 
 
 @pytest.mark.parametrize("fault", ["sys.exit", "bad result"])
@@ -316,22 +321,10 @@ def test_errors_made_for_a_middleware_are_named_after_it_not_the_layer_around_it
     clause; the layer around it must not take them for its own."""
     import sys
 
-    from goondan.pipeline import raised_in
-
-    async def outer(ctx):
-        return await ctx.next()
-
     async def inner(ctx):
         if fault == "sys.exit":
             sys.exit(3)
         return "not a StepResult"
 
-    async def core(state):
-        raise AssertionError("not reached")
-
-    reg = PipelineRegistry()
-    reg.register("step", outer, extension="a")
-    reg.register("step", inner, extension="b")
-    with pytest.raises(GoondanError) as raised:
-        _run_step(reg, core)
-    assert raised_in(raised.value) == (f"step middleware {inner.__qualname__} of extension 'b'", "b")
+    named = _raised_in_chain(("a", _pass_through), ("b", inner), core=_unreachable_core)
+    assert named == (f"step middleware {inner.__qualname__} of extension 'b'", "b")
