@@ -48,6 +48,8 @@ RuntimeEventType = Literal[
     "tool.failed",
     "approval.requested",
     "approval.decided",
+    "tool.loadFailed",
+    "extension.failed",
 ]
 
 
@@ -189,6 +191,28 @@ class ApprovalDecidedEvent(_ApprovalFields):
     note: NotRequired[str]
 
 
+class ToolLoadFailedEvent(_SpanFields):
+    """A Tool's module failed to import while the instance started; ``error.traceback`` is the
+    user's traceback (``gdn logs -v``). Written to ``runtime-events.jsonl`` only: it happens before
+    any extension is loaded, so ``api.events`` never delivers it."""
+
+    type: Literal["tool.loadFailed"]
+    toolName: str
+    errorMessage: str
+    error: EventError
+
+
+class ExtensionFailedEvent(_SpanFields):
+    """An Extension's module failed to import or its ``register()`` raised while the instance
+    started; ``error.traceback`` is the user's traceback (``gdn logs -v``). Written to
+    ``runtime-events.jsonl`` only, like ``tool.loadFailed``."""
+
+    type: Literal["extension.failed"]
+    extensionName: str
+    errorMessage: str
+    error: EventError
+
+
 RuntimeEvent = (
     TurnStartedEvent
     | TurnCompletedEvent
@@ -201,6 +225,8 @@ RuntimeEvent = (
     | ToolFailedEvent
     | ApprovalRequestedEvent
     | ApprovalDecidedEvent
+    | ToolLoadFailedEvent
+    | ExtensionFailedEvent
 )
 
 

@@ -14,16 +14,26 @@ Each case runs a real ``gdn run`` subprocess."""
 from __future__ import annotations
 
 import json
+import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_testkit import gdn
 
+from goondan.types import ExtensionFailedEvent, RuntimeEventType, ToolLoadFailedEvent
 from kit import write_bundle
 
 CALC = "def add(ctx, args):\n    return args['a'] + args['b']\n\nhandlers = {'add': add}\n"
 AUDIT = "def register(api, config):\n    pass\n"
+
+
+def assert_record_of(typed: Any, record: dict[str, Any]) -> None:
+    """The record is what the public type says (goondan.types: readers of runtime-events.jsonl
+    type their parsing with it, and the events reference page is generated from it)."""
+    required, optional = typed.__required_keys__, typed.__optional_keys__
+    assert required <= set(record) <= required | optional, (sorted(record), sorted(required | optional))
+    assert record["type"] in typing.get_args(RuntimeEventType)
 
 
 def _doc(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -102,6 +112,7 @@ def test_tool_import_failure_traceback_is_kept_for_gdn_logs_v(tmp_path: Path) ->
     assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr
     [failed] = [r for r in runtime_events(tmp_path) if r["type"] == "tool.loadFailed"]
     assert failed["toolName"] == "calc"
+    assert_record_of(ToolLoadFailedEvent, failed)
     assert failed["error"] == {"code": "E_TOOL_LOAD", "traceback": failed["error"]["traceback"]}  # type: ignore[index]
     logs = gdn(tmp_path, "logs", str(path), "-v")
     assert logs.returncode == 0, logs.stderr
@@ -115,6 +126,7 @@ def test_extension_import_failure_names_its_line_and_is_kept_for_gdn_logs_v(tmp_
     assert "[E_EXT_LOAD] extension audit: importing audit.py failed at audit.py:2: ModuleNotFoundError" in proc.stderr
     [failed] = [r for r in runtime_events(tmp_path) if r["type"] == "extension.failed"]
     assert failed["extensionName"] == "audit"
+    assert_record_of(ExtensionFailedEvent, failed)
     assert 'audit.py", line 2, in <module>' in failed["error"]["traceback"]  # type: ignore[index]
 
 

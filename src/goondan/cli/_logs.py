@@ -19,7 +19,15 @@ from ._output import EXIT_OK, EXIT_USAGE, CliError, Style
 from ._state import store_backend, store_label
 
 _STANDARD = {"type", "timestamp", "agentName", "instanceKey", "traceId", "spanId", "parentSpanId", "turnId"}
-_COLORS = {"failed": "31", "completed": "32", "started": "36", "called": "35", "requested": "33", "decided": "33"}
+_COLORS = {
+    "failed": "31",
+    "loadFailed": "31",
+    "completed": "32",
+    "started": "36",
+    "called": "35",
+    "requested": "33",
+    "decided": "33",
+}
 POLL_SECONDS = 0.25
 
 
