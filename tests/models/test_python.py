@@ -98,6 +98,16 @@ def test_module_without_generate_is_a_load_error(tmp_path: Path) -> None:
     assert info.value.code == "E_MODEL_LOAD"
 
 
+def test_an_import_failure_names_the_line_of_the_users_file(tmp_path: Path) -> None:
+    (tmp_path / "helper.py").write_text("X = 1\nraise RuntimeError('no config')\n", encoding="utf-8")
+    m = adapter(tmp_path, "import json\nimport helper\n\ndef generate(request):\n    return {'text': 'x'}\n")
+    with pytest.raises(ModelError) as info:
+        asyncio.run(m.generate(req()))
+    assert info.value.code == "E_MODEL_LOAD"
+    assert "importing model.py failed at helper.py:2: RuntimeError: no config" in info.value.message
+    assert info.value.suggestion and "gdn run -v" in info.value.suggestion
+
+
 def test_an_entry_file_that_does_not_exist_is_a_load_error_naming_the_file_not_a_module(tmp_path: Path) -> None:
     # a gdn eval judge's entry is not checked by gdn validate: this message is all its author gets
     m = create_model_adapter("python", model="m-1", options={"entry": "./judge.py"}, root=tmp_path)

@@ -29,7 +29,7 @@ from typing import Any
 
 from .._ids import new_id
 from .._modules import import_path, reproduce_command
-from .._usercode import captured, exit_error, user_output
+from .._usercode import captured, exit_error, import_failure, user_output
 from .._usercode import install as install_capture
 from ..errors import ModelError
 from ._base import ModelRequest, ModelResponse, ModelToolCall, normalize_usage
@@ -63,10 +63,12 @@ class PythonModel:
             try:
                 module = import_path(self._entry)
             except Exception as exc:
+                # names the user's line (the module's or a helper it imports), as a Tool's does
                 raise ModelError(
                     "E_MODEL_LOAD",
-                    f"cannot import python model {self._entry}: {type(exc).__name__}: {exc}",
-                    suggestion=f"Run `{reproduce_command(self._entry)}` to see the import error with its traceback.",
+                    import_failure(f"python model {self._entry}", self._entry, exc),
+                    suggestion=f"`gdn run -v` prints the traceback of its import (or run "
+                    f"`{reproduce_command(self._entry)}`).",
                 ) from exc
             fn = getattr(module, "generate", None)
             if not callable(fn):
