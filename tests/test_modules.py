@@ -131,7 +131,7 @@ def test_import_error_suggestion_is_a_command_that_reproduces_it(tmp_path: Path)
         asyncio.run(main())
     suggestion = info.value.suggestion or ""
     assert "python tools/calc.py" not in suggestion
-    command = suggestion.split("`")[1]
+    command = suggestion.split("`")[-2]  # the last command it names (the first is `gdn run -v`)
     proc = subprocess.run(shlex.split(command), capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert proc.returncode == 1
     # the same failure as in the runtime (running the file as a script fails on the relative import)

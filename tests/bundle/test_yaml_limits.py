@@ -7,11 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from goondan.bundle import validate_bundle
-from goondan.bundle._yaml import MAX_DEPTH, YamlProblem, parse_documents
+from goondan.bundle._yaml import MAX_DEPTH, YamlProblem, _parse_problem, parse_documents
 
 
 def _nested(depth: int, flow: bool) -> str:
@@ -19,6 +20,20 @@ def _nested(depth: int, flow: bool) -> str:
         return "a: " + "[" * depth + "]" * depth + "\n"
     lines = [f"{'  ' * i}k{i}:" for i in range(depth)]
     return "\n".join(lines) + " x\n"
+
+
+def test_libyamls_own_nesting_limit_is_reported_as_nesting_too_deep() -> None:
+    # PyYAML 6.0.4's libyaml stops at 1,000 flow levels with a scanner error of its own, which its
+    # scanner reaches before the parser's events reach MAX_DEPTH; earlier versions have no limit
+    problem = _parse_problem(
+        yaml.scanner.ScannerError(
+            "while increasing flow level",
+            None,
+            "exceeded maximum nesting depth",
+            yaml.Mark("f", 0, 0, 1002, None, None),
+        )
+    )
+    assert (problem.code, problem.line, problem.column) == ("E_CONFIG_NESTING_TOO_DEEP", 1, 1003)
 
 
 @pytest.mark.parametrize("command", ["validate", "run"])

@@ -189,6 +189,10 @@ def _parse_problem(exc: yaml.MarkedYAMLError) -> YamlProblem:
     """PyYAML's problem *and* its context line: "while parsing a block mapping" says where it began."""
     mark = exc.problem_mark or exc.context_mark
     problem = exc.problem or exc.context or "invalid YAML"
+    if "maximum nesting depth" in problem and mark is not None:
+        # libyaml 0.2.6 (PyYAML 6.0.4) bounds flow nesting itself, and its scanner runs ahead of the
+        # events _check_depth counts: the same file, the same error as with earlier versions
+        return YamlProblem("E_CONFIG_NESTING_TOO_DEEP", _too_deep(), mark.line + 1, mark.column + 1)
     message = f"YAML parse error: {problem}"
     context_mark = exc.context_mark
     if exc.context and exc.problem and context_mark is not None:
