@@ -87,31 +87,39 @@ def _set_second(sec: int) -> None:
     _sec = sec
 
 
-# the clock readings (ns) of the millisecond _last_dt is for: [_dt_from, _dt_until)
-_dt_from = _dt_until = 0
+# the clock readings (ns) of the millisecond _last_dt and _last_iso are for: [_ms_from, _ms_until)
+_ms_from = _ms_until = 0
 _last_dt = datetime.fromtimestamp(0, UTC)
+_last_iso = ""
+
+
+def _new_millisecond(ns: int) -> None:
+    """Both cached forms of the millisecond that clock reading ``ns`` falls in: the datetime
+    :func:`utc_now` hands out (its :func:`iso` text stored with it: messages are encoded, and it
+    costs a fifth of a miss) and the text :func:`now_iso` hands out."""
+    global _ms_from, _ms_until, _last_dt, _last_iso
+    ms = ns // 1_000_000
+    sec, milli = divmod(ms, 1000)
+    if sec != _sec:
+        _set_second(sec)
+    text = f"{_sec_text}{milli:03d}Z"
+    moment = datetime(*_sec_fields, milli * 1000, UTC)
+    if len(_iso_cache) >= 256:
+        _iso_cache.clear()
+    _iso_cache[moment] = text
+    _last_dt, _last_iso = moment, text
+    _ms_from = ms * 1_000_000
+    _ms_until = _ms_from + 1_000_000
 
 
 def utc_now() -> datetime:
     """The current UTC time at millisecond precision (what every record stores). Every message gets
-    one, so the datetime object is reused while the millisecond does not change (it is immutable);
-    its :func:`iso` text is made with it (messages are encoded, and it costs a fifth of a miss).
+    one, so the datetime object is reused while the millisecond does not change (it is immutable).
     The clock reading is compared with the millisecond's bounds rather than divided: a division of
     a nanosecond count (a two-digit integer) is the costliest step of a hit."""
-    global _dt_from, _dt_until, _last_dt
     ns = time.time_ns()
-    if not _dt_from <= ns < _dt_until:
-        ms = ns // 1_000_000
-        sec, milli = divmod(ms, 1000)
-        if sec != _sec:
-            _set_second(sec)
-        moment = datetime(*_sec_fields, milli * 1000, UTC)
-        if len(_iso_cache) >= 256:
-            _iso_cache.clear()
-        _iso_cache[moment] = f"{_sec_text}{milli:03d}Z"
-        _last_dt = moment
-        _dt_from = ms * 1_000_000
-        _dt_until = _dt_from + 1_000_000
+    if not _ms_from <= ns < _ms_until:
+        _new_millisecond(ns)
     return _last_dt
 
 
@@ -134,24 +142,12 @@ def iso(dt: datetime) -> str:
     return text
 
 
-# the clock readings (ns) of the millisecond _last_iso is for: [_iso_from, _iso_until)
-_iso_from = _iso_until = 0
-_last_iso = ""
-
-
 def now_iso() -> str:
     """The current time as ISO-8601 with milliseconds. Called ~10 times per turn, so the formatted
     string is reused while the clock stays within its millisecond (see :func:`utc_now`)."""
-    global _iso_from, _iso_until, _last_iso
     ns = time.time_ns()
-    if not _iso_from <= ns < _iso_until:
-        ms = ns // 1_000_000
-        sec, milli = divmod(ms, 1000)
-        if sec != _sec:
-            _set_second(sec)
-        _last_iso = f"{_sec_text}{milli:03d}Z"
-        _iso_from = ms * 1_000_000
-        _iso_until = _iso_from + 1_000_000
+    if not _ms_from <= ns < _ms_until:
+        _new_millisecond(ns)
     return _last_iso
 
 
