@@ -37,6 +37,15 @@ def refuse(reason: str) -> str:
     raise ValueError(reason)
 
 
+@app.tool()
+async def slow(seconds: float) -> str:
+    """Answers after ``seconds``."""
+    import anyio
+
+    await anyio.sleep(seconds)
+    return "slow ok"
+
+
 @app.tool(name="weird.name/with__parts")
 def weird() -> str:
     """A tool whose name is not catalog-safe."""

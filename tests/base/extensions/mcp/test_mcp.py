@@ -342,3 +342,19 @@ def test_a_server_that_never_answers_the_handshake_times_out_with_e_ext_init(tmp
     assert info.value.code == "E_EXT_INIT"
     assert "no MCP handshake within 500 ms" in info.value.message
     assert "time.sleep(60)" in info.value.message
+
+
+def test_a_call_past_call_ms_is_e_mcp_timeout_naming_the_limit_and_the_server_still_answers(tmp_path: Path) -> None:
+    root = _bundle(tmp_path, _stdio(timeouts={"callMs": 300}))
+    k.MODEL = k.scripted(
+        _call("mcp__slow", {"seconds": 30}), _call("mcp__add", {"a": 1, "b": 2}, "c2"), k.text_reply("done")
+    )
+    started = time.monotonic()
+    goondan.run(root, "go", state_root=tmp_path / "state", isolation="inline")
+    assert time.monotonic() - started < 20  # the slow call was given up on, not waited for
+    timed_out, added = _outputs(k.REQUESTS[-1])
+    assert timed_out["type"] == "error-json"
+    assert timed_out["value"]["code"] == "E_MCP_TIMEOUT", timed_out  # was E_MCP_REQUEST_FAILED "rejected"
+    assert "within 300 ms" in timed_out["value"]["message"]
+    assert "callMs" in timed_out["value"]["suggestion"]
+    assert added == {"type": "text", "value": "3"}

@@ -38,6 +38,7 @@ from goondan.base.extensions.mcp._connection import ConnectFailed, Connection, d
 T = TypeVar("T")
 
 CONNECTION_CLOSED = -32000
+REQUEST_TIMEOUT = -32001  # the SDK (2.x) reports its own request timeout as an MCPError with this code
 
 
 class BridgeError(Exception):
@@ -82,6 +83,15 @@ def _is_connection_loss(exc: BaseException) -> bool:
     if isinstance(leaf, MCPError):
         return getattr(leaf, "code", None) == CONNECTION_CLOSED
     return not isinstance(leaf, TimeoutError | ValueError | TypeError)
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """The request ran past ``callMs``: a ``TimeoutError``, or what the 2.x SDK raises instead (an
+    ``MCPError`` with code -32001). Not a rejection: the server may still be working on it."""
+    leaf = leaf_error(exc)
+    if isinstance(leaf, TimeoutError):
+        return True
+    return type(leaf).__name__ == "MCPError" and getattr(leaf, "code", None) == REQUEST_TIMEOUT
 
 
 def _refused(exc: BaseException | None) -> bool:
@@ -176,7 +186,7 @@ class Bridge:
         except BridgeError:
             raise
         except Exception as exc:
-            if isinstance(leaf_error(exc), TimeoutError):
+            if _timed_out(exc):
                 raise CallTimeout(
                     f"MCP server '{self.label}' did not answer {what} within {int(self.cfg.call_timeout_s * 1000)} ms",
                     "Raise spec.config.timeouts.callMs, or check the server.",
