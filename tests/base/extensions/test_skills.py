@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
 
 import policy_kit as k
+import pytest
 
 import goondan
 from goondan.base.extensions.skills._catalog import parse_head
@@ -207,3 +209,38 @@ def test_the_context_message_is_kept_once_replaced_on_change_and_restored_after_
     assert other != restored  # another extension's block is its own message
     sync(None, restored)  # nothing to show: removed
     assert [m.text for m in conversation.next_messages] == ["hi", "mcp block"]
+
+
+def test_a_broken_skill_md_is_named_in_one_warning_and_its_skill_keeps_a_real_description(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = _bundle(tmp_path)
+    (root / "skills" / "broken").mkdir()
+    (root / "skills" / "broken" / "SKILL.md").write_text(
+        "---\nname: broken\ndescription: [unclosed\n---\n# Fix things\n"
+    )
+    (root / "skills" / "folder" / "SKILL.md").mkdir(parents=True)  # a directory where the file should be
+    (root / "skills" / "latin").mkdir()
+    (root / "skills" / "latin" / "SKILL.md").write_bytes(b"# Caf\xe9 tasks\n")
+    k.MODEL = k.scripted(_call("skills__list", {}), k.text_reply("done"))
+
+    async def two_turns() -> None:
+        async with goondan.Runtime(root, isolation="inline", state_root=tmp_path / "state") as rt:
+            await rt.request("go")
+            await rt.request("again")  # a rescan per turn; each problem is still logged once
+
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(two_turns())
+    (block,) = _skill_messages(k.REQUESTS[0])
+    assert "- broken: Fix things" in block  # was "- broken: ---"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    broken = [w for w in warnings if "/broken/" in w]
+    assert broken == [
+        f"{root / 'skills' / 'broken' / 'SKILL.md'}: the front matter is not valid YAML at line 3: "
+        "expected ',' or ']', but got '<stream end>'"
+    ]
+    assert [w for w in warnings if "/folder/" in w] == [
+        f"{root / 'skills' / 'folder' / 'SKILL.md'}: not read (Is a directory); the skill is not listed"
+    ]
+    assert len([w for w in warnings if "/latin/" in w and "not valid UTF-8" in w]) == 1
+    assert "deploy" not in " ".join(warnings)

@@ -76,11 +76,17 @@ class _Skills:
         self.env_policy = parse_env_policy(run.get("env"), "Extension/skills config run")
         self.base: Path | None = None
         self.skills: dict[str, Skill] = {}
+        self.reported: set[str] = set()  # problems already logged: a rescan runs every turn
 
     # --- discovery ---------------------------------------------------------------------------
 
     def rescan(self) -> dict[str, Skill]:
-        self.skills = scan(resolve_dirs(self.dirs, self.base))
+        problems: list[str] = []
+        self.skills = scan(resolve_dirs(self.dirs, self.base), problems)
+        for problem in problems:
+            if problem not in self.reported:
+                self.reported.add(problem)
+                self.api.logger.warning("%s", problem)
         return self.skills
 
     def note_runtime(self, runtime: Any) -> None:
