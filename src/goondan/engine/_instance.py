@@ -1334,7 +1334,15 @@ class AgentInstance:
             self._emit({"type": "append", "message": msg}, trusted=True)
             run.last_text = text
             run.last_text_message = msg
+        # said in the log, or a model that keeps answering nothing (a python model returning {}) ends
+        # turns with the placeholder answer below and nothing anywhere says why
+        what = "an empty response" if kind == "empty_output" else "malformed tool calls"
+        if problems:
+            what += " (" + "; ".join(p.removeprefix("- ") for p in problems) + ")"
         if count > MAX_CONSECUTIVE_RETRIES:
+            self.logger.warning(
+                "the model gave %s %d times in a row; the turn ends with %r", what, count, RETRY_GIVE_UP_TEXT
+            )
             give_up = assistant_message(RETRY_GIVE_UP_TEXT, source={"type": "assistant", "stepId": step_id})
             self._emit({"type": "append", "message": give_up}, trusted=True)
             if run.last_text is None:
@@ -1348,6 +1356,7 @@ class AgentInstance:
             body = MALFORMED_RETRY_TEXT.format(issues="\n".join(shown))
         else:
             body = EMPTY_RETRY_TEXT
+        self.logger.info("the model gave %s; asking it again (retry %d of %d)", what, count, MAX_CONSECUTIVE_RETRIES)
         self._emit(
             {
                 "type": "append",
@@ -1703,10 +1712,13 @@ class AgentInstance:
         problem: GoondanError | None = None
         if approval_id is not None:
             approval = approvals.find(paused, str(approval_id))
-            if approval is None:
+            earlier = approvals.earlier_decision([self.store], str(approval_id)) if approval is None else None
+            if earlier is not None:  # decided by a runtime that held this instance a moment ago
+                problem = approvals.already_decided(str(approval_id), earlier)
+            elif approval is None:
                 problem = approval_not_found(str(approval_id))
             elif approval.get("decision") is not None:
-                problem = approval_decided(str(approval_id))
+                problem = approvals.decided_in_record(str(approval_id), approval)
             else:
                 approved = body.get("approved") is True
                 args = body.get("args") if approved and isinstance(body.get("args"), dict) else None
@@ -1880,14 +1892,6 @@ def approval_not_found(approval_id: str) -> GoondanError:
         "E_APPROVAL_NOT_FOUND",
         f"no pending approval {approval_id!r}",
         suggestion="List what waits with `gdn approvals list` (or Runtime.pending_approvals()).",
-    )
-
-
-def approval_decided(approval_id: str) -> GoondanError:
-    return GoondanError(
-        "E_APPROVAL_DECIDED",
-        f"approval {approval_id!r} was already decided",
-        suggestion="Each approval is decided once; list what still waits with `gdn approvals list`.",
     )
 
 
