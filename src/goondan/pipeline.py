@@ -157,11 +157,29 @@ class Chain(Generic[S, R]):
             _user_output.reset(token)
 
     def bad_result(self, entry: _Entry, result: Any) -> GoondanError:
+        if inspect.iscoroutine(result):
+            # `return ctx.next()` without await: closed here, or Python warns "coroutine was never
+            # awaited" on stderr whenever it collects it (inline only: an agent process has no stderr)
+            result.close()
+            return GoondanError(
+                "E_PIPELINE_BAD_RESULT",
+                f"{self._type} middleware {_describe(entry)} returned a coroutine, expected "
+                f"{self._result_type.__name__}: an `await` is missing",
+                suggestion="Write `return await ctx.next()` (or await the coroutine you return).",
+            )
         return GoondanError(
             "E_PIPELINE_BAD_RESULT",
             f"{self._type} middleware {_describe(entry)} returned {type(result).__name__}, "
             f"expected {self._result_type.__name__}",
             suggestion="Return the value of `await ctx.next()` (or a dataclasses.replace of it).",
+        )
+
+    def next_twice(self, pos: int) -> GoondanError:
+        """The error of a second ``ctx.next()`` by the middleware at ``pos``, named like the others."""
+        return GoondanError(
+            "E_PIPELINE_NEXT_TWICE",
+            f"{self._type} middleware {_describe(self._entries[pos])} called ctx.next() twice in one invocation",
+            suggestion="Call next() once; express retries by returning a changed result or raising.",
         )
 
 
@@ -193,12 +211,8 @@ class _LayerContext(Generic[S, R]):
 
         This coroutine is also what calls the next layer and checks its result, so a layer costs
         two coroutines (this one and the middleware's own) and one context object, nothing more."""
-        if self._used:
-            raise GoondanError(
-                "E_PIPELINE_NEXT_TWICE",
-                "ctx.next() was called twice by the same middleware invocation",
-                suggestion="Call next() once; express retries by returning a changed result or raising.",
-            )
+        if self._used:  # only a middleware's context can be used twice: the one at _pos - 1 calls it
+            raise self._chain.next_twice(self._pos - 1)
         self._used = True
         chain = self._chain
         pos = self._pos
@@ -600,12 +614,18 @@ class PipelineRegistry:
         extension: str | None = None,
     ) -> None:
         if type not in self._entries:
+            from .bundle._issues import did_you_mean, join_hints  # the error path only
+
+            where = f"extension '{extension}': " if extension else ""
             raise ExtensionError(
                 "E_EXT_COMPAT",
-                f"unknown middleware type {type!r}",
+                f"{where}unknown middleware type {type!r}",
                 extension_name=extension,
-                suggestion="Register 'turn', 'step' or 'toolCall' middleware (the v0.9 pipeline points "
-                "such as 'step.pre' or 'toolCall.exec' map onto these three).",
+                suggestion=join_hints(
+                    did_you_mean(str(type), MIDDLEWARE_TYPES),
+                    "register 'turn', 'step' or 'toolCall' middleware (the v0.9 pipeline points "
+                    "such as 'step.pre' or 'toolCall.exec' map onto these three).",
+                ),
             )
         if not callable(fn):
             raise ExtensionError(

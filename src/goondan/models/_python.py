@@ -118,6 +118,13 @@ class PythonModel:
         return None
 
 
+# the suggestion of a result that is not a dict: a bad return value has no traceback to point at
+_RETURN_SHAPE = (
+    "Return a dict from generate(): {'text': 'the answer'} or "
+    "{'toolCalls': [{'name': 'calc__add', 'args': {'a': 1}}]} (docs/python-provider.md)."
+)
+
+
 def parse_model_output(out: Any, where: str) -> ModelResponse:
     """Turn the dict a python/scripted model returns into a :class:`ModelResponse`.
 
@@ -128,13 +135,23 @@ def parse_model_output(out: Any, where: str) -> ModelResponse:
             "E_MODEL_BAD_RESPONSE",
             f"{where} returned {type(out).__name__}; expected a dict like "
             "{'text': str | None, 'toolCalls': [{'name', 'args'}]}",
+            suggestion=_RETURN_SHAPE,
         )
     text = out.get("text")
     if text is not None and not isinstance(text, str):
-        raise ModelError("E_MODEL_BAD_RESPONSE", f"{where} returned a non-string 'text'")
+        raise ModelError(
+            "E_MODEL_BAD_RESPONSE",
+            f"{where} returned 'text' of type {type(text).__name__}; it must be a string or None",
+            suggestion="Convert the answer to a string (json.dumps() for data), or return None with 'toolCalls'.",
+        )
     raw_calls = out.get("toolCalls") or []
     if not isinstance(raw_calls, list):
-        raise ModelError("E_MODEL_BAD_RESPONSE", f"{where} returned 'toolCalls' that is not a list")
+        raise ModelError(
+            "E_MODEL_BAD_RESPONSE",
+            f"{where} returned 'toolCalls' of type {type(raw_calls).__name__}; it must be a list",
+            suggestion="Return 'toolCalls' as a list of calls, one dict per call: "
+            "[{'name': 'calc__add', 'args': {'a': 1}}].",
+        )
     calls: list[ModelToolCall] = []
     issues: list[str] = []
     for index, raw in enumerate(raw_calls):

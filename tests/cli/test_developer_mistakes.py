@@ -1,0 +1,133 @@
+"""The mistakes a developer makes in their own model, extension and swarm code, as `gdn run` shows
+them: a clear `[CODE] message` with a suggestion that fits the mistake, the same with the inline and
+the process executor. Real `gdn` subprocesses on real bundle files."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from cli_testkit import gdn
+
+from kit import agent_doc, extension_doc, package_doc, python_model_doc, swarm_doc, write_bundle
+
+EXECUTORS = ["inline", "process"]
+
+ANSWERING_MODEL = 'def generate(request):\n    return {"text": "fine"}\n'
+
+
+def _bundle(tmp_path: Path, model: str, extension: str | None = None) -> Path:
+    """One agent with the python model ``model`` (model.py) and, given its source, Extension/x (x.py)."""
+    files = {"model.py": model}
+    extensions = []
+    if extension is not None:
+        files["x.py"] = extension
+        extensions.append(extension_doc("x", "./x.py"))
+    agent = agent_doc("a", extensions=["x"] if extension is not None else ())
+    docs = [package_doc("mistakes"), python_model_doc(), *extensions, agent, swarm_doc(["a"])]
+    return write_bundle(tmp_path / "b", *docs, files=files)
+
+
+def _gdn_run(tmp_path: Path, bundle: Path, executor: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return gdn(tmp_path, "run", str(bundle), "--executor", executor, "--input", "go", *extra, timeout=120)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_model_that_keeps_answering_nothing_says_why_the_turn_gave_up(tmp_path: Path, executor: str) -> None:
+    """A python model returning {} used to end the turn with the placeholder answer and no word
+    anywhere, not even with -v, about the three empty responses behind it."""
+    bundle = _bundle(tmp_path, "def generate(request):\n    return {}\n")
+    run = _gdn_run(tmp_path, bundle, executor)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "I could not produce a usable response after several attempts."
+    assert "the model gave an empty response 3 times in a row" in run.stderr
+    verbose = _gdn_run(tmp_path, bundle, executor, "-v")
+    assert "the model gave an empty response; asking it again (retry 1 of 2)" in verbose.stderr
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_model_that_keeps_making_malformed_calls_names_the_problem(tmp_path: Path, executor: str) -> None:
+    bundle = _bundle(tmp_path, 'def generate(request):\n    return {"toolCalls": [{"args": {}}]}\n')
+    run = _gdn_run(tmp_path, bundle, executor)
+    assert run.returncode == 0, run.stderr
+    assert "the model gave malformed tool calls (toolCalls[0] needs a string 'name') 3 times in a row" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("returned", "message", "suggestion"),
+    [
+        ("None", "returned NoneType; expected a dict", "Return a dict from generate(): {'text': 'the answer'}"),
+        ('{"text": 42}', "returned 'text' of type int; it must be a string or None", "Convert the answer to a string"),
+        (
+            '{"toolCalls": {"name": "x"}}',
+            "returned 'toolCalls' of type dict; it must be a list",
+            "Return 'toolCalls' as a list of calls",
+        ),
+    ],
+)
+def test_a_python_models_bad_return_value_says_what_to_return(
+    tmp_path: Path, returned: str, message: str, suggestion: str
+) -> None:
+    """A bad return value has no traceback: the suggestion was '`gdn run -v` prints its traceback',
+    which printed nothing more."""
+    run = _gdn_run(tmp_path, _bundle(tmp_path, f"def generate(request):\n    return {returned}\n"), "inline")
+    assert run.returncode == 1
+    assert "[E_MODEL_BAD_RESPONSE] python model model.py " + message in run.stderr
+    assert f"suggestion: {suggestion}" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+NEXT_TWICE = """\
+def register(api):
+    async def twice(ctx):
+        await ctx.next()
+        return await ctx.next()
+
+    api.pipeline.register("turn", twice)
+"""
+
+NEXT_NOT_AWAITED = """\
+def register(api):
+    async def forgot(ctx):
+        return ctx.next()
+
+    api.pipeline.register("turn", forgot)
+"""
+
+MISSPELT_TYPE = """\
+def register(api):
+    async def mw(ctx):
+        return await ctx.next()
+
+    api.pipeline.register("tool_call", mw)
+"""
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_middleware_calling_next_twice_is_named(tmp_path: Path, executor: str) -> None:
+    run = _gdn_run(tmp_path, _bundle(tmp_path, ANSWERING_MODEL, NEXT_TWICE), executor)
+    assert run.returncode == 1
+    assert (
+        "[E_PIPELINE_NEXT_TWICE] turn middleware register.<locals>.twice of extension 'x' called ctx.next() "
+        "twice in one invocation" in run.stderr
+    )
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_middleware_returning_next_without_await_says_the_await_is_missing(tmp_path: Path, executor: str) -> None:
+    """Inline, Python also printed 'RuntimeWarning: coroutine ... was never awaited' to stderr
+    (an agent process did not): the coroutine is closed now, so both print the same."""
+    run = _gdn_run(tmp_path, _bundle(tmp_path, ANSWERING_MODEL, NEXT_NOT_AWAITED), executor)
+    assert run.returncode == 1
+    assert "returned a coroutine, expected TurnResult: an `await` is missing" in run.stderr
+    assert "suggestion: Write `return await ctx.next()`" in run.stderr
+    assert "never awaited" not in run.stderr
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_an_unknown_middleware_type_names_the_extension_and_the_near_type(tmp_path: Path, executor: str) -> None:
+    run = _gdn_run(tmp_path, _bundle(tmp_path, ANSWERING_MODEL, MISSPELT_TYPE), executor)
+    assert run.returncode == 3
+    assert "[E_EXT_COMPAT] extension 'x': unknown middleware type 'tool_call'" in run.stderr
+    assert "suggestion: did you mean 'toolCall'?" in run.stderr
