@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import sync_playwright
-from studio_testkit import Studio, big_state, delegation_run, gdn_studio, run_turns
+from studio_testkit import Studio, big_state, delegation_bundle, delegation_run, gdn_studio, run_turns
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -143,6 +143,25 @@ def test_a_turn_run_while_the_page_is_open_appears_without_a_reload(
         timeout=15_000,
     )
     assert page.page.evaluate("performance.getEntriesByType('navigation').length") == before  # no reload
+
+
+def test_studio_opened_before_the_first_run_offers_the_new_workspace_in_its_filter(page: Page, tmp_path: Path) -> None:
+    bundle = delegation_bundle(tmp_path / "bundle")
+    state = tmp_path / "state"  # nothing has run here yet: the directory does not even exist
+    with gdn_studio("--state-root", str(state)) as s:
+        page.page.goto(s.url)
+        page.page.wait_for_selector("body[data-ready='1']")
+        page.page.wait_for_function("document.getElementById('live').classList.contains('on')")
+        assert page.page.locator("#ws-filter option").first.inner_text() == "all workspaces (0)"
+        worker = threading.Thread(target=run_turns, args=(bundle, state, ["hello"]))
+        worker.start()
+        worker.join(60)
+        page.page.wait_for_selector("[data-testid=instance-row]", timeout=15_000)
+        # was stuck at "(0)" with no option to pick the workspace until the page was reloaded
+        page.page.wait_for_function(
+            "document.querySelector('#ws-filter option').textContent === 'all workspaces (1)'", timeout=15_000
+        )
+        assert page.page.locator("#ws-filter option").count() == 2
 
 
 # ---------------------------------------------------------------------------------------- large state

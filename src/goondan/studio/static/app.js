@@ -8,7 +8,7 @@ const MAX_PAGES = 4;       // conversation pages kept in the DOM at once
 const LIST_PAGE = 50;      // instances per page
 
 const state = {
-  ws: "", q: "", listOffset: 0, listTotal: 0,
+  ws: "", q: "", listOffset: 0, listTotal: null,  // null: not loaded yet
   sel: null,               // {workspace, agent, key}
   tab: "conversation",
   conv: null,              // {total, pages: [{offset, count, el}]}
@@ -45,6 +45,9 @@ async function loadInstances() {
   try {
     page = await api("/api/instances", { workspace: state.ws, q: state.q, offset: state.listOffset, limit: LIST_PAGE });
   } catch (err) { showError(box, err); return; }
+  // a new instance may belong to a workspace that did not exist when the page loaded (Studio
+  // opened before the first run): the workspace filter must offer it, so re-read the overview
+  if (state.listTotal !== null && page.total > state.listTotal) loadOverview().catch(() => {});
   state.listTotal = page.total;
   if (!page.items.length) box.replaceChildren(h("p", { class: "pad muted" }, "No instances in this state root yet."));
   else box.replaceChildren(...page.items.map(instanceRow));
