@@ -12,6 +12,7 @@ of the step is decided the same turn continues from that step.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Iterable
 from typing import Any
 
 from .._ids import iso, new_id, now_iso, parse_iso, utc_now
@@ -224,16 +225,70 @@ def request_record(approval: dict[str, Any], base: dict[str, Any]) -> dict[str, 
     return record
 
 
+def earlier_decision(stores: Iterable[Any], approval_id: str) -> dict[str, Any] | None:
+    """The ``approval.decided`` runtime event of ``approval_id`` in one of ``stores``, or None.
+
+    Once every call of a paused step is decided its record is gone, so an id decided a moment ago
+    (a second terminal, a repeated chat reply) is no longer pending; this is how such a late answer
+    learns that, who decided and when, instead of reading as an id that never existed. Only an
+    answer that found nothing pending pays for the read."""
+    for store in stores:
+        try:
+            events: list[dict[str, Any]] = store.read_runtime_events()
+        except (GoondanError, OSError):
+            continue
+        for event in reversed(events):
+            if event.get("type") == "approval.decided" and event.get("approvalId") == approval_id:
+                return dict(event)
+    return None
+
+
+def decided_in_record(approval_id: str, approval: dict[str, Any]) -> GoondanError:
+    """``E_APPROVAL_DECIDED`` for an approval whose decision is in its paused-turn record (the
+    step's other calls still wait), worded as :func:`already_decided`."""
+    dec = approval.get("decision") or {}
+    event = {
+        "approved": dec.get("approved"),
+        "decidedBy": dec.get("decidedBy"),
+        "timestamp": dec.get("decidedAt"),
+        "toolName": approval.get("toolName"),
+    }
+    return already_decided(approval_id, event)
+
+
+_DECIDED_BY = {"superseded": "because a new message arrived first", "expiry": "because nobody decided in time"}
+
+
+def already_decided(approval_id: str, event: dict[str, Any]) -> GoondanError:
+    """``E_APPROVAL_DECIDED`` for an approval an earlier answer decided (``event`` is its
+    ``approval.decided`` runtime event): the verdict, by whom, when, and that the call ran or not."""
+    approved = event.get("approved") is True
+    by = str(event.get("decidedBy") or "someone")
+    who = _DECIDED_BY.get(by, f"by {by}")
+    when = f" at {event['timestamp']}" if isinstance(event.get("timestamp"), str) else ""
+    outcome = "its call runs once, in the turn that decision resumed" if approved else "its call was not run"
+    return GoondanError(
+        "E_APPROVAL_DECIDED",
+        f"approval {approval_id!r} ({event.get('toolName')}) was already {'approved' if approved else 'denied'} "
+        f"{who}{when}; {outcome}",
+        suggestion="Each approval is decided once: `gdn logs` shows what the resumed turn did, "
+        "`gdn approvals list` what still waits.",
+    )
+
+
 __all__ = [
     "APPROVAL_EVENT_TYPE",
     "EXPIRED_NOTE",
     "RECORD_VERSION",
     "SUPERSEDED_NOTE",
     "ApprovalPolicy",
+    "already_decided",
     "answers",
+    "decided_in_record",
     "decision",
     "decision_record",
     "denied_result",
+    "earlier_decision",
     "earliest_expiry",
     "find",
     "held_messages",
