@@ -108,16 +108,18 @@ async def approve(
         if approval is None:
             continue
         if approval.get("decision") is not None:
-            raise GoondanError(
-                "E_APPROVAL_DECIDED",
-                f"approval {approval_id!r} was already decided",
-                suggestion="Each approval is decided once; list what still waits with `gdn approvals list`.",
-            )
+            raise approvals.decided_in_record(approval_id, approval)
         rt._resolve_target(name, key)  # an agent of another swarm of the workspace is refused here
         body: dict[str, Any] = {"approvalId": approval_id, "approved": approved, "note": note, "by": by}
         if args is not None:
             body["args"] = args
         return await submit(rt, name, key, _decision_event(rt, key, record, body))
+    workspace = rt.workspace
+    if workspace is not None:  # decided a moment ago (another terminal): say so, not "no such id"
+        stores = (workspace.instance(i.agent_name, i.instance_key) for i in workspace.list_instances())
+        earlier = approvals.earlier_decision(stores, approval_id)
+        if earlier is not None:
+            raise approvals.already_decided(approval_id, earlier)
     raise GoondanError(
         "E_APPROVAL_NOT_FOUND",
         f"no pending approval {approval_id!r} in this swarm's workspace",
