@@ -41,6 +41,13 @@ async def decide(
     approved, approval_id, note = parsed
     waiting = await runtime.pending_approvals(agent, instance_key)
     if all(item.approval_id != approval_id for item in waiting):
+        from ..engine import approvals
+
+        workspace = runtime.workspace  # decided a moment ago (someone else in the chat): say so
+        here = [workspace.instance(agent, instance_key)] if workspace is not None else []
+        earlier = approvals.earlier_decision(here, approval_id)
+        if earlier is not None:
+            raise approvals.already_decided(approval_id, earlier)
         raise GoondanError(
             "E_APPROVAL_NOT_FOUND",
             f"no pending approval {approval_id!r} in this conversation",
