@@ -110,3 +110,21 @@ def test_only_approve_or_deny_with_an_approval_id_is_a_decision() -> None:
     assert parse_decision("/Deny appr_9 too risky\nreally") == (False, "appr_9", "too risky\nreally")
     for text in ("approve", "approve it", "please approve appr_1", "deny appr_", "approve appr_1; rm", None, 3):
         assert parse_decision(text) is None
+
+
+def test_a_chat_reply_deciding_an_approval_again_is_told_who_decided_it(tmp_path: Path) -> None:
+    port = free_port()
+    log = tmp_path / "ran.log"
+    bundle = approval_bundle(tmp_path / "b", log, extra=webhook(port))
+    with gdn_run(tmp_path, bundle) as run:
+        run.wait_ready()
+        approval_id = re.search(r"approve (appr_\w+)`", say(port, "one")).group(1)  # type: ignore[union-attr]
+        assert "ran rm x" in say(port, f"approve {approval_id}")
+        _, late = post(
+            f"http://127.0.0.1:{port}/",
+            json.dumps({"text": f"deny {approval_id} too late", "properties": {"chat": "c1"}}).encode(),
+        )
+        error = late["error"]
+        assert error["code"] == "E_APPROVAL_DECIDED", late
+        assert "already approved by connector:" in error["message"] and "runs once" in error["message"]
+    assert ran(log) == ["rm x"]

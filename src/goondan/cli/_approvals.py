@@ -105,7 +105,7 @@ def _run(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any]:
     bundle = load_bundle_for_requests(args.path, env=env, state_root=state_root_arg(args))
     reply = _delegate(args, bundle, request, env)
     if reply is None:
-        reply = asyncio.run(_local(args, bundle, request, env))
+        reply = _local_while_locked(args, bundle, request, env)
     assert isinstance(reply, dict)
     if not reply.get("ok"):
         err = reply.get("error") or {}
@@ -141,6 +141,44 @@ def _delegate(args: argparse.Namespace, bundle: Any, request: dict[str, Any], en
     if not reply.get("ok") and (reply.get("error") or {}).get("code") in ("E_CONTROL_IDENTITY", "E_CONTROL_REQUEST"):
         return None  # another bundle, or a run too old to know approvals
     return reply
+
+
+# how long a decision waits for another process that holds the conversation (another terminal
+# deciding the same turn, which then runs the calls it approved), and how often it looks again
+LOCKED_WAIT_SECONDS = 15.0
+LOCKED_POLL_SECONDS = 0.2
+
+
+def _locked(reply: Any) -> bool:
+    """Whether ``reply`` failed only because another process holds the instance's lease."""
+    if not isinstance(reply, dict):
+        return False
+    error = reply.get("error") if not reply.get("ok") else (reply.get("result") or {}).get("error")
+    return isinstance(error, dict) and error.get("code") == "E_INSTANCE_LOCKED"
+
+
+def _local_while_locked(args: argparse.Namespace, bundle: Any, request: dict[str, Any], env: Mapping[str, str]) -> Any:
+    """Answer ``request`` in this process; while another process holds the conversation, look again.
+
+    Two people deciding the same paused turn at once (two terminals) is the common way to meet
+    that: the first resumes the turn and holds its conversation while the approved calls and the
+    model run. A refused attempt decided nothing, so asking again is safe, and the answer it then
+    gets is the true one (``E_APPROVAL_DECIDED`` naming who decided first) instead of a lock error.
+    A holder that keeps it longer (a program of its own using goondan.Runtime) still ends in
+    ``E_INSTANCE_LOCKED``, naming it."""
+    import time
+
+    deadline = time.monotonic() + LOCKED_WAIT_SECONDS
+    told = False
+    while True:
+        reply = asyncio.run(_local(args, bundle, request, env))
+        if not _locked(reply) or time.monotonic() >= deadline:
+            return reply
+        if not told and not args.quiet:
+            sys.stderr.write("another process holds this conversation (it may be deciding it); waiting...\n")
+            sys.stderr.flush()
+            told = True
+        time.sleep(LOCKED_POLL_SECONDS)
 
 
 async def _local(args: argparse.Namespace, bundle: Any, request: dict[str, Any], env: Mapping[str, str]) -> Any:
