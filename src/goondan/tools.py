@@ -98,6 +98,26 @@ def handler_call_problem(handler: Any, name: str) -> str | None:
     return None
 
 
+# the suggestion of a handler refused by generator_problem()
+GENERATOR_FIX = "Return the result instead of yielding it: collect the items (`return list(...)`) or join the text."
+
+
+def generator_problem(handler: Any, name: str) -> str | None:
+    """Why a generator function (sync or async, also behind a partial or bound method) cannot be a
+    tool handler, or None. Its calls return a generator, which reached the model as the text
+    ``<generator object ...>`` (an unknown object is coerced to its ``str``); refused at load instead."""
+    target = inspect.unwrap(handler)
+    while isinstance(target, functools.partial):
+        target = inspect.unwrap(target.func)
+    if not (inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target)):
+        return None
+    where = _defined_at(handler)
+    return (
+        f"handler {name}{f' ({where})' if where else ''} is a generator function (it uses `yield`), so a "
+        "call would return a generator, not a result"
+    )
+
+
 def _defined_at(handler: Any) -> str | None:
     """``calc.py:3`` for the function behind a handler (a partial's, a bound method's, an object's
     ``__call__``), when it has Python code."""
@@ -243,6 +263,11 @@ def resource_tool_entries(
         ename = export["name"]
         name = f"{resource_name}__{ename}"
         handler = handlers.get(ename)
+        problem = generator_problem(handler, str(getattr(handler, "__name__", ename))) if handler else None
+        if problem is not None:
+            raise GoondanError(
+                "E_TOOL_LOAD", f"Tool/{resource_name}: export {ename!r}: {problem}", suggestion=GENERATOR_FIX
+            )
         item: ToolCatalogItem = {
             "name": name,
             "description": export.get("description", ""),
@@ -330,13 +355,17 @@ class ToolRegistry:
                 "E_TOOL_DEFINITION_INVALID",
                 f"tool {name!r} needs a callable handler(ctx, input)",
             )
-        problem = handler_call_problem(handler, str(getattr(handler, "__name__", "handler")))
+        fname = str(getattr(handler, "__name__", "handler"))
+        problem = handler_call_problem(handler, fname)
         if problem is not None:  # refused here, not at every call of the tool
             raise GoondanError(
                 "E_TOOL_DEFINITION_INVALID",
                 f"tool {name!r}: {problem}",
                 suggestion="Give api.tools.register a handler(ctx, args) (sync or async).",
             )
+        problem = generator_problem(handler, fname)
+        if problem is not None:
+            raise GoondanError("E_TOOL_DEFINITION_INVALID", f"tool {name!r}: {problem}", suggestion=GENERATOR_FIX)
         params = item.get("parameters")
         if params is None:
             params = {"type": "object", "properties": {}}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from cli_testkit import gdn
 
-from kit import agent_doc, extension_doc, package_doc, python_model_doc, swarm_doc, write_bundle
+from kit import agent_doc, export, extension_doc, package_doc, python_model_doc, swarm_doc, tool_doc, write_bundle
 
 EXECUTORS = ["inline", "process"]
 
@@ -131,3 +131,49 @@ def test_an_unknown_middleware_type_names_the_extension_and_the_near_type(tmp_pa
     assert run.returncode == 3
     assert "[E_EXT_COMPAT] extension 'x': unknown middleware type 'tool_call'" in run.stderr
     assert "suggestion: did you mean 'toolCall'?" in run.stderr
+
+
+GENERATOR_TOOL = """\
+def listing(ctx, args):
+    for name in ("a", "b"):
+        yield name
+
+
+async def streaming(ctx, args):
+    yield "chunk"
+
+
+handlers = {"listing": listing, "streaming": streaming}
+"""
+
+GENERATOR_EXTENSION_TOOL = """\
+def register(api):
+    async def items(ctx, args):
+        yield 1
+
+    api.tools.register({"name": "x__items", "description": "d", "parameters": {"type": "object"}}, items)
+"""
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize("export_name", ["listing", "streaming"])
+def test_a_generator_tool_handler_is_refused_at_load(tmp_path: Path, executor: str, export_name: str) -> None:
+    """A handler that yields returned a generator, which the model got as '<generator object ...>'
+    and gdn run answered around with exit 0."""
+    tool = tool_doc("t", "./t.py", [export(export_name)])
+    docs = [package_doc("mistakes"), python_model_doc(), tool, agent_doc("a", tools=["t"]), swarm_doc(["a"])]
+    bundle = write_bundle(tmp_path / "b", *docs, files={"model.py": ANSWERING_MODEL, "t.py": GENERATOR_TOOL})
+    run = _gdn_run(tmp_path, bundle, executor)
+    assert run.returncode == 3, run.stdout
+    line = 1 if export_name == "listing" else 6
+    assert (
+        f"[E_TOOL_LOAD] Tool/t: export '{export_name}': handler {export_name} (t.py:{line}) is a generator "
+        "function (it uses `yield`)" in run.stderr
+    )
+    assert "suggestion: Return the result instead of yielding it" in run.stderr
+
+
+def test_a_generator_extension_tool_is_refused_at_register(tmp_path: Path) -> None:
+    run = _gdn_run(tmp_path, _bundle(tmp_path, ANSWERING_MODEL, GENERATOR_EXTENSION_TOOL), "inline")
+    assert run.returncode == 3
+    assert "tool 'x__items': handler items (x.py:2) is a generator function" in run.stderr
