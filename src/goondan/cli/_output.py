@@ -42,11 +42,19 @@ LOAD_ERROR_CODES = frozenset(
 )
 
 
+# A store URL (--store / GOONDAN_STORE) that cannot mean any store: what the user typed is wrong,
+# a usage error (2), unlike a store that is valid but down (E_STORE_UNAVAILABLE, 1)
+USAGE_ERROR_CODES = frozenset({"E_STORE_URL_INVALID", "E_STORE_UNSUPPORTED"})
+
+
 def exit_code_for(code: object) -> int:
     """The exit code of a failure with this error code: 3 for a bundle that cannot be loaded or set
-    up (``E_CONFIG_*`` and :data:`LOAD_ERROR_CODES`), else 1 (a failed turn, an internal error)."""
+    up (``E_CONFIG_*`` and :data:`LOAD_ERROR_CODES`), 2 for :data:`USAGE_ERROR_CODES`, else 1 (a
+    failed turn, an internal error)."""
     if isinstance(code, str) and (code.split("_", 2)[:2] == ["E", "CONFIG"] or code in LOAD_ERROR_CODES):
         return EXIT_CONFIG
+    if code in USAGE_ERROR_CODES:
+        return EXIT_USAGE
     return EXIT_INTERNAL
 
 
