@@ -104,6 +104,12 @@ _URL_HINT = (
 
 def unavailable(url: str, exc: BaseException | None, what: str) -> StorageError:
     detail = f": {str(exc).strip().splitlines()[0]}" if exc is not None and str(exc).strip() else ""
+    if detail.startswith(": connection is bad: invalid "):
+        # libpq rejected a value of the URL before trying the network (port=abc, port=99999,
+        # sslmode=bogus): a typo in the URL, not a server to wait for
+        return StorageError(
+            CODE_URL, f"invalid store URL {redact(url)!r}{detail[len(': connection is bad') :]}", suggestion=_URL_HINT
+        )
     if "FATAL:" in detail:  # the server answered and refused this login (role, password, database)
         return StorageError(
             CODE_UNAVAILABLE,
