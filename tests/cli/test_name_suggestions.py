@@ -32,14 +32,17 @@ def one_turn(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
 
 
 @pytest.mark.parametrize(
-    ("option", "typo", "code"), [("-a", "assistnt", "E_AGENT_NOT_FOUND"), ("-i", "asistant", "E_INSTANCE_NOT_FOUND")]
+    ("option", "typo", "code", "exit_code"),
+    [("-a", "assistnt", "E_AGENT_NOT_FOUND", 2), ("-i", "asistant", "E_INSTANCE_NOT_FOUND", 1)],
 )
 def test_logs_agent_or_key_that_matches_nothing_stored_is_an_error_naming_the_near_name(
-    one_turn: tuple[Path, dict[str, str]], option: str, typo: str, code: str
+    one_turn: tuple[Path, dict[str, str]], option: str, typo: str, code: str, exit_code: int
 ) -> None:
+    """An agent typo is a usage error (exit 2, as `gdn run --agent typo`); an unknown instance key
+    exits 1, as `gdn instance delete` does for one."""
     base, env = one_turn
     proc = gdn(base, "logs", option, typo, **env)
-    assert proc.returncode == 1
+    assert proc.returncode == exit_code
     assert proc.stderr.startswith(f"[{code}]")
     assert "did you mean 'assistant'?" in proc.stderr.lower()
     assert "(no runtime events match)" not in proc.stderr

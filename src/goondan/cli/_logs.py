@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ._output import EXIT_OK, EXIT_USAGE, CliError, Style
+from ._output import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, CliError, Style
 from ._state import store_backend, store_label
 
 _STANDARD = {"type", "timestamp", "agentName", "instanceKey", "traceId", "spanId", "parentSpanId", "turnId"}
@@ -162,8 +162,13 @@ def check_names(backend: Any, args: argparse.Namespace) -> None:
     ):
         if given is None or given in known:
             continue
+        # an agent name on the command line that names no agent is a usage error (exit 2), as for
+        # `gdn run --agent`; an instance key is looked up data (exit 1), as for `gdn instance ...`
         error = CliError(
-            code, f"no stored instance has {what} {given!r} {where}", suggestion=near_names(given, known, noun)
+            code,
+            f"no stored instance has {what} {given!r} {where}",
+            exit_code=EXIT_USAGE if code == "E_AGENT_NOT_FOUND" else EXIT_INTERNAL,
+            suggestion=near_names(given, known, noun),
         )
         if not args.follow:
             raise error
