@@ -126,7 +126,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
             on_result=None if args.quiet or args.json else _progress(len(suite.scenarios)),
         )
     except GoondanError as exc:  # no bundle named, or none where it points: a broken suite, said once
+        if args.verbose and exc.__cause__ is not None:  # the user's code failed (a judge module): its traceback
+            import traceback
+
+            traceback.print_exception(exc.__cause__, file=sys.stderr)
         raise CliError(exc.code, exc.message, exit_code=EXIT_CONFIG, suggestion=exc.suggestion) from None
+    if not (args.json or args.quiet):
+        for name, note in run.unknown_tools.items():  # the check runs; it may be a typo
+            sys.stderr.write(f"warning: toolNotCalled {name!r}: {note} (the check runs as written)\n")
     report = asyncio.run(run.run())
     fmt = "json" if args.json and args.format == "text" else args.format  # --json: machine-readable
     if args.output:

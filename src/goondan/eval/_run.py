@@ -28,7 +28,7 @@ from ..testing._runner import AsyncAgentRunner
 from ..testing._turn import Turn, is_subset
 from ._judge import JudgeModel, judge_api_key
 from ._pricing import cost, price_for
-from ._suite import Scenario, Suite, slug
+from ._suite import Judge, Scenario, Suite, slug
 
 MANIFEST = "goondan.yaml"  # a directory is a bundle when it holds this file
 
@@ -227,9 +227,12 @@ class SuiteRun:
         self.bundle = Path(bundle_path) if bundle is not None else (suite_dir / bundle_path)
         _check_bundle_path(self.bundle, None if bundle is not None else str(bundle_path), suite_dir)
         self.overrides = {**suite.models, **(overrides or {})}
-        _check_bundle_loads(self.bundle, self.overrides, env, suite)
+        # toolNotCalled names that cannot be tools of the bundle: the check runs, its line says so
+        self.unknown_tools = _check_bundle_loads(self.bundle, self.overrides, env, suite)
         if suite.judge is not None:
             judge_api_key(suite.judge, os.environ if env is None else env)  # refused here, not per criterion
+            if any(s.rubric for s in suite.scenarios):
+                _check_judge_loads(suite.judge, suite_dir, env)
         self.concurrency = concurrency or suite.concurrency
         self.keep_state = Path(keep_state) if keep_state is not None else None
         self.executor = executor
@@ -331,6 +334,10 @@ class SuiteRun:
             result.criteria = [CriterionResult("runs", "check", 0.0, False, error or "no turn ran")]
             return result
         criteria = deterministic_checks(scenario, turns)
+        for check in criteria:
+            note = self.unknown_tools.get(check.name.removeprefix("no tool "))
+            if note and check.name.startswith("no tool "):
+                check.detail = "; ".join(filter(None, (check.detail, note)))
         if scenario.rubric and self.judge is not None:
             user_input = "\n---\n".join(_input_text(v) for v in scenario.inputs)
             seen = "\n".join(t.transcript(header=False) for t in turns)
@@ -393,8 +400,9 @@ def _check_bundle_path(path: Path, suite_value: str | None, suite_dir: Path | No
 
 def _check_bundle_loads(
     path: Path, overrides: Mapping[str, str], env: Mapping[str, str] | None, suite: Suite | None = None
-) -> None:
-    """Load the bundle once and apply the model overrides before any scenario runs.
+) -> dict[str, str]:
+    """Load the bundle once and apply the model overrides before any scenario runs; returns what
+    :func:`_check_tool_names` says of the ``toolNotCalled`` names.
 
     Every scenario loads the bundle again, so a bundle that does not load (an unknown option, an
     unset variable) or an override naming no Model of it (``--model-override locl=...``) used to fail
@@ -430,8 +438,34 @@ def _check_bundle_loads(
             models.apply(bundle, overrides)
         finally:
             models.close()
-    if suite is not None:
-        _check_names(bundle, suite)
+    if suite is None:
+        return {}
+    _check_names(bundle, suite)
+    return _check_tool_names(bundle, suite)
+
+
+def _check_judge_loads(judge: Judge, suite_dir: Path, env: Mapping[str, str] | None) -> None:
+    """A ``python`` judge whose module is missing or does not import fails the suite before any
+    scenario runs (``E_MODEL_LOAD``, exit 3), as a bundle that does not load does.
+
+    Each criterion used to fail on its own with the load error as its reason, scored 0, so a typo
+    in ``options.entry`` read as agents that answered badly, and with a low ``threshold`` the suite
+    still passed. Network judges are checked for their key above; a python module is imported here
+    (the import is the one grading does, so a module that imports is not refused)."""
+    if judge.model.provider != "python":
+        return
+    model = JudgeModel(judge, suite_dir, env)
+    load = getattr(model.adapter, "_load", None)
+    try:
+        if callable(load):
+            load()
+    except GoondanError as exc:
+        # the user's own exception stays the cause: `gdn eval -v` prints its traceback
+        raise GoondanError(
+            exc.code,
+            f"the suite's judge does not load; no scenario was run: {exc.message}",
+            suggestion=(exc.suggestion or "").replace("gdn run -v", "gdn eval -v") or None,
+        ) from exc.__cause__
 
 
 def _check_names(bundle: Any, suite: Suite) -> None:
@@ -459,6 +493,69 @@ def _check_names(bundle: Any, suite: Suite) -> None:
             "the eval suite names what the bundle lacks; no scenario was run:\n  " + "\n  ".join(unique),
             suggestion="Fix `swarm:`/`agent:` in the suite to the names of the bundle's Swarm and Agent resources.",
         )
+
+
+def _bundle_tools(bundle: Any) -> dict[str, set[str]]:
+    """Tool resource name -> its export names, over every agent of the bundle."""
+    out: dict[str, set[str]] = {}
+    for agent in bundle.of_kind("Agent"):
+        try:
+            tools = bundle.agent_plan(agent.name).tools
+        except GoondanError:
+            continue
+        for res in tools or ():
+            out.setdefault(res.name, set()).update(e.name for e in getattr(res.spec, "exports", None) or ())
+    return out
+
+
+def _check_tool_names(bundle: Any, suite: Suite) -> dict[str, str]:
+    """``expect.toolCalled`` must name tools the bundle can have; returns, for ``toolNotCalled``
+    names that cannot be, the note their check line shows.
+
+    A misspelt ``toolCalled`` fails however well the agent did, so it is a broken suite. A
+    misspelt ``toolNotCalled`` passes whatever the agent does, but a name the bundle lacks may be
+    meant (a model can call a tool it made up, and the check guards against that), so it runs with
+    a note on its line ("not a tool of the bundle; did you mean ...?"). Only what is certainly not a
+    tool counts: a ``<Tool>__<export>`` whose Tool is in the bundle without that export, or whose
+    prefix is no Tool or Extension of the bundle but close to a Tool's name. Tools that extensions
+    and MCP servers register at run time are not known before a turn runs, so other prefixes pass."""
+    from ..bundle._issues import did_you_mean
+
+    tools = _bundle_tools(bundle)
+    if not tools:
+        return {}
+    extensions = {r.name for r in bundle.of_kind("Extension")}
+    known = sorted(f"{t}__{e}" for t, exports in tools.items() for e in exports)
+    problems: list[str] = []
+    notes: dict[str, str] = {}
+    for scenario in suite.scenarios:
+        named = [("toolCalled", t.name) for t in scenario.expect.tool_called]
+        named += [("toolNotCalled", n) for n in scenario.expect.tool_not_called]
+        for where, name in named:
+            prefix, sep, export = name.partition("__")
+            if prefix in tools:
+                if not sep or export in tools[prefix]:
+                    continue
+                why = f"Tool {prefix!r} has no export {export!r}"
+            elif prefix in extensions or did_you_mean(prefix, tools) is None:
+                continue
+            else:
+                why = f"no Tool of the bundle is named {prefix!r}"
+            hint = did_you_mean(name, known)
+            if where == "toolNotCalled":
+                notes[name] = f"{why}" + (f"; {hint}" if hint else "")
+                continue
+            problems.append(
+                f"scenario {scenario.name!r}: expect.{where} {name!r}: {why}"
+                + (f"; {hint}" if hint else f" (its tools: {', '.join(known)})")
+            )
+    if problems:
+        raise GoondanError(
+            "E_EVAL_SUITE_INVALID",
+            "the eval suite expects tools the bundle lacks; no scenario was run:\n  " + "\n  ".join(problems),
+            suggestion="Write tool names as the model sees them: <Tool name>__<export name>.",
+        )
+    return notes
 
 
 def _agent_models(bundle: Any) -> dict[str, tuple[str, str]]:
