@@ -9,9 +9,11 @@ turn (re-read from disk, so a test sees what a restart would). An assertion that
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..messages import Message
@@ -51,6 +53,29 @@ def is_subset(expected: Any, actual: Any) -> bool:
             and all(is_subset(e, a) for e, a in zip(expected, actual, strict=True))
         )
     return bool(expected == actual)
+
+
+_GOONDAN_DIR = str(Path(__file__).resolve().parents[1]) + os.sep
+# the module an override function is called through (testing/_models.py writes it to a scratch dir)
+_OVERRIDE_MODULE = re.compile(r"goondan-test-[^/\\]+[/\\]models[/\\]")
+_FRAME = re.compile(r'^  File "(?P<file>[^"]+)", line \d+')
+
+
+def user_frames(traceback_text: str) -> str:
+    """``traceback_text`` without the frames of Goondan's own files: the header, the user's
+    frames (each with its source lines) and the exception. A chained traceback keeps its parts."""
+    kept: list[str] = []
+    skipping = False
+    for line in traceback_text.splitlines():
+        frame = _FRAME.match(line)
+        if frame is not None:
+            path = frame.group("file")
+            skipping = path.startswith(_GOONDAN_DIR) or _OVERRIDE_MODULE.search(path) is not None
+        elif not line.startswith("    "):
+            skipping = False  # the exception line, a header, the text between chained tracebacks
+        if not skipping:
+            kept.append("  " + line)
+    return "\n".join(kept)
 
 
 def _short(value: Any, limit: int = 160) -> str:
@@ -188,7 +213,28 @@ class Turn:
         return "\n".join(lines)
 
     def _fail(self, message: str) -> AssertionError:
-        return AssertionError(f"{message}\n\n{self.transcript()}")
+        return AssertionError(f"{message}\n\n{self.transcript()}{self._raised()}")
+
+    def _raised(self) -> str:
+        """The tracebacks of the user's code that raised during the turn (a tool, an extension, a
+        python model or an override function), as stored with the failure's runtime event.
+
+        The transcript says only ``E_TOOL_ERROR: division by zero``; the line that raised was in
+        the event, which a failing test did not show, so finding it took ``gdn logs -v`` on the
+        state root. Frames of Goondan itself (and of the module the runner writes for an override
+        function) are left out: what is left starts in the user's file."""
+        seen: set[str] = set()
+        out: list[str] = []
+        for event in self.events:
+            error = event.get("error")
+            tb = error.get("traceback") if isinstance(error, dict) else None
+            if not isinstance(tb, str) or tb in seen:
+                continue
+            seen.add(tb)  # step.failed and turn.failed carry the same one
+            where = event.get("toolName") or event.get("extensionName")
+            what = f"{where} raised" if where else "the turn failed in your code"
+            out.append(f"\n\n{what}:\n{user_frames(tb)}")
+        return "".join(out)
 
     # --- assertions --------------------------------------------------------------------------------
 
