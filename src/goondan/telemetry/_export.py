@@ -43,10 +43,17 @@ _exporting = threading.local()
 
 class _OwnExportFilter(logging.Filter):
     """Drops the exporter's log records while it exports for us (other exporters in the same
-    process keep theirs): a receiver that is down would otherwise log on every batch."""
+    process keep theirs): a receiver that is down would otherwise log on every batch. A warning
+    among them ("Transient error ..., retrying in 1s") is the first sign that an attempt failed,
+    long before the export returns: it is noted on the exporter so a shutdown stops waiting."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not getattr(_exporting, "active", False)
+        owner = getattr(_exporting, "active", None)
+        if owner is None:
+            return True
+        if record.levelno >= logging.WARNING:
+            owner.attempt_failed = True
+        return False
 
 
 _FILTER = _OwnExportFilter()
@@ -79,13 +86,16 @@ class _OnceLoggingExporter(SpanExporter):
         self._endpoint = endpoint
         self._warned = False
         self._shut = False
+        # set by the log filter when an attempt fails and the exporter is about to retry
+        self.attempt_failed = False
 
     @property
     def warned(self) -> bool:
         return self._warned
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        _exporting.active = True
+        _exporting.active = self
+        self.attempt_failed = False  # about this export, not one that failed earlier
         try:
             result = self._inner.export(spans)
         except Exception as exc:  # an exporter bug must not kill the processor's thread
@@ -95,7 +105,7 @@ class _OnceLoggingExporter(SpanExporter):
             if result is not SpanExportResult.SUCCESS:
                 self._warn("the receiver did not accept them or could not be reached")
         finally:
-            _exporting.active = False
+            _exporting.active = None
         return result
 
     def _warn(self, why: str) -> None:
@@ -186,16 +196,28 @@ class SpanExport:
         )
 
     def shutdown(self, timeout_s: float = 3.0) -> None:
-        """Export what is queued, waiting at most ``timeout_s`` (a receiver that is down must not
-        hold the process: after a failed export, half a second), then stop; an export still
-        retrying is cut short. Spans still open (a turn that never ended) are not sent."""
+        """Export what is queued, waiting at most ``timeout_s``, then stop; an export still
+        retrying is cut short. A receiver that refused or could not be reached is not waited for:
+        once an attempt failed (the exporter would now back off 1, 2, 4 s ...) the wait ends, so a
+        one-shot ``gdn run`` against a collector that is down exits at once instead of ~3 s later.
+        A receiver that accepts and never answers is waited for up to the bound and then named in
+        a warning (its spans would otherwise vanish without a word). Spans still open (a turn that
+        never ended) are not sent."""
         if self._closed:
             return
         self._closed = True
         deadline = time.monotonic() + timeout_s
+        self._exporter.attempt_failed = False  # a receiver that was down earlier may be back
         worker = threading.Thread(target=self._processor.force_flush, name="goondan-otel-flush", daemon=True)
         worker.start()
-        worker.join(min(timeout_s, 0.5) if self._exporter.warned else timeout_s)
+        while worker.is_alive() and not self._exporter.attempt_failed and time.monotonic() < deadline:
+            worker.join(min(0.02, max(0.0, deadline - time.monotonic())))
+        if worker.is_alive() and not self._exporter.attempt_failed and not self._exporter.warned:
+            log.warning(
+                "could not export the last spans to %s: the receiver did not answer within %.1f s; they are dropped",
+                self.config.endpoint,
+                timeout_s,
+            )
         # from here an export fails at once (an export still in its retry back-off wakes up), so
         # the processor's own last flush cannot hold the process either
         self._exporter.shutdown()
