@@ -4,13 +4,24 @@ the process executor. Real `gdn` subprocesses on real bundle files."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
 from cli_testkit import gdn
 
-from kit import agent_doc, export, extension_doc, package_doc, python_model_doc, swarm_doc, tool_doc, write_bundle
+from kit import (
+    agent_doc,
+    base_ref,
+    export,
+    extension_doc,
+    package_doc,
+    python_model_doc,
+    swarm_doc,
+    tool_doc,
+    write_bundle,
+)
 
 EXECUTORS = ["inline", "process"]
 
@@ -177,3 +188,38 @@ def test_a_generator_extension_tool_is_refused_at_register(tmp_path: Path) -> No
     run = _gdn_run(tmp_path, _bundle(tmp_path, ANSWERING_MODEL, GENERATOR_EXTENSION_TOOL), "inline")
     assert run.returncode == 3
     assert "tool 'x__items': handler items (x.py:2) is a generator function" in run.stderr
+
+
+DELEGATING_MODEL = """\
+import json
+
+
+def generate(request):
+    last = [m for m in request.messages if m["role"] != "system"][-1]
+    if request.agent_name == "worker":
+        raise RuntimeError("worker exploded")
+    if last["role"] == "tool":
+        return {"text": json.dumps(last["content"][0]["output"])}
+    return {"toolCalls": [{"name": "agents__request", "args": {"target": "worker", "input": "go"}}]}
+"""
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_failed_sub_agent_names_its_error_code_and_where_its_traceback_is(tmp_path: Path, executor: str) -> None:
+    """The caller's model got only the callee's message, without its code or any suggestion, and the
+    callee's traceback is in the callee's log, not the caller's."""
+    agents = [agent_doc("boss", tools=[base_ref("Tool", "agents")]), agent_doc("worker")]
+    docs = [package_doc("mistakes"), python_model_doc(), *agents, swarm_doc(["boss", "worker"])]
+    bundle = write_bundle(tmp_path / "b", *docs, files={"model.py": DELEGATING_MODEL})
+    run = _gdn_run(tmp_path, bundle, executor)
+    assert run.returncode == 0, run.stderr
+    output = json.loads(run.stdout)
+    assert output["type"] == "error-json"
+    assert output["value"] == {
+        "code": "AGENT_REQUEST_FAILED",
+        "message": "agent 'worker' failed to handle the request: [E_MODEL_CALL] python model generate() raised "
+        "RuntimeError: worker exploded",
+        "suggestion": "`gdn logs --agent worker -v` shows what failed (its turn.failed event, with the traceback).",
+    }
+    logs = gdn(tmp_path, "logs", str(bundle), "--agent", "worker", "-v")
+    assert 'raise RuntimeError("worker exploded")' in logs.stdout

@@ -25,7 +25,7 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._ids import new_id, now_iso
@@ -235,11 +235,18 @@ def delivery_failed(target: str, exc: BaseException) -> AgentRequestError:
     )
 
 
-def request_failed(target: str, message: str) -> AgentRequestError:
+def request_failed(target: str, error: Mapping[str, Any] | None) -> AgentRequestError:
+    """The error a caller gets for a request whose turn on ``target`` failed with ``error`` (its
+    TurnResult error): the callee's own code leads the message, and the suggestion says where its
+    traceback is, since the caller's log does not have it (the same from every executor)."""
+    error = error or {}
+    code = error.get("code")
+    detail = f"[{code}] " if code else ""
     return AgentRequestError(
         "AGENT_REQUEST_FAILED",
-        f"agent '{target}' failed to handle the request: {message}",
+        f"agent '{target}' failed to handle the request: {detail}{error.get('message') or 'unknown error'}",
         target=target,
+        suggestion=f"`gdn logs --agent {target} -v` shows what failed (its turn.failed event, with the traceback).",
     )
 
 

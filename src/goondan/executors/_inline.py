@@ -278,7 +278,7 @@ class InlineExecutor:
         instance = await self._target(target, key)
         result = await asyncio.shield(self._run(instance, event))
         if result.finish_reason == "error":
-            raise request_failed(target, str((result.error or {}).get("message", "unknown error")))
+            raise request_failed(target, result.error)
         return result.text or ""
 
     async def run_send(self, target: str, key: str, event: dict[str, Any]) -> None:

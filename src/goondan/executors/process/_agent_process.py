@@ -128,6 +128,7 @@ class ProcessBackend:
                     str(meta.get("errorCode") or "IPC_DELIVERY_FAILED"),
                     str(meta.get("errorMessage") or "the request failed"),
                     target=entry[0],
+                    suggestion=meta.get("errorSuggestion"),
                 )
             )
 

@@ -290,7 +290,7 @@ class ProcessExecutor:
         except GoondanError as exc:
             raise delivery_failed(target, exc) from exc
         if result.get("finishReason") == "error":
-            raise request_failed(target, str((result.get("error") or {}).get("message", "unknown error")))
+            raise request_failed(target, result.get("error"))
         return str(result.get("text") or "")
 
     async def run_send(self, target: str, key: str, event: dict[str, Any]) -> None:

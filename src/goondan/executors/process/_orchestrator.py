@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..._ids import new_id, now_iso
-from ...engine._agents import AgentLimits, SpawnLimiter, SpawnRegistry, check_call_depth
+from ...engine._agents import AgentLimits, SpawnLimiter, SpawnRegistry, check_call_depth, request_failed
 from ...errors import AgentRequestError, ExtensionError, GoondanError
 from ._accept import AcceptSlots, HostSlot
 from ._clock import Clock, RealClock
@@ -882,13 +882,13 @@ class Orchestrator:
         if not sent:
             log.warning("response for %s dropped: its process is gone", caller.name)
 
-    def _error_response(self, caller: InstanceHandle, corr: Any, target: str, code: str, text: str) -> None:
-        self._reply(
-            caller,
-            ErrorResponse(
-                {"kind": "agent", "name": target}, {"inReplyTo": corr, "errorCode": code, "errorMessage": text}
-            ),
-        )
+    def _error_response(
+        self, caller: InstanceHandle, corr: Any, target: str, code: str, text: str, suggestion: str | None = None
+    ) -> None:
+        meta = {"inReplyTo": corr, "errorCode": code, "errorMessage": text}
+        if suggestion:
+            meta["errorSuggestion"] = suggestion
+        self._reply(caller, ErrorResponse({"kind": "agent", "name": target}, meta))
 
     def _route_request(self, caller: InstanceHandle, rec: RequestMsg) -> None:
         event = rec.event
@@ -942,14 +942,8 @@ class Orchestrator:
                 return
             result = f.result()
             if result.get("finishReason") == "error":
-                err = result.get("error") or {}
-                self._error_response(
-                    caller,
-                    corr,
-                    target,
-                    "AGENT_REQUEST_FAILED",
-                    f"agent '{target}' failed to handle the request: {err.get('message', 'unknown error')}",
-                )
+                failed = request_failed(target, result.get("error"))
+                self._error_response(caller, corr, target, failed.code, failed.message, failed.suggestion)
                 return
             self._reply(
                 caller,
