@@ -30,7 +30,7 @@ def test_a_valid_setting_loads(tmp_path: Path) -> None:
         "        Authorization: {valueFrom: {env: LANGFUSE_AUTH}}\n"
         "        x-team: {value: core}\n"
     )
-    report = check(tmp_path, _bundle(setting))
+    report = check(tmp_path, _bundle(setting), env={"LANGFUSE_AUTH": "Basic x"})  # unset: E_CONFIG_ENV_MISSING
     assert report.valid, report.errors
 
 

@@ -20,7 +20,8 @@ def _setting(tmp_path: Path, telemetry: dict[str, Any]) -> Any:
     import otel_kit
 
     root = otel_kit.two_agent_bundle(tmp_path / "b", telemetry=telemetry)
-    bundle = goondan.load_bundle(root)
+    # export off while loading: the loader would refuse a header variable these tests leave unset
+    bundle = goondan.load_bundle(root, env={"OTEL_SDK_DISABLED": "true"})
     return bundle.select_swarm(None).spec.telemetry
 
 
@@ -119,3 +120,29 @@ _token = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_s
 def test_header_lists_round_trip_through_url_encoding(pairs: dict[str, str]) -> None:
     encoded = ",".join(f"{urllib.parse.quote(k, safe='')}={urllib.parse.quote(v, safe='')}" for k, v in pairs.items())
     assert parse_pairs(encoded, lower=False) == pairs
+
+
+def test_gdn_validate_reports_an_unset_otlp_header_variable_at_its_line_unless_export_is_off(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    import otel_kit
+
+    header = {"Authorization": {"valueFrom": {"env": "NOPE_OTLP_AUTH"}}}
+    root = otel_kit.two_agent_bundle(
+        tmp_path / "b", telemetry={"otlp": {"endpoint": "http://c:4318", "headers": header}}
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "GOONDAN_", "NOPE_"))}
+
+    def validate(**extra: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "goondan", "validate", str(root)]
+        return subprocess.run(argv, env={**env, **extra}, capture_output=True, text=True, timeout=60)
+
+    proc = validate()
+    # was "Bundle is valid." (exit 0), and the service then failed to start on the same variable
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "[E_CONFIG_ENV_MISSING] required environment variable NOPE_OTLP_AUTH is not set" in proc.stdout
+    assert "spec.telemetry.otlp.headers.Authorization (goondan.yaml:" in proc.stdout
+    assert validate(NOPE_OTLP_AUTH="Basic x").returncode == 0
+    assert validate(OTEL_SDK_DISABLED="true").returncode == 0  # the run never reads it then

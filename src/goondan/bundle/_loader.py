@@ -1208,6 +1208,9 @@ class Loader:
         return {(ref_scope(r, swarm.package, self.local_package), r.kind, r.name) for r in spec.agents}
 
     def _check_swarm(self, res: Resource, spec: SwarmSpec) -> None:
+        if spec.telemetry is not None and _export_on(self.env):  # the run resolves them at start (telemetry/_config.py)
+            for name, source in spec.telemetry.otlp.headers.items():
+                self._check_required_value(res, source, f"spec.telemetry.otlp.headers.{name}")
         entry = self._resolve(res, "spec.entryAgent", spec.entry_agent, "Agent")
         for i, agent_ref in enumerate(spec.agents):
             self._resolve(res, f"spec.agents[{i}]", agent_ref, "Agent")
@@ -1300,3 +1303,11 @@ class Loader:
         for section, values in (("config", spec.config), ("secrets", spec.secrets)):
             for key, source in values.items() if self.connection_values else ():
                 self._check_required_value(res, source, f"spec.{section}.{key}")
+
+
+def _export_on(env: Mapping[str, str]) -> bool:
+    """False when the environment turns OpenTelemetry export off (``OTEL_SDK_DISABLED=true``,
+    ``OTEL_TRACES_EXPORTER=none``): the run then never reads the Swarm's OTLP header variables."""
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() in ("true", "1", "yes", "on"):
+        return False
+    return "none" not in [e.strip() for e in env.get("OTEL_TRACES_EXPORTER", "").split(",")]
