@@ -5,6 +5,7 @@ the process executor. Real `gdn` subprocesses on real bundle files."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -192,6 +193,7 @@ def test_a_generator_extension_tool_is_refused_at_register(tmp_path: Path) -> No
 
 DELEGATING_MODEL = """\
 import json
+import shutil
 
 
 def generate(request):
@@ -223,3 +225,23 @@ def test_a_failed_sub_agent_names_its_error_code_and_where_its_traceback_is(tmp_
     }
     logs = gdn(tmp_path, "logs", str(bundle), "--agent", "worker", "-v")
     assert 'raise RuntimeError("worker exploded")' in logs.stdout
+
+
+def test_the_coordinator_recipe_reports_a_worker_that_failed(tmp_path: Path) -> None:
+    """docs/cookbook/coordinator copied as a developer would, with a reviewer whose model raises: the
+    recipe's model read value['target'] of the error result and failed the whole turn with KeyError."""
+    recipe = Path(__file__).resolve().parents[2] / "docs" / "cookbook" / "coordinator"
+    bundle = tmp_path / "crew"
+    shutil.copytree(recipe, bundle)
+    text = (bundle / "goondan.yaml").read_text()
+    reviewer = "  name: reviewer\nspec:\n  modelConfig:\n    modelRef: Model/worker-brain\n"
+    assert reviewer in text
+    text = text.replace(reviewer, reviewer.replace("worker-brain", "broken"))
+    broken = python_model_doc("broken", "./broken.py")
+    write_bundle(bundle, text, broken, files={"broken.py": "def generate(request):\n    raise RuntimeError('out')\n"})
+    run = _gdn_run(tmp_path, bundle, "inline")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("writer noted: writer, please handle: go; ")
+    assert "reviewer failed: [AGENT_REQUEST_FAILED] agent 'reviewer' failed to handle the request: [E_MODEL_CALL]" in (
+        run.stdout
+    )

@@ -7,12 +7,22 @@ WORKERS = ("writer", "reviewer")
 
 def generate(request: Any) -> dict[str, Any]:
     messages = [m for m in request.messages if m["role"] != "system"]
+    targets = {  # tool call id -> the worker it asked (from the assistant's tool-call parts)
+        part["toolCallId"]: part["input"]["target"]
+        for m in messages
+        if m["role"] == "assistant" and isinstance(m["content"], list)
+        for part in m["content"]
+        if part["type"] == "tool-call"
+    }
     replies = {}
     for message in messages[-len(WORKERS) :]:
         if message["role"] == "tool":  # one message per tool result, in the order the calls were made
             part = message["content"][0]
-            value = part["output"]["value"]
-            replies[value["target"]] = value["response"]
+            output, value = part["output"]["type"], part["output"]["value"]
+            if output == "error-json":  # the call failed: {code, message, suggestion}
+                replies[targets[part["toolCallId"]]] = f"failed: [{value['code']}] {value['message']}"
+            else:
+                replies[value["target"]] = value["response"]
     if len(replies) == len(WORKERS):
         return {"text": "; ".join(f"{name} {reply}" for name, reply in replies.items())}
     task = messages[-1]["content"]
