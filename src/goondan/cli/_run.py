@@ -500,13 +500,14 @@ class _LineReader:
 
     prompt = "> "
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, tty: bool, history: Path | None) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, tty: bool, history: Path | None, *, start: bool = True) -> None:
         self.loop = loop
         self.tty = tty
         self.history = history
         self.queue: asyncio.Queue[str | None] = asyncio.Queue()
         self.go = threading.Event()
-        self.go.set()
+        if start:  # else the first line is asked for by a prompt of its own (an approval left waiting)
+            self.go.set()
         self._waiting = False
         self._readline: Any = None
         if tty:
@@ -575,7 +576,11 @@ async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event, lines
     if tty:  # before the reader thread starts, so the banner never lands after its first prompt
         sys.stderr.write(f"Chatting with {agent} (swarm {rt.swarm_name}). /quit to exit.\n")
         sys.stderr.flush()
-    reader = _LineReader(asyncio.get_running_loop(), tty, history)
+    from ._approval_prompt import waiting_from_before
+
+    # calls an earlier session left waiting are asked about first: the next message would deny them
+    earlier = await waiting_from_before(rt, agent, key) if tty else None
+    reader = _LineReader(asyncio.get_running_loop(), tty, history, start=earlier is None)
     style = Style(sys.stdout, not args.no_color)
     streamed = {"any": False, "step": -1}
     thinking = _Thinking(asyncio.get_running_loop(), Style(sys.stderr, tty and not args.no_color).enabled)
@@ -599,6 +604,11 @@ async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event, lines
 
     off = rt.on_text_delta(on_delta) if tty else None
     try:
+        if earlier is not None:
+            resumed = await _approvals_prompt(rt, earlier, reader, streamed, style)
+            if resumed is not earlier:  # decided: the resumed turn's reply, as any other
+                _show_reply(args, resumed, None, streamed, style)
+            reader.go.set()
         while True:
             get = asyncio.create_task(reader.queue.get())
             stopping = asyncio.create_task(stop.wait())
@@ -633,24 +643,9 @@ async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event, lines
                     thinking.clear()
                 if result is not None and result.finish_reason == "awaiting_approval":
                     result = await _approvals_prompt(rt, result, reader, streamed, style if tty else None)
-                if result is None or result.finish_reason == "error":
-                    failures += 1
-                    if streamed["any"]:
-                        sys.stdout.write("\n")
-                    sys.stdout.flush()
-                    if result is not None:
-                        error = ErrorView(result.error or {})
-                    _print_turn_error(args, error)
-                elif result.finish_reason == "cancelled":
-                    sys.stdout.write("\n" if streamed["any"] else "")
-                    sys.stdout.flush()
-                    sys.stderr.write("cancelled\n")
-                    sys.stderr.flush()
-                elif streamed["any"]:
-                    sys.stdout.write("\n")
-                elif result.text is not None:
-                    sys.stdout.write((style(result.text, "1") if tty else result.text) + "\n")
-                sys.stdout.flush()
+                failures += _show_reply(
+                    args, result, error if result is None else None, streamed, style if tty else None
+                )
             reader.go.set()
     finally:
         lines.source = lines.transient = None
@@ -660,6 +655,27 @@ async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event, lines
         _restore_termios(saved_termios)
         if unregister is not None:
             unregister()
+
+
+def _show_reply(args: argparse.Namespace, result: Any, error: Any, streamed: dict[str, Any], style: Any) -> int:
+    """A chat turn's outcome: its error, "cancelled", or its text (unless it streamed); 1 when it failed."""
+    if result is None or result.finish_reason == "error":
+        if streamed["any"]:
+            sys.stdout.write("\n")
+        sys.stdout.flush()
+        _print_turn_error(args, ErrorView(result.error or {}) if result is not None else error)
+        return 1
+    if result.finish_reason == "cancelled":
+        sys.stdout.write("\n" if streamed["any"] else "")
+        sys.stdout.flush()
+        sys.stderr.write("cancelled\n")
+        sys.stderr.flush()
+    elif streamed["any"]:
+        sys.stdout.write("\n")
+    elif result.text is not None:
+        sys.stdout.write((style(result.text, "1") if style is not None else result.text) + "\n")
+    sys.stdout.flush()
+    return 0
 
 
 async def _approvals_prompt(rt: Any, result: Any, reader: Any, streamed: dict[str, Any], style: Any) -> Any:
