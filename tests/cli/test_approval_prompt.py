@@ -55,3 +55,34 @@ def test_a_piped_session_reads_the_decision_from_the_next_line(tmp_path: Path) -
     assert "answer y, n or e" in proc.stderr
     assert "ran rm x" in proc.stdout
     assert ran(log) == ["rm x"]
+
+
+def test_ctrl_c_at_the_question_leaves_the_call_pending_and_the_next_session_asks_first(tmp_path: Path) -> None:
+    log = tmp_path / "ran.log"
+    bundle = approval_bundle(tmp_path / "b", log)
+    args = (str(bundle), "--state-root", str(tmp_path / "state"), "--instance-key", "k")
+    term = Terminal(tmp_path, *args)
+    try:
+        term.expect("> ")
+        term.send("one\r")
+        term.expect("approve? [y]es / [n]o / [e]dit args: ")
+        term.send("\x03")
+        seen = term.expect("or in the next `gdn run` of this conversation, which asks again)")
+        assert "left pending: appr_" in seen
+        assert term.wait() == 130
+    finally:
+        term.close()
+    assert ran(log) == []
+    # the next session asks before its first prompt: a first message would deny the call unasked
+    term = Terminal(tmp_path, *args)
+    try:
+        seen = term.expect("approve? [y]es / [n]o / [e]dit args: ")
+        assert "this conversation has a tool call waiting for approval from an earlier turn" in seen
+        assert 'approval needed: shell__run {"cmd": "rm x"}' in seen and "> " not in seen
+        term.send("y\r")
+        assert "ran rm x" in term.expect("> ")
+        term.send("/quit\r")
+        assert term.wait() == 0
+    finally:
+        term.close()
+    assert ran(log) == ["rm x"]

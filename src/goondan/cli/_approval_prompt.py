@@ -4,6 +4,7 @@ edit its arguments); the decided turn goes on and its reply is shown like any ot
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from typing import Any
@@ -39,9 +40,14 @@ async def decide_interactively(rt: Any, result: Any, reader: Any) -> Any:
         item = result.pending_approvals[0]
         sys.stderr.write(describe(item) + "\n")
         sys.stderr.flush()
-        answer = await _ask(reader, QUESTION)
+        try:
+            answer = await _ask(reader, QUESTION)
+        except asyncio.CancelledError:  # Ctrl+C at the question: nothing was decided, say where it stays
+            sys.stderr.write("\n" + left_pending(item.approval_id) + "\n")
+            sys.stderr.flush()
+            raise
         if answer is None:
-            sys.stderr.write(f"left pending: gdn approvals approve {item.approval_id}\n")
+            sys.stderr.write(left_pending(item.approval_id) + "\n")
             return result
         choice = answer.strip().lower()
         if choice in ("y", "yes"):
@@ -65,4 +71,32 @@ async def decide_interactively(rt: Any, result: Any, reader: Any) -> Any:
     return result
 
 
-__all__ = ["decide_interactively", "describe"]
+def left_pending(approval_id: str) -> str:
+    return (
+        f"left pending: {approval_id} (decide it with `gdn approvals approve|deny {approval_id}`, "
+        "or in the next `gdn run` of this conversation, which asks again)"
+    )
+
+
+async def waiting_from_before(rt: Any, agent: str, key: str) -> Any:
+    """The calls of this conversation that an earlier session left waiting (Ctrl+C at the question,
+    input that ended), as a paused result for :func:`decide_interactively`; None when none wait.
+
+    A new message denies what waits (``decidedBy: superseded``), so a session that started without
+    asking would let the first thing typed silently deny a call someone meant to approve."""
+    workspace = rt.workspace  # the instance's own record first: listing scans the whole workspace
+    record = workspace.instance(agent, key).read_paused_turn() if workspace is not None else None
+    if not record:
+        return None
+    pending = await rt.pending_approvals(agent, key)
+    if not pending:
+        return None
+    count = f"{len(pending)} tool call(s)" if len(pending) > 1 else "a tool call"
+    sys.stderr.write(f"this conversation has {count} waiting for approval from an earlier turn\n")
+    sys.stderr.flush()
+    from ..results import TurnResult
+
+    return TurnResult("", finish_reason="awaiting_approval", pending_approvals=pending)
+
+
+__all__ = ["decide_interactively", "describe", "left_pending", "waiting_from_before"]
