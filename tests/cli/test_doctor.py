@@ -104,3 +104,21 @@ def test_a_path_that_does_not_exist_fails_instead_of_passing(tmp_path: Path) -> 
     proc = gdn(tmp_path, "doctor", str(tmp_path / "no-such-bundle"))
     assert proc.returncode == 1, proc.stdout
     assert "does not exist" in proc.stdout and "All required checks passed" not in proc.stdout
+
+
+def test_the_store_goondan_store_names_must_answer_a_wrong_database_fails_before_the_service_starts(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    app = write_files(tmp_path / "app", {"goondan.yaml": bundle(model=SCRIPTED)})
+    proc = gdn(tmp_path, "doctor", str(app), "--json", GOONDAN_STORE=postgres_url)
+    assert proc.returncode == 0, proc.stdout
+    assert checks(proc)["store"]["status"] == "ok"
+    wrong = postgres_url.rsplit("/", 1)[0] + "/no_such_db"
+    proc = gdn(tmp_path, "doctor", str(app), "--json", GOONDAN_STORE=wrong)
+    assert proc.returncode == 1, proc.stdout  # was 0: "All required checks passed", then every turn failed
+    store = checks(proc)["store"]
+    assert store["status"] == "fail"
+    assert store["detail"].startswith("[E_STORE_UNAVAILABLE]") and '"no_such_db" does not exist' in store["detail"]
+    assert "createdb" in store["suggestion"]
+    proc = gdn(tmp_path, "doctor", str(app), "--json", GOONDAN_STORE=str(app / "goondan.yaml"))
+    assert proc.returncode == 1 and checks(proc)["store"]["detail"].endswith("is not a directory")

@@ -1,5 +1,5 @@
 """``gdn doctor [PATH]``: can this machine run *this* bundle? Python, the bundle, the extras it needs,
-the API keys its models read.
+the API keys its models read, and the store ``GOONDAN_STORE`` names (it must answer).
 
 Checks follow from the bundle, not from a fixed list: an extra is checked when something the bundle
 uses needs it (a Model's provider SDK, the MCP bridge extension, the Discord connector's signature
@@ -111,6 +111,30 @@ def bundle_needs(bundle: Any, env: dict[str, str]) -> Needs:
     return needs
 
 
+def _store_check(args: argparse.Namespace, env: dict[str, str]) -> tuple[str, str, str, str | None]:
+    """``GOONDAN_STORE`` opened and listed once, as every run will: a wrong password, a database
+    that does not exist or a server out of reach is found here, before the service is started,
+    instead of in its first turn. The URL's password is never shown (the store's errors redact it)."""
+    from ..errors import GoondanError
+    from ._state import store_backend, store_label
+
+    try:
+        backend = store_backend(args, env)
+        try:
+            where = store_label(backend)
+            root = getattr(backend, "root", None)  # the filesystem store: its directory
+            if isinstance(root, Path) and root.exists() and not root.is_dir():
+                return ("store", "fail", f"GOONDAN_STORE {where} is not a directory", "Point it at a directory.")
+            count = len(backend.list_workspaces())
+        finally:
+            close = getattr(backend, "close", None)  # the filesystem store holds nothing open
+            if close is not None:
+                close()
+    except GoondanError as exc:
+        return ("store", "fail", f"[{exc.code}] {exc.message}", exc.suggestion)
+    return ("store", "ok", f"GOONDAN_STORE {where} answers ({count} workspace(s))", None)
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     checks: list[dict[str, Any]] = []
 
@@ -167,6 +191,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             )
         if not needs.extras and not needs.keys:
             add("needs", "ok", "the bundle needs no optional extra and no API key")
+        # a PostgreSQL URL without psycopg already failed its extra check above
+        if env.get("GOONDAN_STORE", "").strip() and ("postgres" not in needs.extras or _find(EXTRAS["postgres"][0])):
+            add(*_store_check(args, env))
     failed = any(c["status"] == "fail" for c in checks)
     if args.json:
         sys.stdout.write(json.dumps({"ok": not failed, "checks": checks}, indent=2) + "\n")
