@@ -245,3 +245,15 @@ def test_the_coordinator_recipe_reports_a_worker_that_failed(tmp_path: Path) -> 
     assert "reviewer failed: [AGENT_REQUEST_FAILED] agent 'reviewer' failed to handle the request: [E_MODEL_CALL]" in (
         run.stdout
     )
+
+
+def test_gdn_validate_reports_a_misspelt_summary_model_provider(tmp_path: Path) -> None:
+    """gdn validate said 'Bundle is valid.' and the run then failed with E_EXT_CONFIG."""
+    compaction = {"ref": base_ref("Extension", "message-compaction"), "config": {"summaryModel": {"provider": "pyhton"}}}
+    agent = agent_doc("a", extensions=[compaction])
+    bundle = write_bundle(tmp_path / "b", package_doc("mistakes"), python_model_doc(), agent, swarm_doc(["a"]))
+    (bundle / "model.py").write_text(ANSWERING_MODEL)
+    run = gdn(tmp_path, "validate", str(bundle))
+    assert run.returncode == 4, run.stdout
+    assert "config.summaryModel.provider" in run.stdout + run.stderr
+    assert "python" in run.stdout + run.stderr

@@ -29,7 +29,8 @@ DEFAULT_INSTRUCTION = (
 MODEL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "provider": {"type": "string", "minLength": 1},
+        # an enum, so that `gdn validate` reports a misspelt provider (the check in Summarizer ran only at start)
+        "provider": {"enum": sorted(KNOWN_PROVIDERS)},
         "model": {"type": "string"},
         "options": {"type": "object"},
         "endpoint": {"type": "string", "minLength": 1},
