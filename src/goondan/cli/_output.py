@@ -42,9 +42,13 @@ LOAD_ERROR_CODES = frozenset(
 )
 
 
-# A store URL (--store / GOONDAN_STORE) that cannot mean any store: what the user typed is wrong,
-# a usage error (2), unlike a store that is valid but down (E_STORE_UNAVAILABLE, 1)
-USAGE_ERROR_CODES = frozenset({"E_STORE_URL_INVALID", "E_STORE_UNSUPPORTED"})
+# A store URL (--store / GOONDAN_STORE) that cannot mean any store, an executor (--executor /
+# GOONDAN_EXECUTOR) nobody registered or that is not installed, Ray actor options that are not a JSON
+# object: what the user typed cannot work, a usage error (2), unlike a store or cluster that is valid
+# but does not answer (E_STORE_UNAVAILABLE, E_RAY_CONNECT: 1)
+USAGE_ERROR_CODES = frozenset(
+    {"E_STORE_URL_INVALID", "E_STORE_UNSUPPORTED", "E_EXECUTOR_UNSUPPORTED", "E_RAY_OPTIONS", "E_RAY_NOT_INSTALLED"}
+)
 
 
 def exit_code_for(code: object) -> int:
