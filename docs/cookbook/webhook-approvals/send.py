@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -34,8 +35,11 @@ def post(port: int, payload: dict[str, object]) -> dict[str, object]:
         data=body,
         headers={"Content-Type": "application/json", "X-Signature-256": signature},
     )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as refused:  # the bot's error reply, e.g. an approval already decided
+        return {"ok": False, "text": f"HTTP {refused.code}: {refused.read().decode(errors='replace')}"}
 
 
 def main() -> None:
@@ -54,7 +58,8 @@ def main() -> None:
         for text in messages:
             text = text.replace("{approval}", approval)
             print(">", text)
-            answer = post(port, {"text": text, "instanceKey": "ops-room"})
+            # a chat service sends its message id: two equal messages are two bodies, not a replay
+            answer = post(port, {"text": text, "instanceKey": "ops-room", "properties": {"id": str(time.time_ns())}})
             print(answer["text"])
             found = re.search(r"approve (appr_\w+)", str(answer["text"]))
             approval = found.group(1) if found else approval
