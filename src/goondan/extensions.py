@@ -30,7 +30,7 @@ from ._api_types import (
 )
 from ._json import copy_json, dumps, json_problem
 from ._modules import import_path, reproduce_command
-from ._usercode import captured, exit_error, import_failure
+from ._usercode import captured, exit_error, format_traceback, import_failure
 from .errors import ExtensionError, GoondanError
 from .pipeline import ExtensionPipeline, PipelineRegistry
 from .tools import ToolHandler, ToolRegistry
@@ -104,8 +104,8 @@ class EventBus:
                 result = handler(*args)
                 if inspect.isawaitable(result):
                     self._schedule(result, event, owner)
-            except Exception:
-                log.exception("event handler for %r (extension %s) failed", event, owner)
+            except (Exception, SystemExit) as exc:  # sys.exit() in a handler must not end the host
+                _handler_failed(event, owner, handler, exc)
 
     async def deliver(self, event: str, *args: Any) -> None:
         """Like :meth:`emit` but awaits async handlers, so runtime events reach subscribers in order."""
@@ -117,15 +117,15 @@ class EventBus:
                 result = handler(*args)
                 if inspect.isawaitable(result):
                     await result
-            except Exception:
-                log.exception("event handler for %r (extension %s) failed", event, owner)
+            except (Exception, SystemExit) as exc:  # sys.exit() in a handler must not end the host
+                _handler_failed(event, owner, handler, exc)
 
     def _schedule(self, awaitable: Any, event: str, owner: str | None) -> None:
         async def run() -> None:
             try:
                 await awaitable
-            except Exception:
-                log.exception("event handler for %r (extension %s) failed", event, owner)
+            except (Exception, SystemExit) as exc:  # sys.exit() in a handler must not end the host
+                _handler_failed(event, owner, awaitable, exc)
 
         try:
             task = asyncio.get_running_loop().create_task(run())
@@ -138,6 +138,24 @@ class EventBus:
             tasks = self._tasks = set()
         tasks.add(task)
         task.add_done_callback(tasks.discard)
+
+
+def _handler_failed(event: str, owner: str | None, handler: Any, exc: BaseException) -> None:
+    """Log an event handler's exception the way a failed tool or middleware is shown: one ERROR line
+    naming it, and its traceback from the handler's own frame at INFO (``gdn run -v``). It was a
+    full traceback at ERROR starting in the event bus, printed on every ``gdn run`` without -v.
+    ``sys.exit()`` in a handler is reported the same way: it ended ``gdn run`` (inline, with the
+    handler's exit status and the turn's answer unprinted) or the agent process mid-turn."""
+    name = getattr(handler, "__qualname__", None) or type(handler).__name__
+    if isinstance(exc, SystemExit):
+        what = f"called sys.exit({exc.code!r}); exiting is not allowed in user code"
+    else:
+        what = f"raised {type(exc).__name__}: {exc}"
+    where = f"event handler {name} for {event!r} of extension {owner}"
+    log.error("%s %s (`gdn run -v` prints its traceback)", where, what)
+    if exc.__traceback__ is not None and exc.__traceback__.tb_next is not None:
+        exc = exc.with_traceback(exc.__traceback__.tb_next)  # from the handler's frame on
+    log.info("%s:\n%s", where, format_traceback(exc))
 
 
 class ExtensionEvents:

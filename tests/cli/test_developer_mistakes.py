@@ -249,7 +249,10 @@ def test_the_coordinator_recipe_reports_a_worker_that_failed(tmp_path: Path) -> 
 
 def test_gdn_validate_reports_a_misspelt_summary_model_provider(tmp_path: Path) -> None:
     """gdn validate said 'Bundle is valid.' and the run then failed with E_EXT_CONFIG."""
-    compaction = {"ref": base_ref("Extension", "message-compaction"), "config": {"summaryModel": {"provider": "pyhton"}}}
+    compaction = {
+        "ref": base_ref("Extension", "message-compaction"),
+        "config": {"summaryModel": {"provider": "pyhton"}},
+    }
     agent = agent_doc("a", extensions=[compaction])
     bundle = write_bundle(tmp_path / "b", package_doc("mistakes"), python_model_doc(), agent, swarm_doc(["a"]))
     (bundle / "model.py").write_text(ANSWERING_MODEL)
@@ -257,3 +260,38 @@ def test_gdn_validate_reports_a_misspelt_summary_model_provider(tmp_path: Path) 
     assert run.returncode == 4, run.stdout
     assert "config.summaryModel.provider" in run.stdout + run.stderr
     assert "python" in run.stdout + run.stderr
+
+
+EVENT_HANDLERS = """\
+import sys
+
+
+def register(api):
+    def counts(event):
+        raise KeyError("turns")
+
+    async def leaves(event):
+        sys.exit(7)
+
+    api.events.on("turn.completed", counts)
+    api.events.on("turn.completed", leaves)
+"""
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_an_event_handler_that_raises_or_exits_never_ends_the_run(tmp_path: Path, executor: str) -> None:
+    """sys.exit(7) in an async turn.completed handler ended gdn run inline with status 7 and no
+    answer printed, and the agent process mid-turn with the process executor (E_AGENT_PROCESS_EXITED);
+    a handler that raised printed a full traceback, starting in the event bus, without -v."""
+    bundle = _bundle(tmp_path, ANSWERING_MODEL, EVENT_HANDLERS)
+    run = _gdn_run(tmp_path, bundle, executor)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "fine"
+    assert (
+        "event handler register.<locals>.counts for 'turn.completed' of extension x raised KeyError: 'turns'"
+        in run.stderr
+    )
+    assert "event handler register.<locals>.leaves for 'turn.completed' of extension x called sys.exit(7)" in run.stderr
+    assert "Traceback" not in run.stderr
+    verbose = _gdn_run(tmp_path, bundle, executor, "-v")
+    assert 'Traceback (most recent call last):\n  File "' + str(bundle / "x.py") in verbose.stderr
