@@ -225,6 +225,35 @@ def request_record(approval: dict[str, Any], base: dict[str, Any]) -> dict[str, 
     return record
 
 
+def edited_args_problem(plan: Any, tool_name: str, args: dict[str, Any]) -> GoondanError | None:
+    """``E_APPROVAL_INVALID`` when a person's edited arguments do not fit the tool's parameters.
+
+    Checked before the decision is recorded: a typo in ``--args`` used to be approved, run into
+    ``E_TOOL_INVALID_ARGS`` and reach the model as a failed call, the approval used up, while the
+    person saw exit 0. Refused here, nothing is decided and the same approval can be answered again.
+    Tools whose schema the plan does not hold (registered by extensions at run time) are not checked."""
+    from .. import _argcheck
+
+    schema: dict[str, Any] | None = None
+    for res in getattr(plan, "tools", None) or ():
+        for export in getattr(res.spec, "exports", None) or ():
+            if f"{res.name}__{export.name}" == tool_name:
+                schema = export.parameters
+    if schema is None:
+        return None
+    issues = _argcheck.check_args(schema, args)
+    if not issues:
+        return None
+    required = ", ".join(map(str, schema.get("required") or [])) or "none"
+    allowed = ", ".join(map(str, schema.get("properties") or {})) or "any"
+    return GoondanError(
+        "E_APPROVAL_INVALID",
+        _argcheck.invalid_args_message(tool_name, issues) + "; nothing was decided",
+        suggestion=f"Fix the edited arguments (required: {required}; allowed: {allowed}) and answer again, "
+        "or approve without editing them.",
+    )
+
+
 def earlier_decision(stores: Iterable[Any], approval_id: str) -> dict[str, Any] | None:
     """The ``approval.decided`` runtime event of ``approval_id`` in one of ``stores``, or None.
 
@@ -290,6 +319,7 @@ __all__ = [
     "denied_result",
     "earlier_decision",
     "earliest_expiry",
+    "edited_args_problem",
     "find",
     "held_messages",
     "inbox_messages",
