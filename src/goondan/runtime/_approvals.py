@@ -110,6 +110,10 @@ async def approve(
         if approval.get("decision") is not None:
             raise approvals.decided_in_record(approval_id, approval)
         rt._resolve_target(name, key)  # an agent of another swarm of the workspace is refused here
+        if args is not None:
+            problem = approvals.edited_args_problem(rt.bundle.agent_plan(name), str(approval.get("toolName")), args)
+            if problem is not None:
+                raise problem
         body: dict[str, Any] = {"approvalId": approval_id, "approved": approved, "note": note, "by": by}
         if args is not None:
             body["args"] = args
