@@ -89,3 +89,23 @@ def test_a_second_terminal_deciding_while_the_first_resumes_waits_and_hears_who_
     assert "[E_APPROVAL_DECIDED]" in second.stderr and "already approved by cli" in second.stderr, second.stderr
     assert "E_INSTANCE_LOCKED" not in second.stderr
     assert ran(log) == ["start rm x", "rm x"]
+
+
+def test_edited_args_that_do_not_fit_the_tool_are_refused_and_the_approval_still_waits(tmp_path: Path) -> None:
+    bundle, state, log, approval_id = _paused(tmp_path)
+    typo = gdn(
+        tmp_path, "approvals", "approve", approval_id, str(bundle), "--state-root", str(state),
+        "--args", '{"cmd": 3}',
+    )  # fmt: skip
+    assert typo.returncode == 2, typo.stdout + typo.stderr
+    assert "[E_APPROVAL_INVALID] Invalid arguments for tool 'shell__run': args.cmd: expected string" in typo.stderr
+    assert "nothing was decided" in typo.stderr and "required: none; allowed: cmd" in typo.stderr
+    assert ran(log) == []
+    listed = gdn(tmp_path, "approvals", "list", str(bundle), "--state-root", str(state), "--json")
+    assert [item["approvalId"] for item in json.loads(listed.stdout)] == [approval_id]
+    fixed = gdn(
+        tmp_path, "approvals", "approve", approval_id, str(bundle), "--state-root", str(state),
+        "--args", '{"cmd": "ls"}',
+    )  # fmt: skip
+    assert fixed.returncode == 0, fixed.stderr
+    assert ran(log) == ["ls"]

@@ -86,3 +86,16 @@ def test_ctrl_c_at_the_question_leaves_the_call_pending_and_the_next_session_ask
     finally:
         term.close()
     assert ran(log) == ["rm x"]
+
+
+def test_edited_args_that_do_not_fit_the_tool_are_asked_again_at_the_prompt(tmp_path: Path) -> None:
+    log = tmp_path / "ran.log"
+    bundle = approval_bundle(tmp_path / "b", log)
+    proc = gdn(
+        tmp_path, "run", str(bundle), "--state-root", str(tmp_path / "state"), "--instance-key", "k",
+        stdin='one\ne\n{"cmd": 3}\ne\n{"cmd": "ls"}\n',
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "args.cmd: expected string but got integer; nothing was decided; asking again" in proc.stderr
+    assert "ran ls" in proc.stdout
+    assert ran(log) == ["ls"]

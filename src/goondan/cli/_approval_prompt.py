@@ -65,7 +65,14 @@ async def decide_interactively(rt: Any, result: Any, reader: Any) -> Any:
             if not isinstance(edited, dict):
                 sys.stderr.write("the arguments must be a JSON object; asking again\n")
                 continue
-            result = await rt.approve(item.approval_id, args=edited, by="cli")
+            from ..errors import GoondanError
+
+            try:
+                result = await rt.approve(item.approval_id, args=edited, by="cli")
+            except GoondanError as exc:
+                if exc.code != "E_APPROVAL_INVALID":
+                    raise
+                sys.stderr.write(f"{exc.message}; asking again\n")  # they do not fit the tool's parameters
         else:
             sys.stderr.write("answer y, n or e\n")
     return result

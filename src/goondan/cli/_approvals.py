@@ -109,10 +109,13 @@ def _run(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any]:
     assert isinstance(reply, dict)
     if not reply.get("ok"):
         err = reply.get("error") or {}
+        code = str(err.get("code") or "E_REQUEST_FAILED")
         raise CliError(
-            str(err.get("code") or "E_REQUEST_FAILED"),
+            code,
             str(err.get("message") or "the request failed"),
             suggestion=err.get("suggestion"),
+            # what was typed (--args that do not fit the tool) is a usage error, as --args '[1]' is
+            exit_code=EXIT_USAGE if code == "E_APPROVAL_INVALID" else EXIT_INTERNAL,
         )
     return reply
 
