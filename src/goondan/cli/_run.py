@@ -281,8 +281,13 @@ async def _one_shot(args: argparse.Namespace, bundle: Any, text: RequestInput, e
     with _reporting_turn_errors(args):
         async with _runtime(args, bundle, env) as rt:
             _kill_on_hard_exit(rt)
+            from ._approval_prompt import report_superseded, waiting_here
+
+            where = (args.agent or rt.entry_agent, args.instance_key or rt.swarm_instance_key)
+            waiting = waiting_here(rt, *where)  # a new message denies these: said below, not silently
             async with status_line(rt, args):  # a terminal's status line; nothing on pipes (cli/_spinner.py)
                 result = await _request_cancellable(rt, args, text)
+            report_superseded(rt, *where, waiting)
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n")
     elif result.text is not None and result.finish_reason != "cancelled":
