@@ -106,4 +106,47 @@ async def waiting_from_before(rt: Any, agent: str, key: str) -> Any:
     return TurnResult("", finish_reason="awaiting_approval", pending_approvals=pending)
 
 
-__all__ = ["decide_interactively", "describe", "left_pending", "waiting_from_before"]
+def waiting_here(rt: Any, agent: str, key: str) -> list[dict[str, Any]]:
+    """The undecided approvals of this one instance, from its paused-turn record (no workspace scan)."""
+    from ..engine import approvals
+    from ..errors import GoondanError
+
+    workspace = rt.workspace
+    try:
+        record = workspace.instance(agent, key).read_paused_turn() if workspace is not None else None
+    except GoondanError:
+        return []
+    return approvals.undecided(record) if record else []
+
+
+def report_superseded(rt: Any, agent: str, key: str, before: list[dict[str, Any]]) -> None:
+    """Say which of the calls that waited ``before`` a request no longer wait, and how they were
+    decided: a new message denies what waits (``superseded``), which ``gdn run --input`` used to do
+    without a word, so a call someone meant to approve was dropped unseen."""
+    if not before:
+        return
+    from ..engine import approvals
+
+    still = {a.get("approvalId") for a in waiting_here(rt, agent, key)}
+    workspace = rt.workspace
+    for item in before:
+        approval_id = str(item.get("approvalId"))
+        if approval_id in still:
+            continue
+        shown = f"{approval_id} ({item.get('toolName')} {json.dumps(item.get('args'), ensure_ascii=False)})"
+        event = approvals.earlier_decision([workspace.instance(agent, key)], approval_id) if workspace else None
+        if event is None or event.get("decidedBy") == "superseded":
+            sys.stderr.write(f"denied {shown}: this message arrived before anyone decided; the call was not run\n")
+        else:
+            sys.stderr.write(f"no longer waits: {approvals.already_decided(approval_id, event).message}\n")
+    sys.stderr.flush()
+
+
+__all__ = [
+    "decide_interactively",
+    "describe",
+    "left_pending",
+    "report_superseded",
+    "waiting_from_before",
+    "waiting_here",
+]
