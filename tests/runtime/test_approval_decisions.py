@@ -1,6 +1,6 @@
 """What ``Runtime.approve`` accepts as a decision, checked before any instance is touched: a
 non-empty id, a bool, an optional string note, and ``args`` that are a JSON object (only with an
-approval). Anything else is ``E_APPROVAL_INVALID`` with a message, never a traceback."""
+approval). Anything else is ``E_APPROVAL_INVALID`` with a message and a suggestion, never a traceback."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ def test_a_decision_is_valid_exactly_when_each_field_has_its_type(
     with pytest.raises(GoondanError) as info:
         _check(approval_id, approved, note, args)
     assert info.value.code == "E_APPROVAL_INVALID" and info.value.message
+    assert info.value.suggestion  # every refusal says what to pass instead
 
 
 def test_args_that_cannot_be_stored_as_json_are_refused() -> None:

@@ -79,9 +79,17 @@ def _check(approval_id: Any, approved: Any, note: Any, args: Any) -> None:
             suggestion="Pass an approval_id from TurnResult.pending_approvals or `gdn approvals list`.",
         )
     if not isinstance(approved, bool):
-        raise GoondanError("E_APPROVAL_INVALID", f"approved must be True or False, got {approved!r}")
+        raise GoondanError(
+            "E_APPROVAL_INVALID",
+            f"approved must be True or False, got {approved!r}",
+            suggestion="Pass approved=True to run the call or approved=False (with a note) to deny it.",
+        )
     if note is not None and not isinstance(note, str):
-        raise GoondanError("E_APPROVAL_INVALID", f"note must be a string, got {type(note).__name__}")
+        raise GoondanError(
+            "E_APPROVAL_INVALID",
+            f"note must be a string, got {type(note).__name__}",
+            suggestion="Pass note= the text the model reads with the decision, or leave it out.",
+        )
     if args is None:
         return
     if not approved:
