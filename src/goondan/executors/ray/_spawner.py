@@ -38,6 +38,9 @@ START_TIMEOUT_S = 120.0  # a new actor may wait for a worker process and import 
 NAME_RETRY_S = 10.0  # a killed actor's name is released asynchronously by Ray's control store
 IPC_LIMIT = 64 * 1024 * 1024
 PLACEMENT_ATTEMPTS = 5
+# how long an actor may be unconnected before the cluster is asked whether any node could ever
+# hold it (an actor that only waits for a worker process to start connects well within this)
+UNPLACED_CHECK_S = 3.0
 # "pids" are unique in the process: the orchestrator keeps a reloaded runtime's old spawner next to
 # the new one until its actors are gone, and maps exits by pid
 _PIDS = itertools.count(1)
@@ -93,6 +96,8 @@ class RaySpawner:
         self._remote_cls: Any = None
         self.children: set[int] = set()
         self.alive = False
+        # actor name -> why no node of the cluster can hold it (found while it waited)
+        self._unplaceable: dict[str, str] = {}
 
     async def start(self) -> None:
         ray = import_ray()
@@ -169,6 +174,14 @@ class RaySpawner:
             if not served.done() or attempt == PLACEMENT_ATTEMPTS or not _never_ran(served):
                 break
             log.info("ray actor %s was lost before it ran (%s); placing it again", name, reason)
+        unplaced = self._unplaceable.pop(name, None)
+        if unplaced is not None and not served.done():
+            raise GoondanError(
+                "E_RAY_ACTOR_START",
+                f"the Ray actor {name!r} was never placed within {START_TIMEOUT_S:.0f} s: {unplaced}",
+                suggestion="Ask for what a node has in GOONDAN_RAY_ACTOR_OPTIONS (or the executor's "
+                "actor_options: num_cpus, num_gpus, memory, resources), or add a node that has it.",
+            )
         raise GoondanError(
             "E_RAY_ACTOR_START",
             f"the Ray actor {name!r} could not start: {reason}",
@@ -199,9 +212,14 @@ class RaySpawner:
         self._names[pid] = name
         self.children.add(pid)
         try:
-            await asyncio.wait(
-                {connected, served}, timeout=max(0.0, deadline - loop.time()), return_when=asyncio.FIRST_COMPLETED
-            )
+            waiting = {connected, served}
+            first = min(UNPLACED_CHECK_S, max(0.0, deadline - loop.time()))
+            done, _ = await asyncio.wait(waiting, timeout=first, return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                await self._check_placeable(name)
+                await asyncio.wait(
+                    waiting, timeout=max(0.0, deadline - loop.time()), return_when=asyncio.FIRST_COMPLETED
+                )
         except BaseException:
             self._pending.pop(token, None)
             self._forget(pid, kill=True)
@@ -212,6 +230,29 @@ class RaySpawner:
             return pid, served, None
         log.debug("ray actor %s connected as pid %d", name, pid)
         return pid, served, connected.result()
+
+    async def _check_placeable(self, name: str) -> None:
+        """An actor that asks for more than any node has (``{"num_gpus": 1}`` on a cluster without
+        GPUs, a typo in a custom resource's name) waits in Ray's queue without a word until the
+        start timeout: say so now, once, with what it asks and what the nodes offer. Only a
+        warning: an autoscaler may still add such a node."""
+        demand = resource_demand(self._actor_options)
+        if not demand:
+            return
+        ray = import_ray()
+        try:
+            nodes = await asyncio.to_thread(ray.nodes)
+        except Exception:  # the check is advice; a cluster that cannot list nodes fails elsewhere
+            return
+        reason = unplaceable(demand, [n.get("Resources") or {} for n in nodes if n.get("Alive")])
+        if reason is not None:
+            self._unplaceable[name] = reason
+            log.warning(
+                "Ray actor %r cannot be placed: %s; waiting up to %.0f s for such a node to join",
+                name,
+                reason,
+                START_TIMEOUT_S,
+            )
 
     async def _watch(self, pid: int, served: asyncio.Future[Any]) -> None:
         try:
@@ -268,6 +309,37 @@ class RaySpawner:
         if self._server is not None:
             self._server.close()
             self._server = None
+
+
+def resource_demand(options: dict[str, Any]) -> dict[str, float]:
+    """What an actor created with ``options`` needs from one node to be placed: Ray reserves one
+    CPU to place an actor unless ``num_cpus`` says otherwise. Empty when the options place it some
+    other way (a placement group, a node-affinity strategy) this check cannot reason about."""
+    strategy = options.get("scheduling_strategy", "SPREAD")
+    if not isinstance(strategy, str) or options.get("placement_group") is not None:
+        return {}
+    try:
+        demand = {"CPU": float(options.get("num_cpus", 1))}
+        if options.get("num_gpus"):
+            demand["GPU"] = float(options["num_gpus"])
+        if options.get("memory"):
+            demand["memory"] = float(options["memory"])
+        for key, value in (options.get("resources") or {}).items():
+            demand[str(key)] = float(value)
+    except (TypeError, ValueError, AttributeError):
+        return {}  # Ray itself refuses such options when the actor is created
+    return {k: v for k, v in demand.items() if v > 0}
+
+
+def unplaceable(demand: dict[str, float], nodes: list[dict[str, float]]) -> str | None:
+    """Why no node in ``nodes`` (their total resources) can ever hold ``demand``; None if one can."""
+    if any(all(node.get(k, 0.0) >= v for k, v in demand.items()) for node in nodes):
+        return None
+    asked = ", ".join(f"{k} {v:g}" for k, v in demand.items())
+    offers = [", ".join(f"{k} {node.get(k, 0.0):g}" for k in demand) for node in nodes[:4]]
+    more = f" and {len(nodes) - 4} more" if len(nodes) > 4 else ""
+    have = "; ".join(f"[{o}]" for o in offers) + more if nodes else "no node is alive"
+    return f"it asks for {asked} and no node of the cluster has that (nodes: {have})"
 
 
 def _never_ran(served: asyncio.Future[Any]) -> bool:
