@@ -153,3 +153,15 @@ def test_attach_in_a_chat_session_sends_the_file_with_the_next_message_only(tmp_
     assert json.loads(first) == [["text", "look"], ["image", "image/png", None, hashlib.sha256(PNG).hexdigest()]]
     assert json.loads(second) == [["text", "again"]]
     assert "attached cat.png (image/png)" in proc.stderr and "no such file" in proc.stderr
+
+
+def test_an_attachment_whose_bytes_are_not_the_image_it_claims_is_a_usage_error(tmp_path: Path) -> None:
+    root = bundle(tmp_path / "b")
+    state = str(tmp_path / "state")
+    (tmp_path / "notes.txt").write_text("just text\n")
+    (tmp_path / "photo.jpg").write_bytes(PNG)  # a PNG saved under a .jpg name
+    for arg, found in (("notes.txt:image/png", "its bytes are not an image"), ("photo.jpg", "its bytes are image/png")):
+        out = gdn(tmp_path, "run", str(root), "--state-root", state, "--input", "x", "--attach", arg)
+        assert out.returncode == 2, out.stdout + out.stderr  # was 1: refused only inside the runtime
+        assert f"[E_CONTENT_MEDIA_TYPE] --attach {arg}: the part says image/" in out.stderr and found in out.stderr
+        assert "suggestion:" in out.stderr and "Traceback" not in out.stderr

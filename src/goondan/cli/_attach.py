@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._content import IMAGE_TYPES, check_path, guess_media_type, max_part_bytes, normalize_part
+from .._content import IMAGE_TYPES, check_part_file, guess_media_type, max_part_bytes, normalize_part
 from ..errors import GoondanError
 from ._output import EXIT_USAGE, CliError
 
@@ -41,7 +41,7 @@ def check_attachments(attachments: Sequence[str] | None) -> None:
     for index, arg in enumerate(attachments or ()):
         try:
             part = normalize_part(attachment_part(arg), index, limit=limit, read_paths=False)
-            check_path(part["path"], index, limit)
+            check_part_file(part, index, limit)
         except GoondanError as exc:
             message = exc.message.replace(f"input part {index}", f"--attach {arg}", 1)
             raise CliError(exc.code, message, exit_code=EXIT_USAGE, suggestion=exc.suggestion) from None
