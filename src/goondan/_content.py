@@ -172,6 +172,15 @@ def check_path(raw: Any, index: int, limit: int) -> Path:
     return path
 
 
+def _unreadable(index: int, path: Path, exc: OSError) -> GoondanError:
+    """A file that exists but cannot be read (permissions, a device that fails)."""
+    return GoondanError(
+        "E_CONTENT_INVALID",
+        f"input part {index}: cannot read {path}: {exc.strerror or exc}",
+        suggestion="Check the file's permissions.",
+    )
+
+
 # enough of a file's start for sniff_image to tell every format it knows
 SNIFF_BYTES = 16
 
@@ -189,11 +198,7 @@ def check_part_file(part: Mapping[str, Any], index: int, limit: int) -> None:
         with path.open("rb") as handle:
             head = handle.read(SNIFF_BYTES)
     except OSError as exc:
-        raise GoondanError(
-            "E_CONTENT_INVALID",
-            f"input part {index}: cannot read {path}: {exc.strerror or exc}",
-            suggestion="Check the file's permissions.",
-        ) from exc
+        raise _unreadable(index, path, exc) from exc
     _check_bytes("image", str(part.get("mediaType")), head, index)
 
 
@@ -203,11 +208,7 @@ def read_path(raw: Any, index: int, limit: int) -> bytes:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise GoondanError(
-            "E_CONTENT_INVALID",
-            f"input part {index}: cannot read {path}: {exc.strerror or exc}",
-            suggestion="Check the file's permissions.",
-        ) from exc
+        raise _unreadable(index, path, exc) from exc
     if len(data) > limit:
         raise _too_large(index, len(data), limit)
     return data
