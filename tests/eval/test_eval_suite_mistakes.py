@@ -85,3 +85,20 @@ def test_a_python_judge_that_does_not_load_fails_the_suite_before_any_scenario(t
     assert "importing judg.py failed at judg.py:5: ZeroDivisionError" in verbose.stderr
     assert "gdn eval -v" in verbose.stderr  # the suggestion names the command that shows it
     assert 'judg.py", line 5, in helper' in verbose.stderr  # the user's traceback, with -v
+
+
+def test_content_parts_that_name_no_file_or_no_part_type_are_a_broken_suite(tmp_path: Path) -> None:
+    _guide_project(
+        tmp_path, ("    input: add 2 and 3\n", "    input: [{type: text, text: hi}, {type: image, path: ./cat.png}]\n")
+    )
+    suite = tmp_path / "evals" / "suite.yaml"
+    text = suite.read_text(encoding="utf-8")
+    suite.write_text(text.replace('turns: ["hello", "show me the stats"]', 'turns: ["hello", [{type: imag, text: x}]]'))
+    out = _eval(tmp_path)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert (
+        "scenario 'adds two numbers': [E_CONTENT_INVALID] input part 1: cannot read "
+        f"{tmp_path / 'evals' / 'cat.png'}: No such file or directory"
+    ) in out.stderr
+    assert "scenario 'counts turns', turn 2: [E_CONTENT_INVALID] input part 0: unknown part type 'imag'" in out.stderr
+    assert "a relative path is relative to the suite file" in out.stderr and "FAIL" not in out.stdout

@@ -142,6 +142,37 @@ def resolve_parts(value: str | list[dict[str, Any]], root: Path) -> str | list[d
     return out
 
 
+def _check_inputs(suite: Suite, suite_dir: Path) -> None:
+    """Every content part of every scenario's input must be one the runtime takes, its file there.
+
+    A part naming a file that is not there (``path: ./cat.png`` next to another suite) or of an
+    unknown ``type`` used to fail its scenario as "runs" with exit 1, scored like an agent that did
+    badly; it is a broken suite: every such part is listed at once and nothing runs (exit 3)."""
+    from .._content import check_part_file, max_part_bytes, normalize_part
+
+    limit = max_part_bytes()
+    problems: list[str] = []
+    for scenario in suite.scenarios:
+        for turn, value in enumerate(scenario.inputs):
+            if isinstance(value, str):
+                continue
+            where = f"scenario {scenario.name!r}" + (f", turn {turn + 1}" if scenario.turns is not None else "")
+            for index, part in enumerate(resolve_parts(value, suite_dir)):
+                try:
+                    checked = normalize_part(part, index, limit=limit, read_paths=False)
+                    if "path" in checked:
+                        check_part_file(checked, index, limit)
+                except GoondanError as exc:
+                    problems.append(f"{where}: [{exc.code}] {exc.message}")
+    if problems:
+        raise GoondanError(
+            "E_EVAL_SUITE_INVALID",
+            "the eval suite's inputs have problems; no scenario was run:\n  " + "\n  ".join(problems),
+            suggestion="A part is {type: text, text} | {type: image, path|url|data} | "
+            "{type: file, mediaType, name, path|url|data}; a relative path is relative to the suite file.",
+        )
+
+
 def _check(name: str, ok: bool, detail: str = "") -> CriterionResult:
     return CriterionResult(name, "check", 1.0 if ok else 0.0, ok, "" if ok else detail)
 
@@ -225,6 +256,7 @@ class SuiteRun:
                 suggestion="Add `bundle: <dir>` to the suite (relative to it) or pass --bundle PATH.",
             )
         self.bundle = Path(bundle_path) if bundle is not None else (suite_dir / bundle_path)
+        _check_inputs(suite, suite_dir)
         _check_bundle_path(self.bundle, None if bundle is not None else str(bundle_path), suite_dir)
         self.overrides = {**suite.models, **(overrides or {})}
         # toolNotCalled names that cannot be tools of the bundle: the check runs, its line says so
