@@ -17,6 +17,8 @@ import contextlib
 import json
 import logging
 import os
+import signal
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -91,6 +93,25 @@ def _check_reachable(address: str) -> None:
         ) from None
 
 
+def _python_sigterm_handler() -> Any:
+    """The SIGTERM handler Python has installed (``gdn run``'s graceful stop), or None when this is
+    not the main thread or Python handles no SIGTERM."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    handler = signal.getsignal(signal.SIGTERM)
+    return handler if handler not in (None, signal.SIG_DFL) else None
+
+
+def _restore_sigterm(handler: Any) -> None:
+    """``ray.init`` installs Ray's C failure-signal handler for SIGTERM in the driver, over
+    Python's: ``systemctl stop`` then printed a native stack dump and aborted ``gdn run`` (exit -6)
+    without letting the running turns finish, and left the local Ray it had started running.
+    Installing the same Python handler again puts Python's signal handling back in front."""
+    if handler is not None:
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(signal.SIGTERM, handler)
+
+
 class RayExecutor(ProcessExecutor):
     """Runs every instance as a named Ray actor (``executor="ray"``)."""
 
@@ -117,6 +138,7 @@ class RayExecutor(ProcessExecutor):
         if address:
             _check_reachable(address)
         _quiet_token_auth_notice()
+        kept = _python_sigterm_handler()
         try:
             ray.init(
                 address=address or "local",  # never join a cluster someone else started unasked
@@ -132,6 +154,8 @@ class RayExecutor(ProcessExecutor):
                 suggestion="Start the cluster with `ray start --head` and pass --ray-address auto (or the "
                 "head's host:port), or leave the address out to start a local Ray.",
             ) from None
+        finally:
+            _restore_sigterm(kept)
         self._owns_ray = address is None
 
     def _bind_host(self) -> str:
