@@ -16,13 +16,14 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Coroutine, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 from .._content import RequestInput
 from ..errors import ConfigError, GoondanError
 from ..messages import Message
+from ..results import PendingApproval, TurnResult
 from ..storage._events import current_records
 from ..storage._jsonl import read_bytes
 from ._cassette import Cassette, CassetteMismatch, CassetteProxy, redirect_models
@@ -166,17 +167,58 @@ class AsyncAgentRunner:
         """Run one turn and return it; a cassette mismatch fails here with the diff. ``stream=True``
         listens to text deltas as ``gdn run`` does (providers then stream) and keeps them in
         :attr:`Turn.text_deltas`."""
-        rt = self.runtime
-        if rt is None:
+        rt = await self._started()
+        return await self._turn(
+            lambda: rt.request(input, agent=agent, instance_key=instance_key, metadata=metadata),
+            agent,
+            instance_key,
+            stream,
+        )
+
+    async def approve(
+        self,
+        approval: str | PendingApproval,
+        approved: bool = True,
+        *,
+        note: str | None = None,
+        args: dict[str, Any] | None = None,
+        stream: bool = False,
+    ) -> Turn:
+        """Decide a call the agent waits on, as a person would with ``gdn approvals``, and return the
+        turn that resumes (it may wait again: see :attr:`Turn.pending_approvals`).
+
+        ``approval`` is an item of ``turn.pending_approvals`` or its id; ``approved=False`` with a
+        ``note`` denies it (the model gets ``E_TOOL_DENIED`` and the note), ``args`` replaces the
+        call's arguments. An id that waits for nothing raises ``GoondanError``
+        (``E_APPROVAL_NOT_FOUND`` / ``E_APPROVAL_DECIDED``) as ``Runtime.approve`` does."""
+        rt = await self._started()
+        approval_id = approval if isinstance(approval, str) else approval.approval_id
+        waiting = next((p for p in await rt.pending_approvals() if p.approval_id == approval_id), None)
+        agent, key = (waiting.agent_name, waiting.instance_key) if waiting is not None else (None, None)
+        return await self._turn(lambda: rt.approve(approval_id, approved, note, args), agent, key, stream)
+
+    async def _started(self) -> Any:
+        if self.runtime is None:
             await self.start()
-            rt = self.runtime
+        return self.runtime
+
+    async def _turn(
+        self,
+        run: Callable[[], Awaitable[TurnResult]],
+        agent: str | None,
+        instance_key: str | None,
+        stream: bool,
+    ) -> Turn:
+        """``run()`` (a request, or a decision that resumes a turn) with the turn's runtime events
+        (and, with ``stream``, text deltas) collected, as a :class:`Turn`."""
+        rt = self.runtime
         events: list[dict[str, Any]] = []
         deltas: list[str] = []
         off = rt.on_runtime_event(lambda record: events.append(dict(record)))
         off_deltas = rt.on_text_delta(lambda record: deltas.append(str(record.get("delta", "")))) if stream else None
         started = time.perf_counter()
         try:
-            result = await rt.request(input, agent=agent, instance_key=instance_key, metadata=metadata)
+            result = await run()
             await asyncio.sleep(0)  # let listeners scheduled by the turn's last events run
         finally:
             off()
@@ -298,6 +340,18 @@ class AgentRunner:
         return self._run(
             self._async.request(input, agent=agent, instance_key=instance_key, metadata=metadata, stream=stream)
         )
+
+    def approve(
+        self,
+        approval: str | PendingApproval,
+        approved: bool = True,
+        *,
+        note: str | None = None,
+        args: dict[str, Any] | None = None,
+        stream: bool = False,
+    ) -> Turn:
+        """See :meth:`AsyncAgentRunner.approve`."""
+        return self._run(self._async.approve(approval, approved, note=note, args=args, stream=stream))
 
     def conversation(self, agent: str | None = None, instance_key: str | None = None) -> list[Message]:
         return self._run(self._async.conversation(agent, instance_key))

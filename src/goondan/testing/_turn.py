@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import Message
-from ..results import TurnResult
+from ..results import PendingApproval, TurnResult
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,12 @@ class Turn:
         return str(self.result.finish_reason)
 
     @property
+    def pending_approvals(self) -> list[PendingApproval]:
+        """The calls the turn waits on (``finish_reason == "awaiting_approval"``); decide one with
+        ``runner.approve(turn.pending_approvals[0])``."""
+        return list(self.result.pending_approvals)
+
+    @property
     def messages(self) -> list[Message]:
         """The messages of this turn in the stored conversation (its assistant steps and their tool
         results), oldest first."""
@@ -206,6 +212,8 @@ class Turn:
                     lines.append(f"  tool {p.get('toolName')} {label}: {_short(output.get('value'))}")
         if len(self.messages) > limit:
             lines.append(f"  ... {len(self.messages) - limit} more message(s)")
+        for item in self.result.pending_approvals:
+            lines.append(f"  waiting for approval: {item.tool_name}({_short(item.args)}) {item.approval_id}")
         if self.result.error:
             lines.append(f"  error: {_short(self.result.error)}")
         if self.text is not None and not any(m.role == "assistant" and m.text == self.text for m in self.messages):
