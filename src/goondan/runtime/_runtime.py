@@ -370,7 +370,12 @@ class Runtime:
         """Decide a paused tool call and resume its turn; returns the turn's result, which may wait
         again (``awaiting_approval``: other calls of the step, or a later step). ``approved=False``
         gives the model an ``E_TOOL_DENIED`` result with ``note``; ``args`` approves the call with
-        edited arguments. Works on turns paused by an earlier runtime: nothing waited in memory."""
+        edited arguments. Works on turns paused by an earlier runtime: nothing waited in memory.
+
+        Raises ``GoondanError``: ``E_APPROVAL_NOT_FOUND`` for an id nothing waits on,
+        ``E_APPROVAL_DECIDED`` for one decided already (naming by whom and when), and
+        ``E_APPROVAL_INVALID`` for a field of the wrong type or ``args`` that do not fit the tool's
+        parameters; then nothing is decided."""
         self._require_started()
         return await _approvals.approve(self, approval_id, approved, note, args, by)
 
