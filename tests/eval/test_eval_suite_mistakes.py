@@ -102,3 +102,13 @@ def test_content_parts_that_name_no_file_or_no_part_type_are_a_broken_suite(tmp_
     ) in out.stderr
     assert "scenario 'counts turns', turn 2: [E_CONTENT_INVALID] input part 0: unknown part type 'imag'" in out.stderr
     assert "a relative path is relative to the suite file" in out.stderr and "FAIL" not in out.stdout
+
+
+def test_an_output_file_that_cannot_be_written_is_refused_before_any_scenario(tmp_path: Path) -> None:
+    _guide_project(tmp_path)
+    out = _eval(tmp_path, "--format", "json", "--output", "reports/before.json")
+    assert out.returncode == 2, out.stdout + out.stderr  # was INTERNAL_ERROR FileNotFoundError after the run
+    assert "[E_INVALID_ARGUMENT] --output reports/before.json: its directory reports does not exist" in out.stderr
+    assert "[1/2]" not in out.stderr and "Traceback" not in out.stderr
+    into_dir = _eval(tmp_path, "--format", "json", "--output", "evals")
+    assert into_dir.returncode == 2 and "--output evals: it is a directory" in into_dir.stderr

@@ -102,6 +102,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.concurrency is not None and args.concurrency < 1:
         raise CliError("E_INVALID_ARGUMENT", "--concurrency must be at least 1", exit_code=EXIT_USAGE)
     overrides = _overrides(args.model_override or [])
+    if args.output:
+        _check_output(args.output)
 
     import asyncio
 
@@ -137,11 +139,43 @@ def cmd_eval(args: argparse.Namespace) -> int:
     report = asyncio.run(run.run())
     fmt = "json" if args.json and args.format == "text" else args.format  # --json: machine-readable
     if args.output:
-        Path(args.output).write_text(render(report, fmt), encoding="utf-8")
+        try:
+            Path(args.output).write_text(render(report, fmt), encoding="utf-8")
+        except OSError as exc:  # the report is not lost: it goes to stdout instead
+            sys.stdout.write(render(report, fmt))
+            raise CliError(
+                "E_INVALID_ARGUMENT",
+                f"--output {args.output}: cannot write the report: {exc.strerror or exc}; it was printed instead",
+                suggestion="Pass --output a file in a directory you can write to.",
+            ) from None
         sys.stdout.write(text_report(report) if not args.json else "")
     else:
         sys.stdout.write(render(report, fmt))
     return EXIT_OK if report.passed else EXIT_BELOW_THRESHOLD
+
+
+def _check_output(output: str) -> None:
+    """``--output`` must be writable before the suite runs: it used to fail only at the end, after
+    every scenario (and every paid model call) had run, as an internal error with the report lost."""
+    import os
+    from pathlib import Path
+
+    target = Path(output)
+    parent = target.parent if str(target.parent) else Path(".")
+    problem = None
+    if target.is_dir():
+        problem = "it is a directory"
+    elif not parent.is_dir():
+        problem = f"its directory {parent} does not exist"
+    elif not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        problem = "it is not writable"
+    if problem:
+        raise CliError(
+            "E_INVALID_ARGUMENT",
+            f"--output {output}: {problem}; no scenario was run",
+            exit_code=EXIT_USAGE,
+            suggestion="Pass --output a file in an existing directory you can write to (e.g. --output report.json).",
+        )
 
 
 def _progress(total: int) -> Any:
