@@ -388,6 +388,8 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
             if off_events is not None:
                 off_events()
             if supervisor is not None:
+                if stop.is_set():  # SIGTERM: the replies of turns already running reach their connectors
+                    await _drain_turns(rt)
                 await asyncio.shield(supervisor.stop())
             if server is not None:
                 server.close()
@@ -396,6 +398,16 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
                     record.unlink()
             with contextlib.suppress(OSError):
                 sock.unlink()
+
+
+async def _drain_turns(rt: Any) -> None:
+    """Before the connectors stop on SIGTERM, let the turns already running finish (within the
+    swarm's ``policy.shutdown.gracePeriodSeconds``): a connector stopped first could not deliver
+    their replies (the github connector's PR comment was lost although its turn completed)."""
+    ctx = getattr(rt, "_ctx", None)
+    grace_s = (ctx.grace_period_ms if ctx is not None else 30_000) / 1000
+    with contextlib.suppress(Exception):  # a turn past the grace period is the executor's to stop
+        await asyncio.wait_for(rt.wait_idle(), grace_s)
 
 
 @contextlib.asynccontextmanager
