@@ -160,6 +160,31 @@ def exit_error(where: str, exc: SystemExit) -> UserCodeExit:
     return error
 
 
+def stray_cancel(where: str, code: str, exc: BaseException) -> GoondanError | None:
+    """The error for an ``asyncio.CancelledError`` that user code raised while nothing cancelled
+    the task running it (``task.cancel(); await task`` of its own work, a ``raise CancelledError``),
+    or None when the task really is being cancelled (then it must propagate).
+
+    Left alone, such an exception looked like a cancellation of the turn: inline, ``gdn run`` died
+    with the runtime's traceback; in an agent process the turn never answered and the run hung."""
+    import asyncio
+
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no running loop
+        task = None
+    if task is None or task.cancelling():
+        return None
+    error = GoondanError(
+        code,
+        f"{where} raised asyncio.CancelledError, but nothing cancelled it",
+        suggestion="Catch the CancelledError of work you cancel yourself (`except asyncio.CancelledError:` "
+        "around its `await`), or raise another exception: CancelledError is how a turn is cancelled.",
+    )
+    error.__cause__ = exc
+    return error
+
+
 def format_traceback(exc: BaseException) -> str:
     """The traceback of ``exc`` (with its causes) as text, bounded, for runtime events and -v."""
     text = "".join(traceback.format_exception(exc)).rstrip("\n")

@@ -30,7 +30,7 @@ from ._api_types import (
 )
 from ._json import copy_json, dumps, json_problem
 from ._modules import import_path, reproduce_command
-from ._usercode import captured, exit_error, format_traceback, import_failure
+from ._usercode import captured, exit_error, format_traceback, import_failure, stray_cancel
 from .errors import ExtensionError, GoondanError
 from .pipeline import ExtensionPipeline, PipelineRegistry
 from .tools import ToolHandler, ToolRegistry
@@ -119,12 +119,20 @@ class EventBus:
                     await result
             except (Exception, SystemExit) as exc:  # sys.exit() in a handler must not end the host
                 _handler_failed(event, owner, handler, exc)
+            except asyncio.CancelledError as exc:  # raised by the handler itself, unless the task is cancelled
+                if stray_cancel("", "", exc) is None:
+                    raise
+                _handler_failed(event, owner, handler, exc)
 
     def _schedule(self, awaitable: Any, event: str, owner: str | None) -> None:
         async def run() -> None:
             try:
                 await awaitable
             except (Exception, SystemExit) as exc:  # sys.exit() in a handler must not end the host
+                _handler_failed(event, owner, awaitable, exc)
+            except asyncio.CancelledError as exc:
+                if stray_cancel("", "", exc) is None:
+                    raise
                 _handler_failed(event, owner, awaitable, exc)
 
         try:
@@ -149,6 +157,8 @@ def _handler_failed(event: str, owner: str | None, handler: Any, exc: BaseExcept
     name = getattr(handler, "__qualname__", None) or type(handler).__name__
     if isinstance(exc, SystemExit):
         what = f"called sys.exit({exc.code!r}); exiting is not allowed in user code"
+    elif isinstance(exc, asyncio.CancelledError):
+        what = "raised asyncio.CancelledError, but nothing cancelled it"
     else:
         what = f"raised {type(exc).__name__}: {exc}"
     where = f"event handler {name} for {event!r} of extension {owner}"
@@ -482,7 +492,12 @@ async def register_extension(name: str, module: Any, api: ExtensionApi, config: 
             if inspect.isawaitable(result):
                 await result
     except BaseException as exc:
-        if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+        if isinstance(exc, asyncio.CancelledError):
+            stray = stray_cancel(f"register() of extension {name}", "E_USER_CODE_CANCELLED", exc)
+            if stray is None:  # the start really is being cancelled
+                raise
+            raise _wrap_register_error(name, stray) from exc
+        if isinstance(exc, KeyboardInterrupt):
             raise
         if isinstance(exc, SystemExit):  # sys.exit() in register() must not end the host
             raise _wrap_register_error(name, exit_error(f"register() of extension {name}", exc)) from exc

@@ -12,6 +12,7 @@ runs for every turn, every step and every tool call.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import inspect
 import logging
@@ -20,7 +21,7 @@ from types import CoroutineType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
 from ._api_types import AgentsApi, RuntimeInfo, ToolCatalogItem
-from ._usercode import _Capture, exit_error
+from ._usercode import _Capture, exit_error, stray_cancel
 from ._usercode import _current as _user_output
 from ._usercode import install as _install_capture
 from .errors import ExtensionError, GoondanError
@@ -88,7 +89,7 @@ def _report(capture: _Capture) -> None:
 _RAISED_IN = "_goondan_raised_in"
 
 
-def _mark_raised(exc: Exception, entry: _Entry | None) -> None:
+def _mark_raised(exc: BaseException, entry: _Entry | None) -> None:
     """Remember which middleware ``exc`` came out of (None: the core), unless a layer further in did.
 
     Done as the exception passes out of a layer, so a run that raises nothing pays nothing for it."""
@@ -225,6 +226,9 @@ class _LayerContext(Generic[S, R]):
             except Exception as exc:  # raised by the runtime (or an inner chain): no middleware's doing
                 _mark_raised(exc, None)
                 raise
+            except asyncio.CancelledError as exc:  # the core's: never taken for a middleware's own (below)
+                _mark_raised(exc, None)
+                raise
             finally:
                 _user_output.reset(released)
         entry = chain._entries[pos]
@@ -245,6 +249,15 @@ class _LayerContext(Generic[S, R]):
             error: Exception = exit_error(entry.label, exc)
             _mark_raised(error, entry)  # raised here, past the clause below: the outer layers must not claim it
             raise error from exc
+        except asyncio.CancelledError as exc:
+            # a CancelledError this middleware raised itself (not one from the core or an inner layer,
+            # nor a cancellation of the task) fails its turn or tool call like any exception: it used
+            # to end gdn run with a traceback inline and hang the run in an agent process
+            stray = None if _RAISED_IN in exc.__dict__ else stray_cancel(entry.label, "E_USER_CODE_CANCELLED", exc)
+            if stray is None:
+                raise
+            _mark_raised(stray, entry)
+            raise stray from exc
         except Exception as exc:  # the innermost layer it passes names it (the exception path only)
             _mark_raised(exc, entry)
             raise

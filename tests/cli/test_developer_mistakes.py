@@ -295,3 +295,77 @@ def test_an_event_handler_that_raises_or_exits_never_ends_the_run(tmp_path: Path
     assert "Traceback" not in run.stderr
     verbose = _gdn_run(tmp_path, bundle, executor, "-v")
     assert 'Traceback (most recent call last):\n  File "' + str(bundle / "x.py") in verbose.stderr
+
+
+STRAY_CANCEL_TOOL = """\
+import asyncio
+
+
+async def stop(ctx, args):
+    raise asyncio.CancelledError()
+
+
+handlers = {"stop": stop}
+"""
+
+STRAY_CANCEL_EXTENSION = """\
+import asyncio
+
+
+def register(api):
+    async def turn(ctx):
+        if ctx.conversation_state.next_messages[-1].text == "middleware":
+            raise asyncio.CancelledError()
+        return await ctx.next()
+
+    async def leaves(event):
+        raise asyncio.CancelledError()
+
+    api.pipeline.register("turn", turn)
+    api.events.on("turn.completed", leaves)
+"""
+
+STRAY_CANCEL_MODEL = """\
+import asyncio
+
+
+async def generate(request):
+    last = [m for m in request.messages if m["role"] != "system"][-1]
+    if last["role"] == "tool":
+        return {"text": last["content"][0]["output"]["value"]["code"]}
+    if last["content"] == "model":
+        raise asyncio.CancelledError()
+    if last["content"] == "tool":
+        return {"toolCalls": [{"name": "t__stop", "args": {}}]}
+    return {"text": "fine"}
+"""
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_cancelled_error_raised_by_user_code_fails_only_that_code(tmp_path: Path, executor: str) -> None:
+    """asyncio.CancelledError raised by a tool, a middleware, an event handler or a python model
+    while nothing cancelled the turn was taken for a cancellation: gdn run died with the runtime's
+    traceback inline and hung in an agent process (the turn never answered)."""
+    tool = tool_doc("t", "./t.py", [export("stop")])
+    agent = agent_doc("a", tools=["t"], extensions=["x"])
+    docs = [package_doc("mistakes"), python_model_doc(), tool, extension_doc("x", "./x.py"), agent, swarm_doc(["a"])]
+    files = {"model.py": STRAY_CANCEL_MODEL, "t.py": STRAY_CANCEL_TOOL, "x.py": STRAY_CANCEL_EXTENSION}
+    bundle = write_bundle(tmp_path / "b", *docs, files=files)
+
+    def run(text: str) -> subprocess.CompletedProcess[str]:
+        return gdn(tmp_path, "run", str(bundle), "--executor", executor, "--input", text, timeout=60)
+
+    tool_run = run("tool")  # the model quotes the error code of the tool's result
+    assert (tool_run.returncode, tool_run.stdout.strip()) == (0, "E_USER_CODE_CANCELLED"), tool_run.stderr
+    assert "raised asyncio.CancelledError, but nothing cancelled it" in tool_run.stderr  # the event handler's
+    middleware = run("middleware")
+    assert middleware.returncode == 1
+    assert (
+        "[E_USER_CODE_CANCELLED] turn middleware register.<locals>.turn of extension 'x' raised "
+        "asyncio.CancelledError, but nothing cancelled it" in middleware.stderr
+    )
+    model = run("model")
+    assert model.returncode == 1
+    assert "[E_MODEL_CALL] python model generate() raised asyncio.CancelledError" in model.stderr
+    for result in (tool_run, middleware, model):
+        assert "Traceback" not in result.stderr

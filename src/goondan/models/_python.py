@@ -21,6 +21,7 @@ What ``generate`` prints is kept out of the answer stream and logged; an excepti
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
@@ -29,7 +30,7 @@ from typing import Any
 
 from .._ids import new_id
 from .._modules import import_path, reproduce_command
-from .._usercode import captured, exit_error, import_failure, user_output
+from .._usercode import captured, exit_error, import_failure, stray_cancel, user_output
 from .._usercode import install as install_capture
 from ..errors import ModelError
 from ._base import ModelRequest, ModelResponse, ModelToolCall, normalize_usage
@@ -112,6 +113,11 @@ class PythonModel:
                 f"python model generate() called sys.exit({exc.code!r})",
                 suggestion="Raise an exception instead of calling sys.exit().",
             ) from exit_error(self._label, exc)
+        except asyncio.CancelledError as exc:  # one generate() raised itself, not a cancellation of the turn
+            stray = stray_cancel("python model generate()", "E_MODEL_CALL", exc)
+            if stray is None:
+                raise
+            raise ModelError(stray.code, stray.message, suggestion=stray.suggestion) from exc
         return parse_model_output(out, self._label)
 
     async def aclose(self) -> None:
