@@ -14,9 +14,10 @@ import logging
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args, overload
 
 from ._api_types import (
+    RuntimeEventType,
     StepCompletedEvent,
     StepFailedEvent,
     StepStartedEvent,
@@ -48,6 +49,9 @@ RUNTIME_EVENT_TYPES = (
     "tool.completed",
     "tool.failed",
 )
+
+# what api.events.emit refuses: every runtime event type (goondan.types.RuntimeEventType)
+_RESERVED_EVENTS = frozenset(get_args(RuntimeEventType))
 
 _REMOVED_API = {
     "pipelines": "api.pipelines (mutate/wrap pipeline points) was removed in goondan.ai/v1",
@@ -216,6 +220,17 @@ class ExtensionEvents:
         return self._bus.on(event, handler, self._name)
 
     def emit(self, event: str, *args: Any) -> None:
+        """Call this instance's handlers of ``event`` (an event of the extensions' own). The runtime's
+        event names are refused: their handlers are typed for the runtime's records (TurnCompletedEvent,
+        ...) and would get whatever the emitter passed (v0.0.3: their names and payloads are the runtime's)."""
+        if event in _RESERVED_EVENTS or not isinstance(event, str) or not event:
+            raise GoondanError(
+                "E_EVENT_NAME_INVALID",
+                f"extension '{self._name}' emitted {event!r}, which "
+                + ("is a runtime event: only the runtime emits it" if event in _RESERVED_EVENTS else "is not a name"),
+                suggestion=f"Emit an event of your own, named after the extension (e.g. '{self._name}.done'); "
+                "subscribe to runtime events with api.events.on.",
+            )
         self._bus.emit(event, *args)
 
 

@@ -369,3 +369,26 @@ def test_a_cancelled_error_raised_by_user_code_fails_only_that_code(tmp_path: Pa
     assert "[E_MODEL_CALL] python model generate() raised asyncio.CancelledError" in model.stderr
     for result in (tool_run, middleware, model):
         assert "Traceback" not in result.stderr
+
+
+SPOOFING_EXTENSION = """\
+def register(api):
+    async def turn(ctx):
+        api.events.emit("turn.completed", {"agentName": "nobody"})
+        return await ctx.next()
+
+    api.pipeline.register("turn", turn)
+"""
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_an_extension_cannot_emit_a_runtime_event(tmp_path: Path, executor: str) -> None:
+    """api.events.emit('turn.completed', anything) reached every turn.completed handler of the
+    instance, typed for the runtime's TurnCompletedEvent, with the emitter's made-up payload."""
+    run = _gdn_run(tmp_path, _bundle(tmp_path, ANSWERING_MODEL, SPOOFING_EXTENSION), executor)
+    assert run.returncode == 1
+    assert (
+        "[E_EVENT_NAME_INVALID] extension 'x' emitted 'turn.completed', which is a runtime event: only the runtime "
+        "emits it" in run.stderr
+    )
+    assert "suggestion: Emit an event of your own, named after the extension (e.g. 'x.done')" in run.stderr
