@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -192,3 +193,28 @@ def test_ctrl_c_with_a_page_open_stops_at_once_without_a_traceback(state_root: P
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_a_postgresql_store_that_goes_down_is_a_503_with_its_code_and_studio_recovers_when_it_is_back(
+    tmp_path: Path, postgres_server: Any, postgres_url: str
+) -> None:
+    bundle = delegation_bundle(tmp_path / "bundle")
+    run_turns(bundle, tmp_path / "state", ["hello"], store=postgres_url)
+    url = postgres_url + "?pool_timeout=1"
+
+    def instances(base: str) -> tuple[int, Any]:
+        r = httpx.get(base + "api/instances", timeout=30)
+        return r.status_code, r.json()
+
+    with gdn_studio("--store", url, "--state-root", str(tmp_path / "state")) as s:
+        assert instances(s.url)[0] == 200
+        postgres_server.stop()
+        try:
+            status, body = instances(s.url)
+        finally:
+            postgres_server.start()
+        # was 400, which says the request was wrong: the store is unavailable, retry later
+        assert status == 503, body
+        assert body["error"]["code"] == "E_STORE_UNAVAILABLE" and "pg_isready" in body["error"]["suggestion"]
+        status, body = instances(s.url)
+        assert status == 200 and body["total"] == 2

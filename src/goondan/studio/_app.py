@@ -1,6 +1,7 @@
 """The Starlette application: a read-only JSON API, Server-Sent Events and the static page.
 
-API (all ``GET``; errors are ``{"error": {code, message, suggestion}}`` with status 400/404)::
+API (all ``GET``; errors are ``{"error": {code, message, suggestion}}`` with status 400/404, 503 while
+the store is unavailable)::
 
     /api/overview                                   store, bundle, workspaces
     /api/instances?workspace&q&offset&limit         a page of instances, most recent first
@@ -133,12 +134,14 @@ def _json(value: Any, status: int = 200) -> Response:
 
 
 def _error(exc: GoondanError) -> Response:
-    status = 404 if exc.code == "E_STUDIO_NOT_FOUND" else 400
+    # a store that cannot be reached (PostgreSQL down) is no fault of the request: 503, retry later
+    status = 404 if exc.code == "E_STUDIO_NOT_FOUND" else 503 if exc.code == "E_STORE_UNAVAILABLE" else 400
     return _json({"error": {"code": exc.code, "message": exc.message, "suggestion": exc.suggestion}}, status)
 
 
 def _endpoint(fn: Callable[[Request], Any]) -> Callable[[Request], Any]:
-    """A JSON endpoint whose work (store reads) runs in the thread pool; GoondanErrors become 4xx."""
+    """A JSON endpoint whose work (store reads) runs in the thread pool; GoondanErrors become 4xx
+    (503 for a store that is down)."""
 
     async def handler(request: Request) -> Response:
         try:
