@@ -358,3 +358,21 @@ def test_a_call_past_call_ms_is_e_mcp_timeout_naming_the_limit_and_the_server_st
     assert "within 300 ms" in timed_out["value"]["message"]
     assert "callMs" in timed_out["value"]["suggestion"]
     assert added == {"type": "text", "value": "3"}
+
+
+def test_an_http_endpoint_nobody_answers_is_e_ext_init_saying_unreachable_not_run_the_command(tmp_path: Path) -> None:
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = {
+        "transport": {"type": "http", "endpoint": f"http://127.0.0.1:{port}/mcp"},
+        "timeouts": {"connectMs": 3000},
+    }
+    root = _bundle(tmp_path, config)
+    with pytest.raises(goondan.ExtensionError) as info:
+        goondan.run(root, "go", state_root=tmp_path / "state", isolation="inline")
+    assert info.value.code == "E_EXT_INIT"
+    # was "could not be started" and "Run the command by hand": there is no command for an endpoint
+    assert f"(endpoint http://127.0.0.1:{port}/mcp) could not be reached" in info.value.message
+    assert "transport.endpoint" in (info.value.suggestion or "")
+    assert "command" not in (info.value.suggestion or "")

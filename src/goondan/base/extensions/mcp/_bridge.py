@@ -140,6 +140,12 @@ class Bridge:
         try:
             await conn.open()
         except ConnectFailed as exc:
+            if self.cfg.transport == "http":  # nothing of ours to start: a server to reach
+                raise Unavailable(
+                    f"MCP server '{self.label}' ({self.where()}) could not be reached: {exc.reason}",
+                    "Check that the server is running and that the URL is its MCP endpoint (often ending in "
+                    "/mcp), e.g. with curl; else fix spec.config.transport.endpoint of the extension.",
+                ) from None
             raise Unavailable(
                 f"MCP server '{self.label}' ({self.where()}) could not be started: {exc.reason}"
                 + (f"; stderr: {exc.stderr}" if exc.stderr else ""),
