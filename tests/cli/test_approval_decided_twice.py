@@ -109,3 +109,19 @@ def test_edited_args_that_do_not_fit_the_tool_are_refused_and_the_approval_still
     )  # fmt: skip
     assert fixed.returncode == 0, fixed.stderr
     assert ran(log) == ["ls"]
+
+
+def test_listing_says_which_approvals_it_denies_as_expired(tmp_path: Path) -> None:
+    log = tmp_path / "ran.log"
+    bundle = approval_bundle(tmp_path / "b", log, timeout=0.5)
+    state = tmp_path / "state"
+    paused = gdn(tmp_path, "run", str(bundle), "--state-root", str(state), "--instance-key", "k", "--input", "one")
+    approval_id = paused.stderr.split("waiting for approval: ", 1)[1].split()[0]
+    time.sleep(0.7)
+    listed = gdn(tmp_path, "approvals", "list", str(bundle), "--state-root", str(state))
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout == "no pending approvals\n"
+    assert f'expired, denied: {approval_id}  a:k  shell__run {{"cmd": "rm x"}}' in listed.stderr  # was silent
+    late = gdn(tmp_path, "approvals", "approve", approval_id, str(bundle), "--state-root", str(state))
+    assert late.returncode == 1 and "was already denied because nobody decided in time" in late.stderr
+    assert ran(log) == []

@@ -28,6 +28,9 @@ def cmd_approvals_list(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(items, ensure_ascii=False) + "\n")
         return EXIT_OK
+    for item in reply.get("expired") or ():  # denied just now, by this listing: nobody decided in time
+        if isinstance(item, dict):
+            sys.stderr.write("expired, denied: " + approval_line(item) + "\n")
     if not items:
         sys.stdout.write("no pending approvals\n")
         return EXIT_OK
@@ -199,6 +202,20 @@ async def _local(args: argparse.Namespace, bundle: Any, request: dict[str, Any],
         return await control_op(rt, request)
 
 
+def _expired(rt: Any, agent: Any, key: Any) -> list[dict[str, Any]]:
+    """The approvals past their expiry that listing is about to deny (Runtime.pending_approvals
+    decides them first), shown as list items: the list says so instead of just not showing them."""
+    from ..engine import approvals
+    from ..runtime._approvals import approval_records
+
+    out: list[dict[str, Any]] = []
+    for name, instance_key, record in approval_records(rt, agent, key):
+        for item in approvals.pending_list(record, name, instance_key):
+            if item.expires_at and approvals.is_expired({"expiresAt": item.expires_at}):
+                out.append(item.to_dict())
+    return out
+
+
 async def control_op(rt: Any, request: Mapping[str, Any]) -> dict[str, Any]:
     """The ``approvals`` and ``approve`` ops, shared by this command and a running ``gdn run``'s
     control socket; decision errors come back as ``{"ok": false, "error"}``."""
@@ -206,8 +223,9 @@ async def control_op(rt: Any, request: Mapping[str, Any]) -> dict[str, Any]:
 
     try:
         if request.get("op") == "approvals":
+            expired = _expired(rt, request.get("agent"), request.get("instanceKey"))
             items = await rt.pending_approvals(request.get("agent"), request.get("instanceKey"))
-            return {"ok": True, "approvals": [i.to_dict() for i in items]}
+            return {"ok": True, "approvals": [i.to_dict() for i in items], "expired": expired}
         result = await rt.approve(
             request.get("approvalId"),
             request.get("approved", True),
