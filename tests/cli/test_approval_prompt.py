@@ -73,7 +73,18 @@ def test_ctrl_c_at_the_question_leaves_the_call_pending_and_the_next_session_ask
     finally:
         term.close()
     assert ran(log) == []
-    # the next session asks before its first prompt: a first message would deny the call unasked
+    # the next session asks before its first prompt: a first message would deny the call unasked;
+    # Ctrl+C at the note of a denial decides nothing either
+    term = Terminal(tmp_path, *args)
+    try:
+        term.expect("approve? [y]es / [n]o / [e]dit args: ")
+        term.send("n\r")
+        term.expect("note for the model (optional): ")
+        term.send("\x03")
+        assert "left pending: appr_" in term.expect("which asks again)")
+        assert term.wait() == 130
+    finally:
+        term.close()
     term = Terminal(tmp_path, *args)
     try:
         seen = term.expect("approve? [y]es / [n]o / [e]dit args: ")

@@ -27,6 +27,17 @@ async def _ask(reader: Any, prompt: str) -> str | None:
     return line
 
 
+async def _ask_about(reader: Any, prompt: str, approval_id: str) -> str | None:
+    """:func:`_ask` for a decision on ``approval_id``: Ctrl+C while it asks (nothing decided yet)
+    says where the call stays before the session ends."""
+    try:
+        return await _ask(reader, prompt)
+    except asyncio.CancelledError:
+        sys.stderr.write("\n" + left_pending(approval_id) + "\n")
+        sys.stderr.flush()
+        raise
+
+
 def describe(item: Any) -> str:
     shown = json.dumps(item.args, ensure_ascii=False)
     reason = f" ({item.reason})" if item.reason else ""
@@ -40,12 +51,7 @@ async def decide_interactively(rt: Any, result: Any, reader: Any) -> Any:
         item = result.pending_approvals[0]
         sys.stderr.write(describe(item) + "\n")
         sys.stderr.flush()
-        try:
-            answer = await _ask(reader, QUESTION)
-        except asyncio.CancelledError:  # Ctrl+C at the question: nothing was decided, say where it stays
-            sys.stderr.write("\n" + left_pending(item.approval_id) + "\n")
-            sys.stderr.flush()
-            raise
+        answer = await _ask_about(reader, QUESTION, item.approval_id)
         if answer is None:
             sys.stderr.write(left_pending(item.approval_id) + "\n")
             return result
@@ -53,10 +59,10 @@ async def decide_interactively(rt: Any, result: Any, reader: Any) -> Any:
         if choice in ("y", "yes"):
             result = await rt.approve(item.approval_id, by="cli")
         elif choice in ("n", "no"):
-            note = await _ask(reader, NOTE)
+            note = await _ask_about(reader, NOTE, item.approval_id)
             result = await rt.approve(item.approval_id, approved=False, note=(note or "").strip() or None, by="cli")
         elif choice in ("e", "edit"):
-            text = await _ask(reader, ARGS)
+            text = await _ask_about(reader, ARGS, item.approval_id)
             try:
                 edited = json.loads(text or "")
             except json.JSONDecodeError as exc:
