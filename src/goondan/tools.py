@@ -73,8 +73,9 @@ def split_tool_name(name: str) -> tuple[str, str] | None:
     return left, right
 
 
-def handler_call_problem(handler: Any, name: str) -> str | None:
-    """Why ``handler(ctx, args)`` -- how every tool handler is called -- cannot work, or None.
+def handler_call_problem(handler: Any, name: str, params: tuple[str, ...] = ("ctx", "args")) -> str | None:
+    """Why ``handler(ctx, args)`` -- how every tool handler is called -- cannot work, or None
+    (``params``: the arguments of another call, e.g. ``("request",)`` for a python model's generate).
 
     Checked when the tool is loaded: a handler that cannot take the call (``def add(args)``, a third
     required parameter, a required keyword-only one) failed every call as E_TOOL_ERROR, which the
@@ -87,14 +88,15 @@ def handler_call_problem(handler: Any, name: str) -> str | None:
     except (TypeError, ValueError):
         return None
     try:
-        signature.bind(None, None)
+        signature.bind(*(None for _ in params))
     except TypeError as exc:
         bare = signature.replace(  # annotations only clutter it ("-> 'dict'" under future annotations)
             parameters=[p.replace(annotation=p.empty) for p in signature.parameters.values()],
             return_annotation=signature.empty,
         )
         where = _defined_at(handler)
-        return f"handler {name}{bare}{f' ({where})' if where else ''} cannot be called as {name}(ctx, args): {exc}"
+        call = f"{name}({', '.join(params)})"
+        return f"handler {name}{bare}{f' ({where})' if where else ''} cannot be called as {call}: {exc}"
     return None
 
 

@@ -392,3 +392,16 @@ def test_an_extension_cannot_emit_a_runtime_event(tmp_path: Path, executor: str)
         "emits it" in run.stderr
     )
     assert "suggestion: Emit an event of your own, named after the extension (e.g. 'x.done')" in run.stderr
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_generate_that_cannot_take_the_request_is_refused_at_load(tmp_path: Path, executor: str) -> None:
+    """def generate(request, history) failed every turn as E_MODEL_CALL TypeError (exit 1), though
+    nothing of it ran: it is a load error (exit 3), named like a tool handler that cannot be called."""
+    bundle = _bundle(tmp_path, "def generate(request, history):\n    return {'text': 'x'}\n")
+    run = _gdn_run(tmp_path, bundle, executor)
+    assert run.returncode == 3
+    assert (
+        "[E_MODEL_LOAD] python model model.py: generate(request, history) (model.py:1) cannot be called as "
+        "generate(request): missing a required argument: 'history'" in run.stderr
+    )

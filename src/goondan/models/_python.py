@@ -78,6 +78,17 @@ class PythonModel:
                     f"python model {self._entry} has no generate(request) function",
                     suggestion="Define `def generate(request): return {'text': '...'}` in the module.",
                 )
+            # refused here (exit 3), like a tool handler: every call failed as E_MODEL_CALL TypeError
+            from ..tools import handler_call_problem
+
+            problem = handler_call_problem(fn, "generate", ("request",))
+            if problem is not None:
+                raise ModelError(
+                    "E_MODEL_LOAD",
+                    f"python model {self._entry.name}: {problem.removeprefix('handler ')}",
+                    suggestion="Define it as `def generate(request): ...` (sync or async; request: the "
+                    "ModelRequest, docs/python-provider.md).",
+                )
             self._fn = fn
         return self._fn
 
