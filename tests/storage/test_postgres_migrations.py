@@ -100,7 +100,9 @@ def test_a_user_who_may_not_create_the_tables_gets_a_clear_query_error(postgres_
     with pytest.raises(GoondanError) as info:
         backend.workspace("ws").list_instances()
     assert info.value.code == "E_STORE_QUERY" and "permission denied" in str(info.value)
-    assert "privileges" in (info.value.suggestion or "")
+    # was only "check the database user's privileges": the grant and the one-off run are named now
+    assert "GRANT CREATE ON SCHEMA public" in (info.value.suggestion or "")
+    assert "gdn instance list -A --store URL" in (info.value.suggestion or "")
     backend.close()  # type: ignore[attr-defined]
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute("DROP ROLE goondan_reader")

@@ -130,6 +130,15 @@ def unavailable(url: str, exc: BaseException | None, what: str) -> StorageError:
 
 def query_error(url: str, exc: BaseException, what: str) -> StorageError:
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+    if what == "prepare the schema" and "permission denied" in detail:
+        # the first use creates goondan's tables: say the two ways to get there
+        return StorageError(
+            CODE_QUERY,
+            f"the PostgreSQL store {redact(url)} refused to {what}: {detail}",
+            suggestion="The first use creates goondan's tables, which this user may not do: grant it CREATE on "
+            "the schema (GRANT CREATE ON SCHEMA public TO <user>), or have a user who may run "
+            "`gdn instance list -A --store URL` against the database once.",
+        )
     return StorageError(
         CODE_QUERY,
         f"the PostgreSQL store {redact(url)} refused to {what}: {detail}",
