@@ -112,3 +112,11 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_any_scenario(tm
     assert "[1/2]" not in out.stderr and "Traceback" not in out.stderr
     into_dir = _eval(tmp_path, "--format", "json", "--output", "evals")
     assert into_dir.returncode == 2 and "--output evals: it is a directory" in into_dir.stderr
+
+
+def test_an_output_schema_check_on_an_agent_without_structured_output_is_a_broken_suite(tmp_path: Path) -> None:
+    _guide_project(tmp_path, ("      maxSteps: 3\n", "      maxSteps: 3\n      outputSchema: {type: object}\n"))
+    out = _eval(tmp_path)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "scenario 'adds two numbers': expect.outputSchema, but agent 'assistant' has no spec.output" in out.stderr
+    assert "spec.output: {schema: ...}" in out.stderr and "FAIL" not in out.stdout

@@ -473,6 +473,7 @@ def _check_bundle_loads(
     if suite is None:
         return {}
     _check_names(bundle, suite)
+    _check_output_expectations(bundle, suite)
     return _check_tool_names(bundle, suite)
 
 
@@ -524,6 +525,35 @@ def _check_names(bundle: Any, suite: Suite) -> None:
             "E_EVAL_SUITE_INVALID",
             "the eval suite names what the bundle lacks; no scenario was run:\n  " + "\n  ".join(unique),
             suggestion="Fix `swarm:`/`agent:` in the suite to the names of the bundle's Swarm and Agent resources.",
+        )
+
+
+def _check_output_expectations(bundle: Any, suite: Suite) -> None:
+    """``expect.outputSchema`` needs an agent with ``spec.output``: without one a turn has no
+    structured output (``TurnResult.output`` is None), so the check could only fail, read as an
+    agent that answered badly."""
+    try:
+        entry = bundle.select_swarm(suite.swarm).spec.entry_agent.name
+    except (GoondanError, AttributeError):
+        return
+    agents = {r.name: r for r in bundle.of_kind("Agent")}
+    problems: list[str] = []
+    for scenario in suite.scenarios:
+        if scenario.expect.output_schema is None:
+            continue
+        name = scenario.agent or suite.agent or entry
+        agent = agents.get(name)
+        if agent is not None and getattr(agent.spec, "output", None) is None:
+            problems.append(
+                f"scenario {scenario.name!r}: expect.outputSchema, but agent {name!r} has no spec.output, "
+                "so its turns have no structured output"
+            )
+    if problems:
+        raise GoondanError(
+            "E_EVAL_SUITE_INVALID",
+            "the eval suite checks output the agents do not produce; no scenario was run:\n  " + "\n  ".join(problems),
+            suggestion="Give the agent `spec.output: {schema: ...}` (it then answers JSON that validates), "
+            "or check its text with textContains / textRegex instead.",
         )
 
 
