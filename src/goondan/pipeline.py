@@ -17,7 +17,7 @@ import bisect
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from types import CoroutineType
+from types import CoroutineType, FunctionType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
 from ._api_types import AgentsApi, RuntimeInfo, ToolCatalogItem
@@ -603,6 +603,19 @@ _REMOVED_PIPELINE_API = {
 }
 
 
+def _takes_one_argument(fn: Any) -> bool:
+    """Whether a plain function can be called as ``fn(ctx)``, read from its code object (about a
+    microsecond: extensions register per instance). Anything else (a partial, a callable object) is
+    left to the full signature check; a middleware that cannot take the call failed every turn as
+    E_TURN_FAILED TypeError, never reaching the user's code."""
+    if type(fn) is not FunctionType:
+        return False
+    code = fn.__code__
+    required = code.co_argcount - len(fn.__defaults__ or ())
+    kw_required = code.co_kwonlyargcount - len(fn.__kwdefaults__ or {})
+    return required <= 1 and kw_required == 0 and (code.co_argcount >= 1 or bool(code.co_flags & 0x04))
+
+
 # the table of a registry nothing was registered in (never changed: register() replaces it)
 _NO_ENTRIES: dict[str, list[_Entry]] = {t: [] for t in MIDDLEWARE_TYPES}
 
@@ -653,6 +666,20 @@ class PipelineRegistry:
                 f"middleware priority must be a number, got {priority!r}",
                 extension_name=extension,
             )
+        if not _takes_one_argument(fn):
+            from .tools import handler_call_problem  # the error path only
+
+            name = str(getattr(fn, "__name__", "middleware"))
+            problem = handler_call_problem(fn, name, ("ctx",))
+            if problem is not None:
+                where = f"extension '{extension}': " if extension else ""
+                raise ExtensionError(
+                    "E_EXT_INIT",
+                    f"{where}{type} middleware {problem.removeprefix('handler ')}",
+                    extension_name=extension,
+                    suggestion=f"Define it as `async def {name}(ctx): ...` and call `await ctx.next()` inside (the "
+                    "v0.9 `next` argument is `ctx.next` in goondan.ai/v1).",
+                )
         if self._entries is _NO_ENTRIES:
             self._entries = {t: [] for t in MIDDLEWARE_TYPES}
         self._seq += 1

@@ -405,3 +405,24 @@ def test_a_generate_that_cannot_take_the_request_is_refused_at_load(tmp_path: Pa
         "[E_MODEL_LOAD] python model model.py: generate(request, history) (model.py:1) cannot be called as "
         "generate(request): missing a required argument: 'history'" in run.stderr
     )
+
+
+V09_MIDDLEWARE = """\
+def register(api):
+    async def audit(ctx, next):
+        return await next()
+
+    api.pipeline.register("turn", audit)
+"""
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_middleware_that_cannot_take_ctx_is_refused_at_register(tmp_path: Path, executor: str) -> None:
+    """A v0.9-style middleware(ctx, next) failed every turn as E_TURN_FAILED TypeError (exit 1)."""
+    run = _gdn_run(tmp_path, _bundle(tmp_path, ANSWERING_MODEL, V09_MIDDLEWARE), executor)
+    assert run.returncode == 3
+    assert (
+        "[E_EXT_INIT] extension 'x': turn middleware audit(ctx, next) (x.py:2) cannot be called as audit(ctx): "
+        "missing a required argument: 'next'" in run.stderr
+    )
+    assert "the v0.9 `next` argument is `ctx.next` in goondan.ai/v1" in run.stderr
