@@ -116,33 +116,85 @@ def register(api):
 """
 
 
-@pytest.mark.parametrize("executor", EXECUTORS)
-def test_a_middleware_calling_next_twice_is_named(tmp_path: Path, executor: str) -> None:
-    run = _gdn_run(tmp_path, _bundle(tmp_path, ANSWERING_MODEL, NEXT_TWICE), executor)
-    assert run.returncode == 1
-    assert (
-        "[E_PIPELINE_NEXT_TWICE] turn middleware register.<locals>.twice of extension 'x' called ctx.next() "
-        "twice in one invocation" in run.stderr
-    )
+SPOOFING_EXTENSION = """\
+def register(api):
+    async def turn(ctx):
+        api.events.emit("turn.completed", {"agentName": "nobody"})
+        return await ctx.next()
+
+    api.pipeline.register("turn", turn)
+"""
+
+
+V09_MIDDLEWARE = """\
+def register(api):
+    async def audit(ctx, next):
+        return await next()
+
+    api.pipeline.register("turn", audit)
+"""
+
+
+# (extension source, exit status, what stderr says); each used to be less clear or to fail otherwise:
+EXTENSION_MISTAKES = [
+    pytest.param(
+        NEXT_TWICE,
+        1,
+        [
+            "[E_PIPELINE_NEXT_TWICE] turn middleware register.<locals>.twice of extension 'x' called ctx.next() "
+            "twice in one invocation"  # named no middleware
+        ],
+        id="next-twice",
+    ),
+    pytest.param(
+        NEXT_NOT_AWAITED,
+        1,
+        [  # and inline only, Python's 'coroutine ... was never awaited' RuntimeWarning
+            "returned a coroutine, expected TurnResult: an `await` is missing",
+            "suggestion: Write `return await ctx.next()`",
+        ],
+        id="next-not-awaited",
+    ),
+    pytest.param(
+        MISSPELT_TYPE,
+        3,
+        ["[E_EXT_COMPAT] extension 'x': unknown middleware type 'tool_call'", "suggestion: did you mean 'toolCall'?"],
+        id="misspelt-middleware-type",
+    ),
+    pytest.param(
+        V09_MIDDLEWARE,
+        3,
+        [  # failed every turn as E_TURN_FAILED TypeError (exit 1)
+            "[E_EXT_INIT] extension 'x': turn middleware audit(ctx, next) (x.py:2) cannot be called as "
+            "audit(ctx): missing a required argument: 'next'",
+            "the v0.9 `next` argument is `ctx.next` in goondan.ai/v1",
+        ],
+        id="v09-middleware-signature",
+    ),
+    pytest.param(
+        SPOOFING_EXTENSION,
+        1,
+        [  # reached every turn.completed handler with the made-up payload
+            "[E_EVENT_NAME_INVALID] extension 'x' emitted 'turn.completed', which is a runtime event: only the "
+            "runtime emits it",
+            "suggestion: Emit an event of your own, named after the extension (e.g. 'x.done')",
+        ],
+        id="emits-a-runtime-event",
+    ),
+]
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
-def test_a_middleware_returning_next_without_await_says_the_await_is_missing(tmp_path: Path, executor: str) -> None:
-    """Inline, Python also printed 'RuntimeWarning: coroutine ... was never awaited' to stderr
-    (an agent process did not): the coroutine is closed now, so both print the same."""
-    run = _gdn_run(tmp_path, _bundle(tmp_path, ANSWERING_MODEL, NEXT_NOT_AWAITED), executor)
-    assert run.returncode == 1
-    assert "returned a coroutine, expected TurnResult: an `await` is missing" in run.stderr
-    assert "suggestion: Write `return await ctx.next()`" in run.stderr
+@pytest.mark.parametrize(("extension", "status", "said"), EXTENSION_MISTAKES)
+def test_an_extension_mistake_is_named_with_a_fitting_suggestion(
+    tmp_path: Path, executor: str, extension: str, status: int, said: list[str]
+) -> None:
+    run = _gdn_run(tmp_path, _bundle(tmp_path, ANSWERING_MODEL, extension), executor)
+    assert run.returncode == status
+    for text in said:
+        assert text in run.stderr
     assert "never awaited" not in run.stderr
-
-
-@pytest.mark.parametrize("executor", EXECUTORS)
-def test_an_unknown_middleware_type_names_the_extension_and_the_near_type(tmp_path: Path, executor: str) -> None:
-    run = _gdn_run(tmp_path, _bundle(tmp_path, ANSWERING_MODEL, MISSPELT_TYPE), executor)
-    assert run.returncode == 3
-    assert "[E_EXT_COMPAT] extension 'x': unknown middleware type 'tool_call'" in run.stderr
-    assert "suggestion: did you mean 'toolCall'?" in run.stderr
+    assert "Traceback" not in run.stderr
 
 
 GENERATOR_TOOL = """\
@@ -371,29 +423,6 @@ def test_a_cancelled_error_raised_by_user_code_fails_only_that_code(tmp_path: Pa
         assert "Traceback" not in result.stderr
 
 
-SPOOFING_EXTENSION = """\
-def register(api):
-    async def turn(ctx):
-        api.events.emit("turn.completed", {"agentName": "nobody"})
-        return await ctx.next()
-
-    api.pipeline.register("turn", turn)
-"""
-
-
-@pytest.mark.parametrize("executor", EXECUTORS)
-def test_an_extension_cannot_emit_a_runtime_event(tmp_path: Path, executor: str) -> None:
-    """api.events.emit('turn.completed', anything) reached every turn.completed handler of the
-    instance, typed for the runtime's TurnCompletedEvent, with the emitter's made-up payload."""
-    run = _gdn_run(tmp_path, _bundle(tmp_path, ANSWERING_MODEL, SPOOFING_EXTENSION), executor)
-    assert run.returncode == 1
-    assert (
-        "[E_EVENT_NAME_INVALID] extension 'x' emitted 'turn.completed', which is a runtime event: only the runtime "
-        "emits it" in run.stderr
-    )
-    assert "suggestion: Emit an event of your own, named after the extension (e.g. 'x.done')" in run.stderr
-
-
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_a_generate_that_cannot_take_the_request_is_refused_at_load(tmp_path: Path, executor: str) -> None:
     """def generate(request, history) failed every turn as E_MODEL_CALL TypeError (exit 1), though
@@ -405,24 +434,3 @@ def test_a_generate_that_cannot_take_the_request_is_refused_at_load(tmp_path: Pa
         "[E_MODEL_LOAD] python model model.py: generate(request, history) (model.py:1) cannot be called as "
         "generate(request): missing a required argument: 'history'" in run.stderr
     )
-
-
-V09_MIDDLEWARE = """\
-def register(api):
-    async def audit(ctx, next):
-        return await next()
-
-    api.pipeline.register("turn", audit)
-"""
-
-
-@pytest.mark.parametrize("executor", EXECUTORS)
-def test_a_middleware_that_cannot_take_ctx_is_refused_at_register(tmp_path: Path, executor: str) -> None:
-    """A v0.9-style middleware(ctx, next) failed every turn as E_TURN_FAILED TypeError (exit 1)."""
-    run = _gdn_run(tmp_path, _bundle(tmp_path, ANSWERING_MODEL, V09_MIDDLEWARE), executor)
-    assert run.returncode == 3
-    assert (
-        "[E_EXT_INIT] extension 'x': turn middleware audit(ctx, next) (x.py:2) cannot be called as audit(ctx): "
-        "missing a required argument: 'next'" in run.stderr
-    )
-    assert "the v0.9 `next` argument is `ctx.next` in goondan.ai/v1" in run.stderr
