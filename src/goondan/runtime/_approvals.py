@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("goondan.runtime")
 
+# how many of the most recently written instances an unknown approval id is looked for in, as
+# decided already (their runtime events are read: bounded, since a typo in a big workspace pays it)
+RECENT_INSTANCES = 32
+
 
 def approval_records(rt: Runtime, agent: str | None, instance_key: str | None) -> list[tuple[str, str, dict[str, Any]]]:
     """Every paused-turn record of this swarm's workspace: (agent, instance key, record)."""
@@ -128,7 +132,9 @@ async def approve(
         return await submit(rt, name, key, _decision_event(rt, key, record, body))
     workspace = rt.workspace
     if workspace is not None:  # decided a moment ago (another terminal): say so, not "no such id"
-        stores = (workspace.instance(i.agent_name, i.instance_key) for i in workspace.list_instances())
+        # the instances written to last, where a decision just made is: a typo need not read them all
+        recent = sorted(workspace.list_instances(), key=lambda i: i.updated_at, reverse=True)[:RECENT_INSTANCES]
+        stores = (workspace.instance(i.agent_name, i.instance_key) for i in recent)
         earlier = approvals.earlier_decision(stores, approval_id)
         if earlier is not None:
             raise approvals.already_decided(approval_id, earlier)
