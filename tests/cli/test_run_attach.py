@@ -152,7 +152,24 @@ def test_attach_in_a_chat_session_sends_the_file_with_the_next_message_only(tmp_
     first, second = proc.stdout.splitlines()
     assert json.loads(first) == [["text", "look"], ["image", "image/png", None, hashlib.sha256(PNG).hexdigest()]]
     assert json.loads(second) == [["text", "again"]]
-    assert "attached cat.png (image/png)" in proc.stderr and "no such file" in proc.stderr
+    assert "attached cat.png (image/png)" in proc.stderr
+    assert "[E_CONTENT_INVALID] /attach missing.png: cannot read" in proc.stderr and "(not attached)" in proc.stderr
+
+
+def test_attach_in_a_chat_refuses_at_once_what_the_runtime_would(tmp_path: Path) -> None:
+    root = bundle(tmp_path / "b")
+    (tmp_path / "notes.txt").write_text("just text\n")
+    (tmp_path / "big.bin").write_bytes(b"x" * 200)
+    lines = "/attach notes.txt:image/png\n/attach big.bin\nlook\n/quit\n"
+    proc = gdn(
+        tmp_path, "run", str(root), "--state-root", str(tmp_path / "state"), stdin=lines,
+        GOONDAN_MAX_ATTACHMENT_BYTES="100",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr  # the message went, without the refused files
+    assert json.loads(proc.stdout) == [["text", "look"]]
+    assert "[E_CONTENT_MEDIA_TYPE] /attach notes.txt:image/png: the part says image/png" in proc.stderr
+    assert "[E_CONTENT_TOO_LARGE] /attach big.bin is 200 bytes" in proc.stderr
+    assert proc.stderr.count("(not attached)") == 2 and "input part" not in proc.stderr
 
 
 def test_an_attachment_whose_bytes_are_not_the_image_it_claims_is_a_usage_error(tmp_path: Path) -> None:

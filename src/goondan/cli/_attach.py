@@ -63,8 +63,13 @@ def attach_command(line: str, attached: list[str]) -> str:
     if not arg:
         return "attached: " + (", ".join(attached) if attached else "nothing") + "\n"
     part = attachment_part(arg)
-    if not Path(part["path"]).is_file():
-        return f"[E_CONTENT_INVALID] no such file: {part['path']}\n"
+    try:  # what --attach refuses is refused here, not as a failed turn when the next message goes
+        check_attachments([arg])
+    except CliError as exc:
+        message = exc.message.replace("--attach", "/attach", 1)
+        return f"[{exc.code}] {message} (not attached)\n" + (
+            f"  suggestion: {exc.suggestion}\n" if exc.suggestion else ""
+        )
     attached.append(arg)
     return f"attached {Path(part['path']).name} ({part['mediaType']}): sent with your next message\n"
 
