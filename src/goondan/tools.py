@@ -570,7 +570,7 @@ async def execute_tool(
             "ToolNotInCatalogError",
             "E_TOOL_NOT_IN_CATALOG",
             f"Tool '{tool_name}' is not available in the current Tool Catalog.",
-            suggestion="Call only tools listed in this step's tool catalog.",
+            suggestion=_catalog_hint(tool_name, catalog),
         )
     schema = item.get("parameters")
     issues = _argcheck.check_args(schema if isinstance(schema, dict) else None, args)
@@ -627,6 +627,41 @@ async def execute_tool(
     except JsonDepthError:
         return not_json_result(tool_call_id, tool_name)
     return ToolCallResult(tool_call_id, tool_name, value, "ok", None)
+
+
+def _catalog_hint(tool_name: str, catalog: list[ToolCatalogItem]) -> str:
+    """The suggestion for a call of a tool the catalog lacks: the near name and what there is (a
+    misspelt name in a python model or a script was answered 'call only tools listed' and nothing
+    more, step after step, until maxStepsPerTurn)."""
+    from .bundle._issues import did_you_mean, join_hints  # the error path only
+
+    names = [str(c.get("name")) for c in catalog]
+    listing = ", ".join(names[:20]) + (f" (+{len(names) - 20} more)" if len(names) > 20 else "")
+    return (
+        join_hints(
+            did_you_mean(tool_name, names),
+            f"Call only tools listed in this step's tool catalog: {listing}" if names else "This step offers no tools.",
+        )
+        or ""
+    )
+
+
+def recent_tool_errors(messages: Any, limit: int = 3) -> list[str]:
+    """``name: CODE`` of the error results among the trailing tool messages of ``messages`` (what
+    the last step's calls got), at most ``limit``: said when a turn stops at maxStepsPerTurn."""
+    found: list[str] = []
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role != "tool":
+            break
+        content = message.data.get("content")
+        for part in content if isinstance(content, list) else ():
+            output = part.get("output") if isinstance(part, Mapping) else None
+            if isinstance(output, Mapping) and output.get("type") == "error-json":
+                value = output.get("value")
+                code = value.get("code") if isinstance(value, Mapping) else None
+                found.append(f"{part.get('toolName')}: {code}")
+    return found[::-1][:limit]
 
 
 def not_json_result(tool_call_id: str, tool_name: str) -> ToolCallResult:
@@ -706,6 +741,7 @@ __all__ = [
     "error_from_exception",
     "execute_tool",
     "not_json_result",
+    "recent_tool_errors",
     "result_output_part",
     "split_tool_name",
     "stored_output_part",

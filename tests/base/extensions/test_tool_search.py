@@ -119,7 +119,7 @@ def test_a_tool_outside_the_selection_is_refused_by_the_executor(tmp_path: Path)
         "value": {
             "code": "E_TOOL_NOT_IN_CATALOG",
             "message": "Tool 't__fail' is not available in the current Tool Catalog.",
-            "suggestion": "Call only tools listed in this step's tool catalog.",
+            "suggestion": "Call only tools listed in this step's tool catalog: t__echo, tool-search__search",
         },
     }
 
