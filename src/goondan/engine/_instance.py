@@ -52,6 +52,7 @@ from ..tools import (
     error_from_exception,
     execute_tool,
     handler_call_problem,
+    recent_tool_errors,
     resource_tool_entries,
     result_output_part,
     stored_output_part,
@@ -1056,6 +1057,12 @@ class AgentInstance:
         text: str | None = run.last_text
         response: Message | None = run.last_text_message
         if finish == "max_steps":
+            errors = recent_tool_errors(self.conversation.next_messages) if self.conversation else []
+            self.logger.warning(  # or a model stuck calling a misspelt tool stops with no word why
+                "the turn stopped at maxStepsPerTurn (%d) with the model still calling tools%s",
+                self._max_steps,
+                f"; the last step's errors: {', '.join(errors)}" if errors else "",
+            )
             last = self.conversation.last_message() if self.conversation else None
             final = text.strip() if text and text.strip() else MAX_STEPS_TEXT.format(n=self._max_steps)
             if last is None or last.role != "assistant" or last.text.strip() != final:
