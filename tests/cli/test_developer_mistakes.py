@@ -434,3 +434,43 @@ def test_a_generate_that_cannot_take_the_request_is_refused_at_load(tmp_path: Pa
         "[E_MODEL_LOAD] python model model.py: generate(request, history) (model.py:1) cannot be called as "
         "generate(request): missing a required argument: 'history'" in run.stderr
     )
+
+
+MISSPELLING_MODEL = """\
+import json
+
+
+def generate(request):
+    last = request.messages[-1]
+    if last["role"] == "tool":
+        return {"toolCalls": [{"name": "t__ad", "args": {}}], "text": json.dumps(last["content"][0]["output"])}
+    return {"toolCalls": [{"name": "t__ad", "args": {}}]}
+"""
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_model_stuck_on_a_misspelt_tool_is_told_the_near_name_and_the_log_says_why_the_turn_stopped(
+    tmp_path: Path, executor: str
+) -> None:
+    """The model was told only 'Call only tools listed in this step's tool catalog.', and the turn
+    stopped at maxStepsPerTurn with nothing in the log, even with -v."""
+    tool = tool_doc("t", "./t.py", [export("add")])
+    docs = [
+        package_doc("mistakes"),
+        python_model_doc(),
+        tool,
+        agent_doc("a", tools=["t"]),
+        swarm_doc(["a"], max_steps=3),
+    ]
+    files = {"model.py": MISSPELLING_MODEL, "t.py": "def add(ctx, args):\n    return 1\n\n\nhandlers = {'add': add}\n"}
+    run = _gdn_run(tmp_path, write_bundle(tmp_path / "b", *docs, files=files), executor)
+    assert run.returncode == 0, run.stderr
+    answer = json.loads(run.stdout)  # the last text: the error result the model got
+    assert (
+        answer["value"]["suggestion"]
+        == "did you mean 't__add'? Call only tools listed in this step's tool catalog: t__add"
+    )
+    assert (
+        "the turn stopped at maxStepsPerTurn (3) with the model still calling tools; the last step's errors: "
+        "t__ad: E_TOOL_NOT_IN_CATALOG" in run.stderr
+    )
