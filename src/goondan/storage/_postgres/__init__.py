@@ -174,6 +174,14 @@ class PostgresStoreBackend:
             ).fetchall()
         return sorted(str(r[0]) for r in rows)  # Python's order, not the database collation's
 
+    def claim_service(self, workspace_id: str, what: str) -> Any:
+        """Claim the workspace for this process's connector service (``gdn run``), or raise
+        ``E_RUN_ACTIVE`` naming the process that has it (:mod:`._service`). Returns the claim;
+        its ``release()`` gives it back, and it goes away with this process anyway."""
+        from ._service import claim_service
+
+        return claim_service(self._db, workspace_id, what)
+
     def close(self) -> None:
         """Close the pool and the lease session of this URL in this process: every lease this
         process holds through it is given back. (Runtimes never call it; tests and tools do.)"""
