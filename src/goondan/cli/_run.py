@@ -19,6 +19,7 @@ import inspect
 import json
 import logging
 import os
+import platform
 import re
 import signal
 import sys
@@ -48,7 +49,7 @@ from ._output import (
     unknown_agent,
 )
 from ._shared_workspace import warn_if_shared
-from ._state import active_runs, socket_path, state_root, state_root_arg, write_run
+from ._state import active_runs, socket_path, state_root, state_root_arg, store_backend, write_run
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -323,6 +324,7 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
                 suggestion=f"Send it one request with `gdn run {args.path} --input TEXT` (that process "
                 "answers), restart it with `gdn restart`, or stop it first.",
             )
+    claim = _claim_service(args, env, workspace)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with _routed_lines(args) as lines, _runtime(args, bundle, env) as rt:
@@ -398,6 +400,19 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
                     record.unlink()
             with contextlib.suppress(OSError):
                 sock.unlink()
+            if claim is not None:
+                claim.release()
+
+
+def _claim_service(args: argparse.Namespace, env: Mapping[str, str], workspace: str) -> Any:
+    """A PostgreSQL store is shared by machines whose state roots differ, so the check above cannot
+    see a service on another machine: the workspace is claimed in the store too, else E_RUN_ACTIVE
+    (storage/_postgres/_service.py). Other stores have nothing to claim (None)."""
+    backend = store_backend(args, dict(env))
+    claim = getattr(backend, "claim_service", None)
+    if claim is None:
+        return None
+    return claim(workspace, f"pid {os.getpid()} on {platform.node()} ({args.path})")
 
 
 async def _drain_turns(rt: Any) -> None:
