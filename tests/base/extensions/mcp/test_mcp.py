@@ -5,6 +5,7 @@ bundles run by ``goondan.Runtime`` with a ``python`` model."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import socket
@@ -376,3 +377,27 @@ def test_an_http_endpoint_nobody_answers_is_e_ext_init_saying_unreachable_not_ru
     assert f"(endpoint http://127.0.0.1:{port}/mcp) could not be reached" in info.value.message
     assert "transport.endpoint" in (info.value.suggestion or "")
     assert "command" not in (info.value.suggestion or "")
+
+
+def test_a_banner_a_server_prints_on_stdout_is_one_warning_without_a_traceback_and_the_tools_work(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    noisy = tmp_path / "noisy_server.py"
+    noisy.write_text(f"print('Notes server v1.0 starting...', flush=True)\nexec(open({SERVER!r}).read())\n")
+    root = _bundle(tmp_path, {"transport": {"type": "stdio", "command": ["{python}", str(noisy)]}})
+    k.MODEL = k.scripted(
+        _call("mcp__add", {"a": 2, "b": 3}), _call("mcp__add", {"a": 1, "b": 1}, "c2"), k.text_reply("d")
+    )
+    with caplog.at_level(logging.WARNING):
+        goondan.run(root, "add", state_root=tmp_path / "state", isolation="inline")
+    assert _outputs(k.REQUESTS[-1]) == [{"type": "text", "value": "5"}, {"type": "text", "value": "2"}]
+    noise = [r for r in caplog.records if r.name == "mcp.client.stdio"]
+    # was an ERROR with a pydantic traceback on the terminal ("Failed to parse JSONRPC message")
+    assert [(r.levelno, r.getMessage(), r.exc_info) for r in noise] == [
+        (
+            logging.WARNING,
+            "an MCP server wrote a line to stdout that is not an MCP message (ignored): "
+            "'Notes server v1.0 starting...'; a stdio server must log to stderr",
+            None,
+        )
+    ]

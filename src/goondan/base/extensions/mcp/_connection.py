@@ -52,6 +52,46 @@ CHANGE_NOTIFICATIONS = {
 }
 
 
+class _StdoutNoise(logging.Filter):
+    """A stdio server that prints a banner or a debug line to stdout (where only MCP messages may
+    go) made the SDK log an ERROR with a pydantic traceback on the user's terminal for each such
+    line, though the session goes on. That record becomes one warning per distinct line, without
+    the traceback, saying what the server should do instead."""
+
+    _MAX_SEEN = 100
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Failed to parse JSONRPC message"):
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        errors = getattr(exc, "errors", None)
+        line = ""
+        with contextlib.suppress(Exception):
+            line = str(errors()[0].get("input", "")) if callable(errors) else ""
+        if line in self.seen:
+            return False
+        if len(self.seen) < self._MAX_SEEN:
+            self.seen.add(line)
+        record.msg = (
+            "an MCP server wrote a line to stdout that is not an MCP message (ignored): %r; "
+            "a stdio server must log to stderr"
+        )
+        record.args = (line[:200],)
+        record.exc_info = None
+        record.exc_text = None
+        record.levelno = logging.WARNING
+        record.levelname = "WARNING"
+        return True
+
+
+_STDOUT_NOISE = _StdoutNoise()
+logging.getLogger("mcp.client.stdio").addFilter(_STDOUT_NOISE)
+
+
 class ConnectFailed(Exception):
     """The server could not be reached or did not complete the MCP handshake."""
 
