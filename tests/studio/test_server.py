@@ -218,3 +218,13 @@ def test_a_postgresql_store_that_goes_down_is_a_503_with_its_code_and_studio_rec
         assert body["error"]["code"] == "E_STORE_UNAVAILABLE" and "pg_isready" in body["error"]["suggestion"]
         status, body = instances(s.url)
         assert status == 200 and body["total"] == 2
+
+
+def test_studio_shows_a_bundle_whose_secrets_are_not_set_here(tmp_path: Path) -> None:
+    # the github-reviewer recipe reads PORT, GITHUB_API_BASE, GITHUB_WEBHOOK_SECRET and GITHUB_TOKEN;
+    # Studio never runs it, so a workstation without them must still see its graph
+    bundle = Path(__file__).resolve().parents[2] / "docs" / "cookbook" / "github-reviewer"
+    env = {k: v for k, v in studio_env().items() if k != "PORT" and not k.startswith("GITHUB_")}
+    with gdn_studio(str(bundle), "--state-root", str(tmp_path / "state"), env=env) as s:  # was E_CONFIG_ENV_MISSING
+        overview = httpx.get(s.url + "api/overview", timeout=30).json()
+        assert overview["bundle"] == str(bundle)

@@ -60,11 +60,33 @@ def _ref_name(ref: object) -> str | None:
     return None
 
 
+class _EveryVariableSet(Mapping[str, str]):
+    """The environment Studio loads a bundle with: every variable counts as set. Studio shows the
+    bundle's structure and never runs it, so the secrets its Connections and Models read (a
+    signing secret, an API key, the port) need not be here: ``gdn studio ./bundle`` on a
+    workstation without them refused to start with E_CONFIG_ENV_MISSING."""
+
+    def __init__(self, real: Mapping[str, str]) -> None:
+        self._real = real
+
+    def __getitem__(self, key: str) -> str:
+        value = self._real.get(key)
+        return value if value else "<set where the bundle runs>"
+
+    def __iter__(self) -> Any:
+        return iter(self._real)
+
+    def __len__(self) -> int:
+        return len(self._real)
+
+
 def bundle_info(path: str | Path) -> BundleInfo:
     """Load the bundle at ``path`` (raises its ``ConfigError``) and keep what the views need."""
+    import os
+
     from ..bundle import load_bundle
 
-    bundle = load_bundle(path)
+    bundle = load_bundle(path, env=_EveryVariableSet(os.environ))
     info = BundleInfo(str(Path(bundle.root).resolve()), getattr(bundle, "package_name", None))
     for swarm in bundle.of_kind("Swarm"):
         spec = swarm.raw.get("spec") or {}
