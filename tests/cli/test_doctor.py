@@ -122,3 +122,26 @@ def test_the_store_goondan_store_names_must_answer_a_wrong_database_fails_before
     assert "createdb" in store["suggestion"]
     proc = gdn(tmp_path, "doctor", str(app), "--json", GOONDAN_STORE=str(app / "goondan.yaml"))
     assert proc.returncode == 1 and checks(proc)["store"]["detail"].endswith("is not a directory")
+
+
+def test_the_ray_executor_s_address_and_actor_options_are_checked_without_starting_ray(tmp_path: Path) -> None:
+    import socket
+
+    app = write_files(tmp_path / "app", {"goondan.yaml": bundle(model=SCRIPTED)})
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = gdn(tmp_path, "doctor", str(app), "--json", GOONDAN_EXECUTOR="ray", GOONDAN_RAY_ADDRESS=f"127.0.0.1:{port}")
+    # was "All required checks passed", then every gdn run failed with E_RAY_CONNECT
+    assert proc.returncode == 1, proc.stdout
+    ray = checks(proc)["ray"]
+    assert ray["status"] == "fail" and ray["detail"].startswith(
+        f"[E_RAY_CONNECT] no Ray cluster answers at 127.0.0.1:{port}"
+    )
+    proc = gdn(tmp_path, "doctor", str(app), "--json", GOONDAN_EXECUTOR="ray", GOONDAN_RAY_ACTOR_OPTIONS="[1]")
+    assert proc.returncode == 1 and checks(proc)["ray"]["detail"].startswith("[E_RAY_OPTIONS]")
+    proc = gdn(tmp_path, "doctor", str(app), "--json", GOONDAN_EXECUTOR="ray")
+    assert (
+        proc.returncode == 0
+        and checks(proc)["ray"]["detail"] == "GOONDAN_EXECUTOR=ray: a local Ray started for each run"
+    )

@@ -135,6 +135,24 @@ def _store_check(args: argparse.Namespace, env: dict[str, str]) -> tuple[str, st
     return ("store", "ok", f"GOONDAN_STORE {where} answers ({count} workspace(s))", None)
 
 
+def _ray_check(env: dict[str, str]) -> tuple[str, str, str, str | None]:
+    """``GOONDAN_EXECUTOR=ray``: the actor options parse and the cluster address answers (a
+    ``HOST:PORT``; ``auto`` and ``ray://`` are left to Ray, none means a local Ray per run), the two
+    things every run checks first. No Ray is started or joined here."""
+    from ..errors import GoondanError
+    from ..executors.ray._executor import ENV_ADDRESS, _check_reachable, _env_actor_options
+
+    address = env.get(ENV_ADDRESS) or env.get("RAY_ADDRESS") or ""
+    try:
+        _env_actor_options(env)
+        if address:
+            _check_reachable(address)
+    except GoondanError as exc:
+        return ("ray", "fail", f"[{exc.code}] {exc.message}", exc.suggestion)
+    where = f"the cluster at {address}" if address else "a local Ray started for each run"
+    return ("ray", "ok", f"GOONDAN_EXECUTOR=ray: {where}", None)
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     checks: list[dict[str, Any]] = []
 
@@ -191,6 +209,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             )
         if not needs.extras and not needs.keys:
             add("needs", "ok", "the bundle needs no optional extra and no API key")
+        if env.get("GOONDAN_EXECUTOR", "").strip() == "ray" and _find(EXTRAS["ray"][0]):
+            add(*_ray_check(env))
         # a PostgreSQL URL without psycopg already failed its extra check above
         if env.get("GOONDAN_STORE", "").strip() and ("postgres" not in needs.extras or _find(EXTRAS["postgres"][0])):
             add(*_store_check(args, env))

@@ -19,7 +19,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...errors import GoondanError
@@ -33,8 +33,9 @@ ENV_ADDRESS = "GOONDAN_RAY_ADDRESS"
 ENV_ACTOR_OPTIONS = "GOONDAN_RAY_ACTOR_OPTIONS"
 
 
-def _env_actor_options() -> dict[str, Any]:
-    raw = os.environ.get(ENV_ACTOR_OPTIONS, "").strip()
+def _env_actor_options(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``GOONDAN_RAY_ACTOR_OPTIONS`` of ``env`` (default: this process's environment) as a dict."""
+    raw = (os.environ if env is None else env).get(ENV_ACTOR_OPTIONS, "").strip()
     if not raw:
         return {}
     try:
