@@ -145,3 +145,29 @@ def test_the_ray_executor_s_address_and_actor_options_are_checked_without_starti
         proc.returncode == 0
         and checks(proc)["ray"]["detail"] == "GOONDAN_EXECUTOR=ray: a local Ray started for each run"
     )
+
+
+def test_an_otlp_receiver_that_does_not_answer_is_a_warning_naming_it(tmp_path: Path) -> None:
+    import socket
+
+    app = write_files(tmp_path / "app", {"goondan.yaml": bundle(model=SCRIPTED)})
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(4)
+        up = f"http://127.0.0.1:{listening.getsockname()[1]}"
+        proc = gdn(tmp_path, "doctor", str(app), "--json", OTEL_EXPORTER_OTLP_ENDPOINT=up)
+        assert checks(proc)["otlp"] == {
+            "check": "otlp",
+            "status": "ok",
+            "detail": f"spans go to {up}/v1/traces (it accepts connections)",
+        }
+    proc = gdn(tmp_path, "doctor", str(app), "--json", OTEL_EXPORTER_OTLP_ENDPOINT=up)  # closed now
+    # was nothing at all: the spans of every turn were dropped with one log line after the start
+    assert proc.returncode == 0, proc.stdout  # a warning: export never breaks a turn
+    otlp = checks(proc)["otlp"]
+    assert otlp["status"] == "warn" and otlp["detail"].startswith(f"spans go to {up}/v1/traces, which does not answer")
+    proc = gdn(
+        tmp_path, "doctor", str(app), "--json", OTEL_EXPORTER_OTLP_ENDPOINT=up, OTEL_EXPORTER_OTLP_PROTOCOL="grpc"
+    )
+    assert proc.returncode == 1 and checks(proc)["otlp"]["detail"].startswith("[E_TELEMETRY_CONFIG]")
+    assert "otlp" not in checks(gdn(tmp_path, "doctor", str(app), "--json"))  # export off: nothing to check

@@ -1,5 +1,6 @@
 """``gdn doctor [PATH]``: can this machine run *this* bundle? Python, the bundle, the extras it needs,
-the API keys its models read, and the store ``GOONDAN_STORE`` names (it must answer).
+the API keys its models read, and that what the environment points at answers: the store
+``GOONDAN_STORE`` names, the Ray cluster of ``GOONDAN_EXECUTOR=ray``, the OTLP receiver (a warning).
 
 Checks follow from the bundle, not from a fixed list: an extra is checked when something the bundle
 uses needs it (a Model's provider SDK, the MCP bridge extension, the Discord connector's signature
@@ -135,6 +136,40 @@ def _store_check(args: argparse.Namespace, env: dict[str, str]) -> tuple[str, st
     return ("store", "ok", f"GOONDAN_STORE {where} answers ({count} workspace(s))", None)
 
 
+def _otlp_check(bundle: Any, env: dict[str, str]) -> tuple[str, str, str, str | None] | None:
+    """Where spans would go (``OTEL_*`` over ``Swarm.spec.telemetry``), and whether a TCP
+    connection to it opens within 3 s. A warning, not a failure: a receiver that is down never
+    breaks a turn, but its spans are dropped, which the operator should hear of before the service
+    starts, not from one log line after it. None when export is off."""
+    import socket
+    import urllib.parse
+
+    from ..errors import GoondanError
+    from ..telemetry import telemetry_config
+
+    swarms = bundle.of_kind("Swarm", package=None)
+    setting = getattr(swarms[0].spec, "telemetry", None) if len(swarms) == 1 else None
+    try:
+        config = telemetry_config(setting, env)
+    except GoondanError as exc:
+        return ("otlp", "fail", f"[{exc.code}] {exc.message}", exc.suggestion)
+    if config is None:
+        return None
+    url = urllib.parse.urlsplit(config.endpoint)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname or "", port), timeout=3).close()
+    except OSError as exc:
+        return (
+            "otlp",
+            "warn",
+            f"spans go to {config.endpoint}, which does not answer ({exc}); they would be dropped",
+            "Start the receiver (its OTLP/HTTP port, usually 4318) or fix OTEL_EXPORTER_OTLP_ENDPOINT / "
+            "Swarm spec.telemetry.otlp.endpoint.",
+        )
+    return ("otlp", "ok", f"spans go to {config.endpoint} (it accepts connections)", None)
+
+
 def _ray_check(env: dict[str, str]) -> tuple[str, str, str, str | None]:
     """``GOONDAN_EXECUTOR=ray``: the actor options parse and the cluster address answers (a
     ``HOST:PORT``; ``auto`` and ``ray://`` are left to Ray, none means a local Ray per run), the two
@@ -183,6 +218,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             add("bundle", "ok", f"{manifest} is valid ({len(report.warnings)} warning(s))")
         if report.bundle is not None:
             needs = bundle_needs(report.bundle, env)
+            otlp = _otlp_check(report.bundle, env)
+            if otlp is not None:
+                add(*otlp)
     elif not directory.exists():  # a mistyped path must not pass as "nothing to check"
         add("bundle", "fail", f"{directory} does not exist", "Give the bundle's directory (or its goondan.yaml).")
     else:
