@@ -421,8 +421,13 @@ async def _drain_turns(rt: Any) -> None:
     their replies (the github connector's PR comment was lost although its turn completed)."""
     ctx = getattr(rt, "_ctx", None)
     grace_s = (ctx.grace_period_ms if ctx is not None else 30_000) / 1000
-    with contextlib.suppress(Exception):  # a turn past the grace period is the executor's to stop
+    try:
         await asyncio.wait_for(rt.wait_idle(), grace_s)
+    except Exception:
+        # the grace period is spent: stop what still runs now (as Ctrl+C does: what it made durable
+        # stays) rather than give it a second grace period in the runtime's own close
+        with contextlib.suppress(Exception):
+            await rt.close(interrupt=True)
 
 
 @contextlib.asynccontextmanager
