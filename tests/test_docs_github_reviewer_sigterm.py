@@ -20,6 +20,7 @@ import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 COOKBOOK = Path(__file__).resolve().parents[1] / "docs" / "cookbook" / "github-reviewer"
 SECRET = "webhook-s3cret"
@@ -33,10 +34,20 @@ def generate(request):
 """
 
 
-def test_sigterm_mid_review_still_posts_the_comment_and_exits_0(tmp_path: Path) -> None:
+def _sigterm_mid_review(tmp_path: Path, reviewer: str, grace_s: int | None = None) -> tuple[int, str, float, list[Any]]:
+    """The recipe under ``gdn run`` with ``reviewer`` as its model, one webhook, SIGTERM a second
+    into the review: (exit code, stderr, seconds from SIGTERM to exit, comments GitHub got)."""
     bundle = tmp_path / "github-reviewer"
     shutil.copytree(COOKBOOK, bundle)
-    (bundle / "reviewer.py").write_text(SLOW_REVIEWER)
+    (bundle / "reviewer.py").write_text(reviewer)
+    if grace_s is not None:
+        manifest = bundle / "goondan.yaml"
+        text = manifest.read_text()
+        swarm = "  agents:\n    - Agent/reviewer\n"
+        assert swarm in text
+        manifest.write_text(
+            text.replace(swarm, swarm + f"  policy:\n    shutdown: {{ gracePeriodSeconds: {grace_s} }}\n")
+        )
     posted: list[tuple[str, str]] = []
 
     class GitHub(BaseHTTPRequestHandler):
@@ -95,12 +106,28 @@ def test_sigterm_mid_review_still_posts_the_comment_and_exits_0(tmp_path: Path) 
             assert response.status == 202
         time.sleep(1.0)  # the review is under way
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err
-        # was []: the turn completed and was stored, but its comment never reached GitHub
-        assert posted == [("/repos/acme/widgets/issues/7/comments", "reviewed")], err
+        stopped = time.monotonic()
+        _, err = proc.communicate(timeout=90)
+        return proc.returncode, err, time.monotonic() - stopped, posted
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
         api.shutdown()
+
+
+def test_sigterm_mid_review_still_posts_the_comment_and_exits_0(tmp_path: Path) -> None:
+    code, err, _, posted = _sigterm_mid_review(tmp_path, SLOW_REVIEWER)
+    assert code == 0, err
+    # was []: the turn completed and was stored, but its comment never reached GitHub
+    assert posted == [("/repos/acme/widgets/issues/7/comments", "reviewed")], err
+
+
+def test_a_review_stuck_past_the_grace_period_is_stopped_once_not_given_the_period_twice(tmp_path: Path) -> None:
+    stuck = SLOW_REVIEWER.replace("time.sleep(2.5)", "time.sleep(120)")
+    code, err, took, posted = _sigterm_mid_review(tmp_path, stuck, grace_s=3)
+    assert code == 0, err
+    # waiting for the connectors' replies took the grace period once, then the runtime's own close
+    # took it again before stopping the agent process: 14.3 s here for a 3 s period
+    assert took < 9, f"gdn run took {took:.1f} s to stop with gracePeriodSeconds 3"
+    assert posted == []  # the cut review has nothing to post
