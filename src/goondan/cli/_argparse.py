@@ -45,9 +45,16 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "instance list": ("gdn instance list", "gdn instance list -A --all"),
     "instance delete": ("gdn instance delete user-42", "gdn instance delete user-42 --agent worker --yes"),
     "instance restart": ("gdn instance restart my-swarm", "gdn instance restart my-swarm --fresh"),
-    "approvals": ("gdn approvals list", "gdn approvals approve appr_1a2b3c", "gdn approvals deny appr_1a2b3c --note 'no'"),
+    "approvals": (
+        "gdn approvals list",
+        "gdn approvals approve appr_1a2b3c",
+        "gdn approvals deny appr_1a2b3c --note 'no'",
+    ),
     "approvals list": ("gdn approvals list", "gdn approvals list --agent worker --json"),
-    "approvals approve": ("gdn approvals approve appr_1a2b3c", 'gdn approvals approve appr_1a2b3c --args \'{"path": "a"}\''),
+    "approvals approve": (
+        "gdn approvals approve appr_1a2b3c",
+        'gdn approvals approve appr_1a2b3c --args \'{"path": "a"}\'',
+    ),
     "approvals deny": ("gdn approvals deny appr_1a2b3c --note 'use the staging database'",),
     "logs": ("gdn logs", "gdn logs -a worker -l 50", "gdn logs --trace 3f2a9c1b --json", "gdn logs -f"),
     "doctor": ("gdn doctor", "gdn doctor path/to/bundle --json"),
