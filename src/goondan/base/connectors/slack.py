@@ -150,4 +150,8 @@ async def run(ctx: Any) -> None:
     server = await serve_http(handle, ctx.setting("host", "127.0.0.1"), int(ctx.setting("port", "8787")))
     ctx.ready()
     async with server:
-        await asyncio.Event().wait()
+        try:
+            await asyncio.Event().wait()
+        finally:  # stopping: replies of turns that just finished are still being posted
+            if tasks:
+                await asyncio.wait(set(tasks), timeout=2.0)
