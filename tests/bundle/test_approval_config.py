@@ -75,3 +75,40 @@ def test_approval_tool_names_are_tool_double_underscore_export(tmp_path: Path, n
     report = check(tmp_path, files(agent_extra=f"  approval:\n    tools: ['{name}']\n"))
     issue = only(report.errors, "E_CONFIG_SCHEMA_INVALID")
     assert "spec.approval.tools" in issue.path
+
+
+EXTENSION = """---
+apiVersion: goondan.ai/v1
+kind: Extension
+metadata:
+  name: guard
+spec:
+  entry: ./g.py
+"""
+
+
+def test_an_approval_name_near_a_tool_the_agent_has_but_with_another_prefix_is_an_error(tmp_path: Path) -> None:
+    """``shel__run`` for the agent's ``shell__run``: no call is ever named that, so the typo would
+    leave the real tool unguarded; the error names the near tool."""
+    report = check(tmp_path, files(agent_extra="  approval:\n    tools: [shel__run]\n"))
+    issue = only(report.errors, "E_CONFIG_SCHEMA_INVALID")
+    assert issue.path.endswith("spec.approval.tools[0]")
+    assert "names no Tool or Extension of this agent" in issue.message
+    assert issue.suggestion is not None and "did you mean 'shell__run'?" in issue.suggestion
+
+
+def test_an_approval_name_of_a_tool_the_agent_does_not_have_is_a_warning(tmp_path: Path) -> None:
+    report = check(tmp_path, files(agent_extra="  approval:\n    tools: [filez__delete]\n"))
+    assert report.valid, report.errors
+    issue = only(report.warnings, "E_CONFIG_SCHEMA_INVALID")
+    assert "filez__delete" in issue.message and "no call would ever wait for approval" in issue.message
+
+
+def test_an_approval_name_of_an_extensions_tool_is_valid(tmp_path: Path) -> None:
+    """An extension's tools are named ``<extension>__<tool>``: any such name may be guarded."""
+    bundle = files(agent_extra="  extensions:\n    - ref: Extension/guard\n  approval:\n    tools: [guard__wipe]\n")
+    bundle["goondan.yaml"] += EXTENSION
+    bundle["g.py"] = "def register(api, config):\n    pass\n"
+    report = check(tmp_path, bundle)
+    assert report.valid, report.errors
+    assert not [w for w in report.warnings if "approval" in w.path], report.warnings

@@ -1079,9 +1079,13 @@ class Loader:
                 complete = False
             elif tool not in tools:
                 tools.append(tool)
+        extensions: list[str] = []
         for i, use in enumerate(spec.extensions):
             ext = self._resolve(res, f"spec.extensions[{i}]", use.ref, "Extension")
-            if ext is not None:
+            if ext is None:
+                complete = False
+            else:
+                extensions.append(ext.name)
                 self._check_extension_config(res, spec, i, use.config, ext)
         if spec.prompt is not None and spec.prompt.system_ref is not None:
             self._check_path(res, spec.prompt.system_ref, "spec.prompt.systemRef", python=False)
@@ -1097,17 +1101,42 @@ class Loader:
                             "list tools as '<Tool name>__<export name>' of a Tool in spec.tools",
                         )
                     )
-            self._check_approval_tools(res, spec, tools, available)
+            self._check_approval_tools(res, spec, tools, available, extensions)
 
-    def _check_approval_tools(self, res: Resource, spec: Any, tools: list[Resource], available: list[str]) -> None:
+    def _check_approval_tools(
+        self, res: Resource, spec: Any, tools: list[Resource], available: list[str], extensions: list[str]
+    ) -> None:
         """``spec.approval.tools`` naming an export of one of the agent's Tools must name a real one
-        (a typo would silently leave the call unguarded); names of extension tools pass as they are."""
+        (a typo would silently leave the call unguarded); names of extension tools pass as they are,
+        but their prefix must be an Extension of the agent: an extension's tools are always named
+        ``<extension>__<tool>``, so any other prefix can never match a call, and the call it was
+        meant to guard would run without asking."""
         approval = getattr(spec, "approval", None)
         if approval is None:
             return
         resources = {tool.name for tool in tools}
         for i, name in enumerate(approval.tools):
-            if name.split("__", 1)[0] in resources and name not in available:
+            prefix = name.split("__", 1)[0]
+            if prefix not in resources and prefix not in extensions:
+                # near a name the agent has: a typo that leaves that tool unguarded (an error); else a
+                # warning (e.g. bash__exec listed for an agent that does not have the bash Tool)
+                near = did_you_mean(name, available) or did_you_mean(prefix, [*resources, *extensions])
+                (self.errors if near else self.warnings).append(
+                    res.issue(
+                        "E_CONFIG_SCHEMA_INVALID",
+                        f"{res.key}: spec.approval.tools({name}) names no Tool or Extension of this agent "
+                        f"({prefix!r} is neither), so no call would ever wait for approval under it",
+                        f"spec.approval.tools[{i}]",
+                        join_hints(
+                            near,
+                            "list tools as '<Tool name>__<export name>' of a Tool in spec.tools, or "
+                            "'<Extension name>__<tool>' of an Extension in spec.extensions",
+                        ),
+                        severity="error" if near else "warning",
+                    )
+                )
+                continue
+            if prefix in resources and name not in available:
                 self.errors.append(
                     res.issue(
                         "E_CONFIG_SCHEMA_INVALID",
