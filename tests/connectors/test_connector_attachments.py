@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from cn_testkit import FakeApi, connector_bundle, free_port, gdn_run, post, wait_for
+from test_discord_connector import COMMAND as DISCORD_COMMAND
 from test_discord_connector import PUBLIC_HEX as DISCORD_PUBLIC_HEX
 from test_discord_connector import connection as discord_connection
 from test_discord_connector import signed as discord_signed
@@ -119,12 +120,7 @@ def test_discord_attachment_options_are_downloaded_from_the_cdn(tmp_path: Path, 
     port = free_port()
     bundle = connector_bundle(tmp_path / "b", discord_connection(port, fake_api.url))
     command = {
-        "type": 2,
-        "id": "i1",
-        "application_id": "app1",
-        "token": "tok1",
-        "channel_id": "ch1",
-        "member": {"user": {"id": "u1", "username": "ann"}},
+        **DISCORD_COMMAND,
         "data": {
             "name": "look",
             "options": [{"name": "image", "type": 11, "value": "900"}],

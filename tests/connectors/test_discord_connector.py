@@ -15,6 +15,18 @@ KEY = Ed25519PrivateKey.generate()
 PUBLIC_HEX = KEY.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
 
 
+# a slash command `/ask q:why`, answered by a follow-up PATCH to /webhooks/app1/tok1/messages/@original
+COMMAND = {
+    "type": 2,
+    "id": "i1",
+    "application_id": "app1",
+    "token": "tok1",
+    "channel_id": "ch1",
+    "member": {"user": {"id": "u1", "username": "ann"}},
+    "data": {"name": "ask", "options": [{"name": "q", "value": "why"}]},
+}
+
+
 def connection(port: int, api: str) -> str:
     return (
         "apiVersion: goondan.ai/v1\n"
@@ -49,16 +61,7 @@ def test_interactions_are_verified_and_answered_through_the_interaction_webhook(
     with gdn_run(tmp_path, bundle, DISCORD_PUBLIC_KEY=PUBLIC_HEX) as run:
         run.wait_ready()
         assert post(url, *signed({"type": 1})) == (200, {"type": 1})
-        command = {
-            "type": 2,
-            "id": "i1",
-            "application_id": "app1",
-            "token": "tok1",
-            "channel_id": "ch1",
-            "member": {"user": {"id": "u1", "username": "ann"}},
-            "data": {"name": "ask", "options": [{"name": "q", "value": "why"}]},
-        }
-        body, headers = signed(command)
+        body, headers = signed(COMMAND)
         assert post(url, body, headers) == (200, {"type": 5})
         assert post(url, body, headers)[0] == 401  # replay
         component = {

@@ -166,4 +166,8 @@ async def run(ctx: Any) -> None:
     server = await serve_http(handle, ctx.setting("host", "127.0.0.1"), int(ctx.setting("port", "8788")))
     ctx.ready()
     async with server:
-        await asyncio.Event().wait()
+        try:
+            await asyncio.Event().wait()
+        finally:  # stopping: follow-ups of turns that just finished are still being posted (as slack)
+            if tasks:
+                await asyncio.wait(set(tasks), timeout=2.0)
