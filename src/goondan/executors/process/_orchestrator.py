@@ -38,7 +38,14 @@ from pathlib import Path
 from typing import Any
 
 from ..._ids import new_id, now_iso
-from ...engine._agents import AgentLimits, SpawnLimiter, SpawnRegistry, check_call_depth, request_failed
+from ...engine._agents import (
+    AgentLimits,
+    SpawnLimiter,
+    SpawnRegistry,
+    check_call_depth,
+    delivery_failed,
+    request_failed,
+)
 from ...errors import AgentRequestError, ExtensionError, GoondanError
 from ._accept import AcceptSlots, HostSlot
 from ._clock import Clock, RealClock
@@ -915,12 +922,13 @@ class Orchestrator:
             check_call_depth(chain, node, self.limiter.limits.max_call_depth, target)
             self._admit(target, key)
         except AgentRequestError as exc:
-            self._error_response(caller, corr, target, exc.code, exc.message)
+            self._error_response(caller, corr, target, exc.code, exc.message, exc.suggestion)
             return
         try:
             fut = self.submit(target, key, event)
         except GoondanError as exc:
-            self._error_response(caller, corr, target, "IPC_DELIVERY_FAILED", f"[{exc.code}] {exc.message}")
+            failed = delivery_failed(target, exc)  # worded as the inline executor words it
+            self._error_response(caller, corr, target, failed.code, failed.message, failed.suggestion)
             return
         self.pending_requests[str(corr)] = {"from": caller.name, "correlationId": corr, "callChain": chain}
         caller.outstanding += 1
@@ -931,14 +939,8 @@ class Orchestrator:
             caller.last_active = self.clock.now_ms()
             exc = f.exception()
             if exc is not None:
-                detail = f"[{exc.code}] {exc.message}" if isinstance(exc, GoondanError) else str(exc)
-                self._error_response(
-                    caller,
-                    corr,
-                    target,
-                    "IPC_DELIVERY_FAILED",
-                    f"agent '{target}' could not take the request: {detail}",
-                )
+                failed = delivery_failed(target, exc)
+                self._error_response(caller, corr, target, failed.code, failed.message, failed.suggestion)
                 return
             result = f.result()
             if result.get("finishReason") == "error":
