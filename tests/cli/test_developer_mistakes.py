@@ -474,3 +474,22 @@ def test_a_model_stuck_on_a_misspelt_tool_is_told_the_near_name_and_the_log_says
         "the turn stopped at maxStepsPerTurn (3) with the model still calling tools; the last step's errors: "
         "t__ad: E_TOOL_NOT_IN_CATALOG" in run.stderr
     )
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_sub_agent_that_cannot_start_is_reported_alike_by_both_executors(tmp_path: Path, executor: str) -> None:
+    """The process executor said 'could not take the request: [E_TOOL_LOAD] ...' with no suggestion,
+    the inline one 'could not take the request [E_TOOL_LOAD]: ...' with 'see the runtime log'."""
+    broken = tool_doc("broken", "./broken.py", [export("x")])
+    agents = [agent_doc("boss", tools=[base_ref("Tool", "agents")]), agent_doc("worker", tools=["broken"])]
+    docs = [package_doc("mistakes"), python_model_doc(), broken, *agents, swarm_doc(["boss", "worker"])]
+    files = {"model.py": DELEGATING_MODEL, "broken.py": "import not_installed_zz\n\nhandlers = {}\n"}
+    run = _gdn_run(tmp_path, write_bundle(tmp_path / "b", *docs, files=files), executor)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["value"] == {
+        "code": "IPC_DELIVERY_FAILED",
+        "message": "agent 'worker' could not take the request [E_TOOL_LOAD]: Tool/broken: importing broken.py "
+        "failed at broken.py:1: ModuleNotFoundError: No module named 'not_installed_zz'",
+        "suggestion": "Check that agent 'worker' starts: its tools, extensions and model load (`gdn logs --agent "
+        "worker -v` shows a tool.loadFailed or extension.failed event with the traceback).",
+    }

@@ -231,7 +231,8 @@ def delivery_failed(target: str, exc: BaseException) -> AgentRequestError:
         "IPC_DELIVERY_FAILED",
         f"agent '{target}' could not take the request{code}: {detail}",
         target=target,
-        suggestion="Check the target agent's tools and extensions load (see the runtime log).",
+        suggestion=f"Check that agent '{target}' starts: its tools, extensions and model load "
+        f"(`gdn logs --agent {target} -v` shows a tool.loadFailed or extension.failed event with the traceback).",
     )
 
 
