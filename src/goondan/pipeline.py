@@ -640,7 +640,7 @@ class PipelineRegistry:
         extension: str | None = None,
     ) -> None:
         if type not in self._entries:
-            from .bundle._issues import did_you_mean, join_hints  # the error path only
+            from ._hints import did_you_mean, join_hints  # the error path only
 
             where = f"extension '{extension}': " if extension else ""
             raise ExtensionError(

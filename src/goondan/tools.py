@@ -633,7 +633,7 @@ def _catalog_hint(tool_name: str, catalog: list[ToolCatalogItem]) -> str:
     """The suggestion for a call of a tool the catalog lacks: the near name and what there is (a
     misspelt name in a python model or a script was answered 'call only tools listed' and nothing
     more, step after step, until maxStepsPerTurn)."""
-    from .bundle._issues import did_you_mean, join_hints  # the error path only
+    from ._hints import did_you_mean, join_hints  # the error path only
 
     names = [str(c.get("name")) for c in catalog]
     listing = ", ".join(names[:20]) + (f" (+{len(names) - 20} more)" if len(names) > 20 else "")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 import typing
 from collections.abc import Iterable
@@ -10,31 +9,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from .._hints import did_you_mean as did_you_mean
+from .._hints import join_hints as join_hints
+
 _PARENT = re.compile(r"^(.*?)(?:\.[^.\[\]]*|\[\d+\])$")
-
-
-def did_you_mean(word: str, options: Iterable[str]) -> str | None:
-    """``did you mean 'x'?`` for the closest option, or None when nothing is close."""
-    matches = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
-    if not matches:
-        lowered = {o.lower(): o for o in options}
-        if word.lower() in lowered:
-            matches = [lowered[word.lower()]]
-    return f"did you mean {matches[0]!r}?" if matches else None
-
-
-def join_hints(*parts: str | None) -> str | None:
-    """A suggestion made of several parts, as sentences: ``did you mean 'Agent'? Known kinds: ...``.
-    Joined with ``"; "`` they read ``did you mean 'Agent'?; known kinds: ...``. None when all are empty."""
-    out = ""
-    for part in parts:
-        if not part:
-            continue
-        if out:
-            out += (" " if out[-1] in ".?!" else ". ") + part[:1].upper() + part[1:]
-        else:
-            out = part
-    return out or None
 
 
 def join_path(base: str, loc: Iterable[Any]) -> str:
