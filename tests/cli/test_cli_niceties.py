@@ -145,3 +145,13 @@ def test_words_after_the_bundle_path_of_gdn_run_suggest_input(tmp_path: Path) ->
     assert "to send text, use --input hi" in short.stderr, short.stderr
     other = gdn(tmp_path, "validate", "a", "b")  # a command without --input: no such hint
     assert other.returncode == 2 and "--input" not in other.stderr
+
+
+def test_the_python_api_name_isolation_on_the_command_line_points_to_executor(tmp_path: Path) -> None:
+    """``Runtime(isolation="inline")`` is ``gdn run --executor inline``: the word after the unknown
+    option is its value, not text to send (it used to suggest ``--input inline``)."""
+    for args in (("--isolation", "inline"), ("--isolation=process",)):
+        proc = gdn(tmp_path, "run", "my-bot", *args)
+        assert proc.returncode == 2
+        assert "did you mean '--executor' instead of '--isolation'?" in proc.stderr, proc.stderr
+        assert "--input" not in proc.stderr.split("unrecognized arguments", 1)[1], proc.stderr

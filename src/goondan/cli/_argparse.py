@@ -118,6 +118,10 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return f"{text} (default: {default})" if text else f"(default: {default})"
 
 
+# options named as the Python API names them (Runtime(isolation=...)) -> the command line's name
+_OPTION_RENAMES = {"--isolation": "--executor"}
+
+
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors name the subcommand's usage and suggest the closest spelling."""
 
@@ -139,12 +143,17 @@ class Parser(argparse.ArgumentParser):
         """Arguments no parser took: report them against this (the innermost) subcommand."""
         options = [o for a in self._actions for o in a.option_strings]
         hints = []
-        for word in extras:
+        values: set[int] = set()  # positions of words that are the value of an unknown option
+        for i, word in enumerate(extras):
             if word.startswith("-"):
-                close = _suggest(word.split("=", 1)[0], options)
+                name = word.split("=", 1)[0]
+                close = _OPTION_RENAMES.get(name) if _OPTION_RENAMES.get(name) in options else None
+                close = close or _suggest(name, options)
                 if close:
-                    hints.append(f"\n  did you mean '{close}' instead of '{word}'?")
-        words = [w for w in extras if not w.startswith("-")]
+                    hints.append(f"\n  did you mean '{close}' instead of '{name}'?")
+                if "=" not in word and i + 1 < len(extras) and not extras[i + 1].startswith("-"):
+                    values.add(i + 1)
+        words = [w for i, w in enumerate(extras) if not w.startswith("-") and i not in values]
         if words and "--input" in options:  # `gdn run my-bot hello` / `gdn run my-bot -i hello`
             import shlex
 
