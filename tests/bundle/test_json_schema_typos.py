@@ -60,3 +60,27 @@ def test_an_agents_output_schema_is_checked_the_same_way(tmp_path: Path) -> None
     (warning,) = schema_warnings(validate_bundle(tmp_path, env={}))
     assert warning.path is not None and warning.path.endswith("spec.output.schema.propertes")
     assert warning.suggestion == "did you mean 'properties'?"
+
+
+def test_a_required_name_missing_from_properties_is_a_warning_naming_the_near_property(tmp_path: Path) -> None:
+    """A property renamed with ``required`` left behind: the model is asked for a field nobody
+    described (with ``additionalProperties: false`` no call could ever pass)."""
+    parameters = {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "mode": {"type": "string"}},
+        "required": ["path", "paht", "size"],
+    }
+    report = check_tool(tmp_path, parameters)
+    assert report.errors == []
+    by_path = {w.path.rsplit(".", 1)[-1]: w for w in schema_warnings(report) if w.path}
+    assert set(by_path) == {"required[1]", "required[2]"}, [w.message for w in report.warnings]
+    assert "'paht' is required but not in properties (properties: 'path', 'mode')" in by_path["required[1]"].message
+    assert (by_path["required[1]"].suggestion or "").startswith("did you mean 'path'?")
+    assert by_path["required[2]"].suggestion == "add it to properties or remove it from required"
+
+
+def test_required_names_of_nested_objects_are_checked_and_complete_ones_pass(tmp_path: Path) -> None:
+    nested = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["b"]}
+    parameters = {"type": "object", "properties": {"inner": nested, "x": {"type": "string"}}, "required": ["x"]}
+    (warning,) = schema_warnings(check_tool(tmp_path, parameters))
+    assert warning.path is not None and warning.path.endswith("parameters.properties.inner.required[0]")

@@ -42,7 +42,7 @@ from ._schemas import (
     ScriptedOptions,
     SwarmSpec,
     ToolSpec,
-    schema_keyword_typos,
+    schema_slips,
 )
 from ._values import (
     SecretValue,
@@ -975,17 +975,18 @@ class Loader:
         )
 
     def _warn_schema_typos(self, res: Resource, schema: Any, field_path: str) -> None:
-        """A warning per key of a JSON Schema that is nearly a keyword (see ``schema_keyword_typos``);
-        only for the bundle's own resources (an installed package's are not the user's to fix)."""
+        """A warning per slip in a JSON Schema that JSON Schema accepts but the author cannot have
+        meant (see ``schema_slips``: a near-keyword, a required name missing from properties); only
+        for the bundle's own resources (an installed package's are not the user's to fix)."""
         if res.package is not None:
             return
-        for where, key, keyword in schema_keyword_typos(schema):
+        for where, problem, suggestion in schema_slips(schema):
             self.warnings.append(
                 res.issue(
                     "E_CONFIG_SCHEMA_INVALID",
-                    f"{res.key}: {field_path}.{where}: unknown field {key!r} (JSON Schema ignores it)",
+                    f"{res.key}: {field_path}.{where}: {problem}",
                     f"{field_path}.{where}",
-                    f"did you mean {keyword!r}?",
+                    suggestion,
                     severity="warning",
                 )
             )

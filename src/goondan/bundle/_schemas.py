@@ -24,6 +24,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
+from .._hints import did_you_mean, join_hints
 from ._refs import ObjectRef, RefSyntaxError, parse_ref, parse_ref_item
 from ._values import value_source_problem
 
@@ -280,8 +281,6 @@ def _checked_json_schema(value: dict[str, Any], error_type: str, what: str) -> d
         at = f" at {where}" if where else ""
         err = exc.message
         if exc.path and exc.path[-1] == "type" and isinstance(exc.instance, str):
-            from ._issues import did_you_mean
-
             err = f"{exc.instance!r} is not a JSON type ({', '.join(JSON_TYPES)})"
             hint = did_you_mean(exc.instance, JSON_TYPES)
             err += f"; {hint}" if hint else ""
@@ -305,11 +304,16 @@ _SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "d
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 
 
-def schema_keyword_typos(schema: Any, where: str = "") -> list[tuple[str, str, str]]:
-    """``(path, key, keyword)`` for each key of ``schema`` (and its subschemas) that is no JSON Schema
-    keyword but nearly one: ``requird`` is legal JSON Schema (unknown keywords are ignored), so the
-    field it meant to require is silently optional. Keys not close to a keyword are left alone
-    (annotations such as ``example`` or ``x-...``)."""
+def schema_slips(schema: Any, where: str = "") -> list[tuple[str, str, str]]:
+    """``(path, problem, suggestion)`` for each slip in ``schema`` (and its subschemas) that JSON
+    Schema accepts but that cannot be what the author meant, so the check it was meant to make is
+    silently not made:
+
+    - a key that is no keyword but nearly one: ``requird`` is ignored, so the field it meant to
+      require is optional; keys not close to a keyword are left alone (``example``, ``x-...``);
+    - a ``required`` name that ``properties`` does not list (with ``additionalProperties: false`` no
+      value can ever pass; otherwise the model is asked for a field nobody described), e.g. a
+      property renamed and ``required`` left behind."""
     import difflib
 
     if not isinstance(schema, dict):
@@ -318,17 +322,30 @@ def schema_keyword_typos(schema: Any, where: str = "") -> list[tuple[str, str, s
     for key, value in schema.items():
         here = f"{where}.{key}" if where else str(key)
         if key in _SUBSCHEMA:
-            out += schema_keyword_typos(value, here)
+            out += schema_slips(value, here)
         elif key in _SUBSCHEMA_MAPS and isinstance(value, dict):
             for name, sub in value.items():
-                out += schema_keyword_typos(sub, f"{here}.{name}")
+                out += schema_slips(sub, f"{here}.{name}")
         elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
             for i, sub in enumerate(value):
-                out += schema_keyword_typos(sub, f"{here}[{i}]")
+                out += schema_slips(sub, f"{here}[{i}]")
         elif isinstance(key, str) and key not in _SCHEMA_KEYWORDS and not key.startswith(("$", "x-")):
             close = difflib.get_close_matches(key, _SCHEMA_KEYWORDS, n=1, cutoff=0.75)
             if close and key != "example":
-                out.append((here, key, close[0]))
+                out.append((here, f"unknown field {key!r} (JSON Schema ignores it)", f"did you mean {close[0]!r}?"))
+    properties, required = schema.get("properties"), schema.get("required")
+    if isinstance(properties, dict) and isinstance(required, list):
+        for i, name in enumerate(required):
+            if isinstance(name, str) and name not in properties:
+                near = did_you_mean(name, [str(p) for p in properties])
+                known = ", ".join(repr(str(p)) for p in properties) or "none"
+                out.append(
+                    (
+                        f"{where}.required[{i}]" if where else f"required[{i}]",
+                        f"{name!r} is required but not in properties (properties: {known})",
+                        join_hints(near, "add it to properties or remove it from required") or "",
+                    )
+                )
     return out
 
 
