@@ -133,6 +133,9 @@ def test_a_holder_whose_lease_session_was_dropped_cannot_write_after_another_nod
         with pytest.raises(GoondanError) as info:
             other.load()
         assert info.value.code == "E_INSTANCE_LOCKED" and f"pid {proc.pid}" in str(info.value)
+        # a state root keeps nothing apart in a PostgreSQL store: the way out is another database
+        suggestion = info.value.suggestion or ""
+        assert "--state-root" not in suggestion and "another database" in suggestion, suggestion
         # the server drops the holder's lease session (as after a partition): the lock is free,
         # but the holder process lives on with its pooled connections
         with psycopg.connect(postgres_url, autocommit=True) as conn:

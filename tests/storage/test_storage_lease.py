@@ -74,7 +74,7 @@ def test_second_writer_gets_instance_locked_naming_the_holder(tmp_path: Path) ->
         assert err.code == "E_INSTANCE_LOCKED"
         assert f"pid {holder.pid}" in err.message and socket.gethostname() in err.message
         assert "since 20" in err.message
-        assert err.suggestion
+        assert err.suggestion and "--state-root" in err.suggestion
     finally:
         holder.kill()
         holder.wait()

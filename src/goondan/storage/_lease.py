@@ -101,17 +101,25 @@ def describe_holder(holder: dict[str, Any] | None) -> str:
     return f"pid {holder.get('pid', '?')} on {holder.get('host', '?')} since {holder.get('since', '?')}"
 
 
-def locked_error(directory: Path | str, holder: dict[str, Any] | None) -> GoondanError:
-    """``E_INSTANCE_LOCKED`` for the instance ``directory`` (a path, or a name for stores without one)."""
+def locked_error(
+    directory: Path | str, holder: dict[str, Any] | None, *, elsewhere: str = "another --instance-key or --state-root"
+) -> GoondanError:
+    """``E_INSTANCE_LOCKED`` for the instance ``directory`` (a path, or a name for stores without one).
+    ``elsewhere``: what keeps the conversations apart in this store (a state root does nothing for
+    a PostgreSQL store, whose workspaces live in the database)."""
     name = directory.name if isinstance(directory, Path) else directory
     return GoondanError(
         CODE_LOCKED,
         f"agent instance {name} is in use by {describe_holder(holder)}",
         suggestion=(
             "Another runtime (a `gdn run`, a program using goondan.Runtime) is writing this conversation. "
-            "Send the request through it, stop it first, or use another --instance-key or --state-root."
+            f"Send the request through it, stop it first, or use {elsewhere}."
         ),
     )
+
+
+# what keeps two runtimes' conversations apart in a PostgreSQL store (see locked_error)
+POSTGRES_ELSEWHERE = "another --instance-key, or another database (--store URL / GOONDAN_STORE)"
 
 
 def lost_error(name: str, token: int, holder: dict[str, Any] | None, *, file: str | None = None) -> StorageError:

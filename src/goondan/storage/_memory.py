@@ -190,7 +190,7 @@ class MemoryInstanceStore:
             busy = holder is not None and holder is not self and not holder._closed
             holder = None  # a kept traceback of the error below must not keep the holder alive
             if busy:
-                raise locked_error(self._name(), rec.holder_info)
+                raise locked_error(self._name(), rec.holder_info, elsewhere="another --instance-key")
             token = space.tokens.get(self._key, 0) + 1
             space.tokens[self._key] = token
             rec.holder = weakref.ref(self)
@@ -533,7 +533,9 @@ class MemoryWorkspaceStore:
             held = holder is not None and not holder.closed
             holder = None  # a kept traceback of the error below must not keep the holder alive
             if held and not force:
-                raise locked_error(f"{agent_name}:{instance_key} (in memory)", rec.holder_info)
+                raise locked_error(
+                    f"{agent_name}:{instance_key} (in memory)", rec.holder_info, elsewhere="another --instance-key"
+                )
             del space.instances[key]
             # a forced delete fences the holder out: the next holder gets a higher token
             if held:

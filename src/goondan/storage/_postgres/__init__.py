@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..._ids import parse_iso
 from .._identity import WorkspaceIdentity
-from .._lease import locked_error
+from .._lease import POSTGRES_ELSEWHERE, locked_error
 from .._workspace import InstanceInfo
 from ._db import LEASE_EXPIRY_S, Database, forget_shared, missing_extra, redact, shared_database
 from ._instance import PostgresInstanceStore, _delete_data
@@ -123,7 +123,7 @@ class PostgresWorkspaceStore:
         held_here = db.live_holder(instance_id) is not None
         locked = held_here or not db.try_lock(instance_id)
         if locked and not force:
-            raise locked_error(name, db.holder_info(instance_id))
+            raise locked_error(name, db.holder_info(instance_id), elsewhere=POSTGRES_ELSEWHERE)
         if held_here:
             db.vacate(instance_id)  # its next write fails with E_INSTANCE_LEASE_LOST
         try:

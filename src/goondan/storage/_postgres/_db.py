@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ...errors import GoondanError, StorageError
-from .._lease import locked_error
+from .._lease import POSTGRES_ELSEWHERE, locked_error
 
 if TYPE_CHECKING:
     import psycopg
@@ -333,7 +333,7 @@ class Database:
                         holder = lease.holder() if lease.holder is not None else None
                         if holder is not None and holder is not store and not holder.closed:
                             holder = None
-                            raise locked_error(name, self._holder(conn, instance_id))
+                            raise locked_error(name, self._holder(conn, instance_id), elsewhere=POSTGRES_ELSEWHERE)
                     else:
                         self._lock_or_raise(conn, instance_id, name)
                         lease = self.leases[instance_id] = _Lease(None, 0)
@@ -376,7 +376,7 @@ class Database:
             if deadline is None:
                 deadline = now + DEAD_HOLDER_WAIT_S
             if not dead or now >= deadline:
-                raise locked_error(name, holder)
+                raise locked_error(name, holder, elsewhere=POSTGRES_ELSEWHERE)
             time.sleep(0.02)
 
     def _holder(self, conn: psycopg.Connection[Any], instance_id: int) -> dict[str, Any] | None:
