@@ -166,7 +166,9 @@ def _handler_failed(event: str, owner: str | None, handler: Any, exc: BaseExcept
     else:
         what = f"raised {type(exc).__name__}: {exc}"
     where = f"event handler {name} for {event!r} of extension {owner}"
-    log.error("%s %s (`gdn run -v` prints its traceback)", where, what)
+    # with -v the traceback follows at once: pointing at -v then reads as if it had not been given
+    hint = "" if log.isEnabledFor(logging.INFO) else " (`gdn run -v` prints its traceback)"
+    log.error("%s %s%s", where, what, hint)
     if exc.__traceback__ is not None and exc.__traceback__.tb_next is not None:
         exc = exc.with_traceback(exc.__traceback__.tb_next)  # from the handler's frame on
     log.info("%s:\n%s", where, format_traceback(exc))

@@ -345,8 +345,10 @@ def test_an_event_handler_that_raises_or_exits_never_ends_the_run(tmp_path: Path
     )
     assert "event handler register.<locals>.leaves for 'turn.completed' of extension x called sys.exit(7)" in run.stderr
     assert "Traceback" not in run.stderr
+    assert "(`gdn run -v` prints its traceback)" in run.stderr
     verbose = _gdn_run(tmp_path, bundle, executor, "-v")
     assert 'Traceback (most recent call last):\n  File "' + str(bundle / "x.py") in verbose.stderr
+    assert "`gdn run -v` prints" not in verbose.stderr  # it was given: the traceback is right there
 
 
 STRAY_CANCEL_TOOL = """\
