@@ -111,3 +111,31 @@ def test_no_status_line_on_pipes_or_with_json(tmp_path: Path) -> None:
     code, out, terminal = run_with_terminal_stderr(tmp_path, str(app), "--input", "go", "--json")
     assert code == 0 and '"text": "done after waiting"' in out
     assert "⠋" not in terminal and "running" not in terminal
+
+
+def test_a_log_record_while_the_line_shows_gets_a_line_of_its_own(tmp_path: Path) -> None:
+    """A warning logged during the turn (here by the tool, in the agent process) used to be written
+    after the spinner's glyph and status, on the same line; the line is now erased first."""
+    files = dict(FILES)
+    files["slow.py"] = """\
+        import logging
+        import time
+
+
+        def wait(ctx, args):
+            time.sleep(0.4)
+            logging.getLogger("slowtool").warning("the disk is nearly full")
+            time.sleep(0.4)
+            return "waiting"
+
+
+        handlers = {"wait": wait}
+        """
+    app = write_files(tmp_path / "app", files)
+    for executor in ("process", "inline"):
+        code, out, terminal = run_with_terminal_stderr(tmp_path, str(app), "--input", "go", "--executor", executor)
+        assert code == 0 and out == "done after waiting\n", terminal
+        assert "the disk is nearly full" in terminal and "running slow__wait" in terminal, terminal
+        # what the terminal shows on the warning's line: the text after the last erase before it
+        shown = terminal.split("the disk is nearly full", 1)[0].rsplit("\r\x1b[K", 1)[-1]
+        assert shown == "WARNING slowtool: ", (executor, shown)  # was '⠸ step 1 · running slow__wait · 0.4sWARNING ...'

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import sys
 import threading
@@ -36,7 +37,10 @@ def wanted(args: argparse.Namespace, stream: TextIO | None = None) -> bool:
 
 
 class StatusLine:
-    """The line itself: ``⠹ step 2 · running bash · 3.4s``, updated from runtime event records."""
+    """The line itself: ``⠹ step 2 · running bash · 3.4s``, updated from runtime event records.
+
+    ``lock`` is held while the line is drawn or erased and while a log record is written (see
+    :class:`_ClearingHandler`), so a warning never lands in the middle of the spinner's line."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -44,6 +48,7 @@ class StatusLine:
         self.started = time.monotonic()
         self.frame = 0
         self.drawn = False
+        self.lock = threading.Lock()
 
     def on_event(self, record: dict[str, Any]) -> None:
         kind = record.get("type")
@@ -61,15 +66,48 @@ class StatusLine:
         elapsed = time.monotonic() - self.started
         glyph = FRAMES[self.frame % len(FRAMES)]
         self.frame += 1
-        self.stream.write(f"\r\033[K{glyph} {self.status} · {elapsed:.1f}s")
-        self.stream.flush()
-        self.drawn = True
+        with self.lock:
+            self.stream.write(f"\r\033[K{glyph} {self.status} · {elapsed:.1f}s")
+            self.stream.flush()
+            self.drawn = True
 
     def clear(self) -> None:
+        with self.lock:
+            self._erase()
+
+    def _erase(self) -> None:
         if self.drawn:
             self.stream.write("\r\033[K")
             self.stream.flush()
             self.drawn = False
+
+
+class _ClearingHandler(logging.Handler):
+    """Stands in for a stderr log handler while the status line shows: erases the line, lets the
+    real handler write the record on a line of its own, and the spinner redraws below it on its
+    next tick (a log record used to be written after the spinner's glyph and status, on its line)."""
+
+    def __init__(self, inner: logging.Handler, line: StatusLine) -> None:
+        super().__init__(inner.level)
+        self.inner = inner
+        self.line = line
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with self.line.lock:
+            self.line._erase()
+            self.inner.handle(record)
+
+
+def _route_logging(line: StatusLine) -> list[tuple[logging.Handler, logging.Handler]]:
+    root = logging.getLogger()
+    replaced: list[tuple[logging.Handler, logging.Handler]] = []
+    for handler in list(root.handlers):
+        if isinstance(handler, logging.StreamHandler) and getattr(handler, "stream", None) is line.stream:
+            ours = _ClearingHandler(handler, line)
+            root.removeHandler(handler)
+            root.addHandler(ours)
+            replaced.append((handler, ours))
+    return replaced
 
 
 @contextlib.asynccontextmanager
@@ -90,6 +128,7 @@ async def status_line(rt: Any, args: argparse.Namespace) -> AsyncIterator[None]:
             line.draw()
             stop.wait(INTERVAL_SECONDS)
 
+    replaced = _route_logging(line)
     thread = threading.Thread(target=spin, name="gdn-status-line", daemon=True)
     thread.start()
     try:
@@ -100,3 +139,7 @@ async def status_line(rt: Any, args: argparse.Namespace) -> AsyncIterator[None]:
         if off is not None:
             off()
         line.clear()
+        root = logging.getLogger()
+        for handler, ours in replaced:
+            root.removeHandler(ours)
+            root.addHandler(handler)
