@@ -40,13 +40,12 @@ def test_a_chat_reply_approves_or_denies_the_call_its_conversation_waits_for(tmp
         waiting = say(port, "one")
         assert 'Waiting for approval: shell__run {"cmd": "rm x"}' in waiting
         approval_id = re.search(r"approve (appr_\w+)`", waiting).group(1)  # type: ignore[union-attr]
-        # another conversation cannot decide it
-        assert "E_APPROVAL_NOT_FOUND" in json.dumps(
-            post(
-                f"http://127.0.0.1:{port}/",
-                json.dumps({"text": f"approve {approval_id}", "properties": {"chat": "c2"}}).encode(),
-            )[1]
+        # another conversation cannot decide it: the sender's mistake, 404 (was 500, a failed turn)
+        status, other = post(
+            f"http://127.0.0.1:{port}/",
+            json.dumps({"text": f"approve {approval_id}", "properties": {"chat": "c2"}}).encode(),
         )
+        assert status == 404 and other["error"]["code"] == "E_APPROVAL_NOT_FOUND", (status, other)
         assert ran(log) == []
         assert "ran rm x" in say(port, f"approve {approval_id}")
         assert ran(log) == ["rm x"]
@@ -120,10 +119,11 @@ def test_a_chat_reply_deciding_an_approval_again_is_told_who_decided_it(tmp_path
         run.wait_ready()
         approval_id = re.search(r"approve (appr_\w+)`", say(port, "one")).group(1)  # type: ignore[union-attr]
         assert "ran rm x" in say(port, f"approve {approval_id}")
-        _, late = post(
+        status, late = post(
             f"http://127.0.0.1:{port}/",
             json.dumps({"text": f"deny {approval_id} too late", "properties": {"chat": "c1"}}).encode(),
         )
+        assert status == 409, late  # a conflict with the earlier decision (was 500)
         error = late["error"]
         assert error["code"] == "E_APPROVAL_DECIDED", late
         assert "already approved by connector:" in error["message"] and "runs once" in error["message"]

@@ -79,6 +79,10 @@ CONFIG_SCHEMA: dict[str, Any] = {
 }
 
 
+# an `approve ID` / `deny ID` message the sender got wrong is the client's error, not a failed turn
+_DECISION_STATUS = {"E_APPROVAL_NOT_FOUND": 404, "E_APPROVAL_DECIDED": 409, "E_APPROVAL_INVALID": 400}
+
+
 def reply_mode(ctx: Any) -> str:
     """``config.replyMode``, checked: a misspelt mode fails the start instead of answering some
     other way than the author meant."""
@@ -199,7 +203,9 @@ async def run(ctx: Any) -> None:
             return HttpResponse.json(202, {"ok": True, "accepted": True})
         reply = await pending
         if not reply.ok:
-            return HttpResponse.json(500, {"ok": False, "error": dict(reply.error or {})})
+            error = dict(reply.error or {})
+            status = _DECISION_STATUS.get(str(error.get("code")), 500)
+            return HttpResponse.json(status, {"ok": False, "error": error})
         return HttpResponse.json(200, {"ok": True, "text": reply.text})
 
     server = await serve_http(handle, ctx.setting("host", "127.0.0.1"), int(ctx.setting("port", "8080")))
