@@ -84,3 +84,16 @@ def test_required_names_of_nested_objects_are_checked_and_complete_ones_pass(tmp
     parameters = {"type": "object", "properties": {"inner": nested, "x": {"type": "string"}}, "required": ["x"]}
     (warning,) = schema_warnings(check_tool(tmp_path, parameters))
     assert warning.path is not None and warning.path.endswith("parameters.properties.inner.required[0]")
+
+
+def test_an_invalid_schema_is_reported_at_the_offending_keywords_line_with_a_suggestion(tmp_path: Path) -> None:
+    """The error pointed at the schema's first line (a 40-line schema left the user searching)."""
+    parameters = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string", "minLength": "3"}}}
+    report = check_tool(tmp_path, parameters)
+    (issue,) = report.errors
+    assert issue.path is not None and issue.path.endswith("parameters.properties.b.minLength"), issue.path
+    text = (tmp_path / "goondan.yaml").read_text().splitlines()
+    assert "minLength" in text[(issue.line or 0) - 1], (issue.line, text)
+    assert issue.suggestion and "JSON Schema Draft 2020-12" in issue.suggestion
+    typo = check_tool(tmp_path, {"type": "object", "properties": {"a": {"type": "integr"}}}).errors[0]
+    assert typo.suggestion == "did you mean 'integer'?"

@@ -46,7 +46,7 @@ def test_invalid_output_schema_is_a_config_error_at_its_line(tmp_path: Path) -> 
     text = manifest("    schema: {type: objekt}\n")
     report = check(tmp_path, {"goondan.yaml": text})
     issue = only(report.errors, "E_CONFIG_SCHEMA_INVALID")
-    assert issue.path is not None and issue.path.endswith("spec.output.schema")
+    assert issue.path is not None and issue.path.endswith("spec.output.schema.type")  # the keyword itself
     assert "output.schema is not a valid JSON Schema" in issue.message
     assert "at type" in issue.message
     assert issue.line == agent_line(text, "    schema: {type: objekt}")

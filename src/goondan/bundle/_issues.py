@@ -115,6 +115,8 @@ def pydantic_problems(exc: ValidationError, model: type[BaseModel]) -> list[tupl
                 message += f" (got {_short(err['input'])})"
             if kind == "invalid_ref":
                 suggestion = _ref_suggestion(loc, err.get("input"))
+            if suggestion is None and isinstance(ctx, dict) and isinstance(ctx.get("suggestion"), str):
+                suggestion = ctx["suggestion"]  # a validator's own (e.g. an invalid JSON Schema)
         out.append((path, message, suggestion, code))
     return out
 

@@ -266,6 +266,10 @@ MAX_OUTPUT_RETRIES = 10
 
 
 JSON_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
+_SCHEMA_HINT = (
+    "fix the keyword named above; the schema is JSON Schema Draft 2020-12 "
+    "(https://json-schema.org/understanding-json-schema/reference)"
+)
 
 
 def _checked_json_schema(value: dict[str, Any], error_type: str, what: str) -> dict[str, Any]:
@@ -280,13 +284,15 @@ def _checked_json_schema(value: dict[str, Any], error_type: str, what: str) -> d
         where = "/".join(str(p) for p in exc.path)
         at = f" at {where}" if where else ""
         err = exc.message
+        hint = None
         if exc.path and exc.path[-1] == "type" and isinstance(exc.instance, str):
             err = f"{exc.instance!r} is not a JSON type ({', '.join(JSON_TYPES)})"
             hint = did_you_mean(exc.instance, JSON_TYPES)
             err += f"; {hint}" if hint else ""
-        raise PydanticCustomError(
-            error_type, what + " is not a valid JSON Schema{at}: {err}", {"at": at, "err": err}
-        ) from None
+        # subpath: the issue points at the offending keyword's own line, not the schema's first one
+        subpath = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.path).lstrip(".")
+        ctx = {"at": at, "err": err, "subpath": subpath, "suggestion": hint or _SCHEMA_HINT}
+        raise PydanticCustomError(error_type, what + " is not a valid JSON Schema{at}: {err}", ctx) from None
     return value
 
 
