@@ -51,7 +51,9 @@ class _Instance:
 
     base: list[Message] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
-    runtime_events: deque[bytes | dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_RUNTIME_EVENTS))
+    # made by the first runtime event: an empty bounded deque is ~880 bytes, and most instances of a
+    # large swarm sit idle (the per-agent memory the peers bench measures)
+    runtime_events: deque[bytes | dict[str, Any]] | None = None
     extension_state: dict[str, bytes] = field(default_factory=dict)
     attachments: dict[str, bytes] = field(default_factory=dict)
     metadata: dict[str, Any] | None = None
@@ -274,19 +276,23 @@ class MemoryInstanceStore:
         dict of JSON values nobody else references), so it is kept as it is; any other record is
         encoded at once, a snapshot its holders cannot change afterwards. A turn records eight."""
         rec = self._rec
+        kept = rec.runtime_events
+        if kept is None:
+            kept = rec.runtime_events = deque(maxlen=MAX_RUNTIME_EVENTS)
         if owned and type(record) is dict:
-            rec.runtime_events.append(record)
+            kept.append(record)
             rec.runtime_appended += 1
             return
         try:
             data = orjson.dumps(record)
         except TypeError:
             data = _encode_json(record, "runtime event")  # raises the storage error with its hint
-        rec.runtime_events.append(data)
+        kept.append(data)
         rec.runtime_appended += 1
 
     def read_runtime_events(self) -> list[dict[str, Any]]:
-        return [copy_json(item) if isinstance(item, dict) else orjson.loads(item) for item in self._rec.runtime_events]
+        kept = self._rec.runtime_events or ()
+        return [copy_json(item) if isinstance(item, dict) else orjson.loads(item) for item in kept]
 
     # ------------------------------------------------------------------ extension state
 
@@ -354,7 +360,7 @@ class MemoryInstanceStore:
         rec = self._rec
         rec.base = []
         rec.events.clear()
-        rec.runtime_events.clear()
+        rec.runtime_events = None
         rec.extension_state.clear()
         rec.paused_turn = None
         rec.attachments.clear()
@@ -443,7 +449,7 @@ class MemoryInstanceReader:
         if rec is None:
             return [], 0
         total = rec.runtime_appended
-        kept = list(rec.runtime_events)
+        kept = list(rec.runtime_events or ())
         first = total - len(kept)  # the number of the oldest kept event
         if after > total:
             after = 0  # another record (deleted and recreated): start over
