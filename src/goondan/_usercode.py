@@ -3,8 +3,14 @@ so that it can neither end nor pollute the host.
 
 * ``sys.exit()`` in user code raises :class:`SystemExit`, which would end an inline host (or an agent
   process) with it. :func:`exit_error` turns it into an ordinary error that the caller handles like
-  any other failure of that code. ``KeyboardInterrupt`` is left alone on purpose: it is how a real
-  Ctrl+C stops the host, and user code cannot be told apart from the terminal there.
+  any other failure of that code.
+* ``KeyboardInterrupt`` from user code (``raise KeyboardInterrupt``, a library that raises it) ended
+  ``gdn run`` inline and the agent process with the process executor. :func:`interrupt_error` turns
+  it into an ordinary error too, but only where no real Ctrl+C can have raised it: in an agent
+  process (SIGINT is ignored there), under ``gdn run`` (its SIGINT handler, marked with
+  :func:`never_raises`, cancels instead of raising), off the main thread. Elsewhere (the Python API
+  with Python's default handler, where a Ctrl+C raises wherever the main thread is) it propagates:
+  user code cannot be told apart from the terminal there, and a Ctrl+C must stop the program.
 * What user code prints goes to ``sys.stdout``/``sys.stderr``, i.e. straight into the answer stream
   of ``answer=$(gdn run --input ...)``. :func:`install` replaces both with proxies that, while a
   :func:`captured` block runs in the current context (a ``contextvars`` value, so concurrent turns
@@ -160,6 +166,36 @@ def exit_error(where: str, exc: SystemExit) -> UserCodeExit:
     return error
 
 
+_NEVER_RAISES = "_goondan_never_raises"
+
+
+def never_raises(handler: Any) -> Any:
+    """Mark a SIGINT handler that never raises ``KeyboardInterrupt`` (``gdn run``'s): under it, a
+    ``KeyboardInterrupt`` can only come from code, so user code's is an error of that code."""
+    setattr(handler, _NEVER_RAISES, True)
+    return handler
+
+
+def interrupt_error(where: str, exc: KeyboardInterrupt) -> GoondanError | None:
+    """The error for a ``KeyboardInterrupt`` that user code raised, or None when a real Ctrl+C may
+    have raised it here (then it must propagate: see the module docstring)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():  # only the main thread gets signals
+        handler = signal.getsignal(signal.SIGINT)
+        if handler not in (signal.SIG_IGN, signal.SIG_DFL, None) and not getattr(handler, _NEVER_RAISES, False):
+            return None
+    error = GoondanError(
+        "E_USER_CODE_INTERRUPT",
+        f"{where} raised KeyboardInterrupt, but nothing interrupted the process",
+        suggestion="Raise another exception: KeyboardInterrupt is how Ctrl+C stops a program, so user code "
+        "must not raise it (nor let one it catches from a library escape).",
+    )
+    error.__cause__ = exc
+    return error
+
+
 def stray_cancel(where: str, code: str, exc: BaseException) -> GoondanError | None:
     """The error for an ``asyncio.CancelledError`` that user code raised while nothing cancelled
     the task running it (``task.cancel(); await task`` of its own work, a ``raise CancelledError``),
@@ -248,6 +284,8 @@ __all__ = [
     "format_traceback",
     "import_failure",
     "install",
+    "interrupt_error",
+    "never_raises",
     "released",
     "user_output",
     "user_traceback",

@@ -31,7 +31,7 @@ from ._api_types import (
 )
 from ._json import copy_json, dumps, json_problem
 from ._modules import import_path, reproduce_command
-from ._usercode import captured, exit_error, format_traceback, import_failure, stray_cancel
+from ._usercode import captured, exit_error, format_traceback, import_failure, interrupt_error, stray_cancel
 from .errors import ExtensionError, GoondanError
 from .pipeline import ExtensionPipeline, PipelineRegistry
 from .tools import ToolHandler, ToolRegistry
@@ -110,6 +110,8 @@ class EventBus:
                     self._schedule(result, event, owner)
             except (Exception, SystemExit) as exc:  # sys.exit() in a handler must not end the host
                 _handler_failed(event, owner, handler, exc)
+            except KeyboardInterrupt as exc:  # nor its own KeyboardInterrupt (not a Ctrl+C)
+                _handler_interrupted(event, owner, handler, exc)
 
     async def deliver(self, event: str, *args: Any) -> None:
         """Like :meth:`emit` but awaits async handlers, so runtime events reach subscribers in order."""
@@ -123,6 +125,8 @@ class EventBus:
                     await result
             except (Exception, SystemExit) as exc:  # sys.exit() in a handler must not end the host
                 _handler_failed(event, owner, handler, exc)
+            except KeyboardInterrupt as exc:
+                _handler_interrupted(event, owner, handler, exc)
             except asyncio.CancelledError as exc:  # raised by the handler itself, unless the task is cancelled
                 if stray_cancel("", "", exc) is None:
                     raise
@@ -134,6 +138,8 @@ class EventBus:
                 await awaitable
             except (Exception, SystemExit) as exc:  # sys.exit() in a handler must not end the host
                 _handler_failed(event, owner, awaitable, exc)
+            except KeyboardInterrupt as exc:
+                _handler_interrupted(event, owner, awaitable, exc)
             except asyncio.CancelledError as exc:
                 if stray_cancel("", "", exc) is None:
                     raise
@@ -152,6 +158,13 @@ class EventBus:
         task.add_done_callback(tasks.discard)
 
 
+def _handler_interrupted(event: str, owner: str | None, handler: Any, exc: KeyboardInterrupt) -> None:
+    """A handler's own ``KeyboardInterrupt`` is reported like any failure; a real Ctrl+C propagates."""
+    if interrupt_error("", exc) is None:
+        raise exc
+    _handler_failed(event, owner, handler, exc)
+
+
 def _handler_failed(event: str, owner: str | None, handler: Any, exc: BaseException) -> None:
     """Log an event handler's exception the way a failed tool or middleware is shown: one ERROR line
     naming it, and its traceback from the handler's own frame at INFO (``gdn run -v``). It was a
@@ -163,6 +176,8 @@ def _handler_failed(event: str, owner: str | None, handler: Any, exc: BaseExcept
         what = f"called sys.exit({exc.code!r}); exiting is not allowed in user code"
     elif isinstance(exc, asyncio.CancelledError):
         what = "raised asyncio.CancelledError, but nothing cancelled it"
+    elif isinstance(exc, KeyboardInterrupt):
+        what = "raised KeyboardInterrupt, but nothing interrupted the process"
     else:
         what = f"raised {type(exc).__name__}: {exc}"
     where = f"event handler {name} for {event!r} of extension {owner}"
@@ -515,7 +530,10 @@ async def register_extension(name: str, module: Any, api: ExtensionApi, config: 
                 raise
             raise _wrap_register_error(name, stray) from exc
         if isinstance(exc, KeyboardInterrupt):
-            raise
+            interrupt = interrupt_error(f"register() of extension {name}", exc)
+            if interrupt is None:  # a real Ctrl+C
+                raise
+            raise _wrap_register_error(name, interrupt) from exc
         if isinstance(exc, SystemExit):  # sys.exit() in register() must not end the host
             raise _wrap_register_error(name, exit_error(f"register() of extension {name}", exc)) from exc
         raise _wrap_register_error(name, exc) from exc

@@ -21,7 +21,7 @@ from types import CoroutineType, FunctionType
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast, overload
 
 from ._api_types import AgentsApi, RuntimeInfo, ToolCatalogItem
-from ._usercode import _Capture, exit_error, stray_cancel
+from ._usercode import _Capture, exit_error, interrupt_error, stray_cancel
 from ._usercode import _current as _user_output
 from ._usercode import install as _install_capture
 from .errors import ExtensionError, GoondanError
@@ -249,6 +249,12 @@ class _LayerContext(Generic[S, R]):
             error: Exception = exit_error(entry.label, exc)
             _mark_raised(error, entry)  # raised here, past the clause below: the outer layers must not claim it
             raise error from exc
+        except KeyboardInterrupt as exc:  # so does a KeyboardInterrupt it raised itself (not a Ctrl+C)
+            interrupt = interrupt_error(entry.label, exc)
+            if interrupt is None:
+                raise
+            _mark_raised(interrupt, entry)
+            raise interrupt from exc
         except asyncio.CancelledError as exc:
             # a CancelledError this middleware raised itself (not one from the core or an inner layer,
             # nor a cancellation of the task) fails its turn or tool call like any exception: it used

@@ -37,7 +37,7 @@ from ._json import (
     to_frozen_json,
     to_json_value,
 )
-from ._usercode import captured, exit_error, format_traceback, stray_cancel, user_output
+from ._usercode import captured, exit_error, format_traceback, interrupt_error, stray_cancel, user_output
 from ._usercode import install as install_capture
 from .errors import GoondanError
 from .messages import Message
@@ -617,6 +617,11 @@ async def execute_tool(
         return error_from_exception(exc, tool_call_id, tool_name, limit)
     except SystemExit as exc:  # nor does sys.exit() in a tool end the host
         return error_from_exception(exit_error(f"tool '{tool_name}'", exc), tool_call_id, tool_name, limit)
+    except KeyboardInterrupt as exc:  # nor a KeyboardInterrupt the tool raised itself (not a Ctrl+C)
+        interrupt = interrupt_error(f"tool '{tool_name}'", exc)
+        if interrupt is None:
+            raise
+        return error_from_exception(interrupt, tool_call_id, tool_name, limit)
     except asyncio.CancelledError as exc:  # nor a CancelledError the tool raised itself (not a cancellation)
         stray = stray_cancel(f"tool '{tool_name}'", "E_USER_CODE_CANCELLED", exc)
         if stray is None:

@@ -28,6 +28,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from .._usercode import never_raises
 from ._output import EXIT_INTERRUPTED
 
 # how long a cancelled turn may take to commit before the runtime is interrupted instead
@@ -163,9 +164,10 @@ async def interruptible(coro: Coroutine[Any, Any, int]) -> int:
     installed = False
     previous: Any = None
     # signal.signal rather than loop.add_signal_handler: the loop's handler only runs once the loop
-    # gets control back, so presses during a blocking synchronous tool were lost
+    # gets control back, so presses during a blocking synchronous tool were lost. It never raises
+    # KeyboardInterrupt: one that user code raises is that code's error (goondan._usercode)
     with contextlib.suppress(ValueError):  # not the main thread
-        previous = signal.signal(signal.SIGINT, lambda *_: handler.press(loop))
+        previous = signal.signal(signal.SIGINT, never_raises(lambda *_: handler.press(loop)))
         installed = True
     token = _current.set(handler)
     try:
@@ -179,7 +181,7 @@ async def interruptible(coro: Coroutine[Any, Any, int]) -> int:
         _current.reset(token)
         if installed:
             if handler.count:  # still ending: a further Ctrl+C must not raise at a random point
-                signal.signal(signal.SIGINT, lambda *_: _exit_now())
+                signal.signal(signal.SIGINT, never_raises(lambda *_: _exit_now()))
             else:
                 signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from .._ids import new_id
 from .._modules import import_path, reproduce_command
-from .._usercode import captured, exit_error, import_failure, stray_cancel, user_output
+from .._usercode import captured, exit_error, import_failure, interrupt_error, stray_cancel, user_output
 from .._usercode import install as install_capture
 from ..errors import ModelError
 from ._base import ModelRequest, ModelResponse, ModelToolCall, normalize_usage
@@ -124,6 +124,11 @@ class PythonModel:
                 f"python model generate() called sys.exit({exc.code!r})",
                 suggestion="Raise an exception instead of calling sys.exit().",
             ) from exit_error(self._label, exc)
+        except KeyboardInterrupt as exc:  # one generate() raised itself, not a Ctrl+C
+            interrupt = interrupt_error("python model generate()", exc)
+            if interrupt is None:
+                raise
+            raise ModelError("E_MODEL_CALL", interrupt.message, suggestion=interrupt.suggestion) from exc
         except asyncio.CancelledError as exc:  # one generate() raised itself, not a cancellation of the turn
             stray = stray_cancel("python model generate()", "E_MODEL_CALL", exc)
             if stray is None:
