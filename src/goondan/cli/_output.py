@@ -38,6 +38,9 @@ LOAD_ERROR_CODES = frozenset(
         "E_ENV_FILE_NOT_FOUND",
         "E_TELEMETRY_CONFIG",
         "E_TELEMETRY_UNAVAILABLE",
+        # the store the environment names refuses this login or has no such database: fix the URL
+        "E_STORE_AUTH",
+        "E_STORE_DATABASE_NOT_FOUND",
     }
 )
 
