@@ -16,10 +16,14 @@ Fixtures (registered in ``tests/conftest.py``):
 - ``postgres_server`` (session): the :class:`PostgresServer`; ``stop()`` / ``start()`` for the
   restart tests, ``create_database()`` for a database of one's own.
 - ``postgres_url`` (function): the URL of a fresh, empty database for this test.
+
+:func:`own_server` is a server of one's own, for a test that stops it for a while or changes its
+authentication: the session's server stays up for every other test of the session.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import itertools
 import os
@@ -34,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["PostgresServer", "find_pg_bin", "postgres_server", "postgres_url"]
+__all__ = ["PostgresServer", "find_pg_bin", "own_server", "postgres_server", "postgres_url"]
 
 _COUNTER = itertools.count(1)
 
@@ -197,13 +201,25 @@ class PostgresServer:
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
+    def require_password(self, role: str, password: str) -> str:
+        """Create a login role that must give ``password`` over TCP (scram-sha-256; everything else
+        stays trusted) and return its URL without the password, for a test to add a right or wrong one."""
+        import psycopg
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """A PostgreSQL server for the whole session (started on first use, ~1-2 s)."""
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f"CREATE ROLE \"{role}\" LOGIN SUPERUSER PASSWORD '{password}'")
+        hba = self.data / "pg_hba.conf"
+        hba.write_text(f"host all {role} 127.0.0.1/32 scram-sha-256\n" + hba.read_text(encoding="utf-8"))
+        self._run("pg_ctl", "-D", str(self.data), "reload")
+        time.sleep(0.3)  # the postmaster re-reads pg_hba.conf on SIGHUP
+        return f"postgresql://{role}@127.0.0.1:{self.port}/postgres"
+
+
+@contextlib.contextmanager
+def own_server() -> Iterator[PostgresServer]:
+    """A started server of the caller's own (~1-2 s), destroyed on exit."""
     bin_dir = find_pg_bin()
     if bin_dir is None or not (bin_dir / "initdb").exists():
-        # a failure, not a skip: a suite that silently skipped the store's tests would look green
         pytest.fail("PostgreSQL binaries not found: install Debian's postgresql package (.ci/run does)")
     server = PostgresServer(bin_dir)
     try:
@@ -212,6 +228,14 @@ def postgres_server() -> Iterator[PostgresServer]:
         yield server
     finally:
         server.destroy()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL server for the whole session (started on first use, ~1-2 s). A missing
+    installation is a failure, not a skip: a suite that silently skipped the store's tests would look green."""
+    with own_server() as server:
+        yield server
 
 
 @pytest.fixture
