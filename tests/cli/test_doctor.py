@@ -118,7 +118,7 @@ def test_the_store_goondan_store_names_must_answer_a_wrong_database_fails_before
     assert proc.returncode == 1, proc.stdout  # was 0: "All required checks passed", then every turn failed
     store = checks(proc)["store"]
     assert store["status"] == "fail"
-    assert store["detail"].startswith("[E_STORE_UNAVAILABLE]") and '"no_such_db" does not exist' in store["detail"]
+    assert store["detail"].startswith("[E_STORE_DATABASE_NOT_FOUND]") and "no database 'no_such_db'" in store["detail"]
     assert "createdb" in store["suggestion"]
     proc = gdn(tmp_path, "doctor", str(app), "--json", GOONDAN_STORE=str(app / "goondan.yaml"))
     assert proc.returncode == 1 and checks(proc)["store"]["detail"].endswith("is not a directory")

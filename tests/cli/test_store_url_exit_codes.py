@@ -39,12 +39,10 @@ def test_a_store_url_that_cannot_mean_a_store_is_a_usage_error_with_its_code(
     assert "server is running" not in proc.stderr
 
 
-def test_a_missing_database_on_a_real_server_exits_1_saying_the_server_refused_the_login(
-    tmp_path: Path, postgres_url: str
-) -> None:
+def test_a_missing_database_on_a_real_server_is_a_config_error_naming_it(tmp_path: Path, postgres_url: str) -> None:
     bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
     url = re.sub(r"/[^/]+$", "/no_such_db", postgres_url)
     proc = gdn(tmp_path, "run", str(bundle), "--input", "hi", "--store", url)
-    assert proc.returncode == 1, proc.stderr
-    assert proc.stderr.startswith("[E_STORE_UNAVAILABLE] ") and '"no_such_db" does not exist' in proc.stderr
+    assert proc.returncode == 3, proc.stderr  # was 1 with E_STORE_UNAVAILABLE: waiting does not create it
+    assert proc.stderr.startswith("[E_STORE_DATABASE_NOT_FOUND] ") and "no database 'no_such_db'" in proc.stderr
     assert "createdb" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,4 +1,4 @@
-"""Helpers shared by the storage tests: a reference fold and a turn driver."""
+"""Helpers shared by the storage tests: a reference fold, a turn driver and ``gdn`` as a user runs it."""
 
 from __future__ import annotations
 
@@ -139,4 +139,21 @@ def run_child(code: str, *args: str, crash_at: str | None = None) -> subprocess.
         capture_output=True,
         text=True,
         timeout=60,
+    )
+
+
+def gdn(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``gdn --state-root TMP/state ARGS`` as a subprocess, without this shell's GOONDAN_STATE_ROOT,
+    GOONDAN_STORE or libpq PG* variables (a test names its store itself)."""
+    full = {k: v for k, v in os.environ.items() if k not in ("GOONDAN_STATE_ROOT", "GOONDAN_STORE")}
+    full = {k: v for k, v in full.items() if not k.startswith("PG")}
+    full.update({"HOME": str(tmp_path), "NO_COLOR": "1", "GOONDAN_ISOLATION": "inline", **env})
+    return subprocess.run(
+        [sys.executable, "-m", "goondan", "--state-root", str(tmp_path / "state"), *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=120,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
     )

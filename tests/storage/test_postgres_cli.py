@@ -5,30 +5,14 @@ under the state root, and what one command wrote the next one reads from the dat
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
+from storage_testkit import gdn as _gdn
 
 from kit import simple_bundle
 
 ECHO_MODEL = "def generate(request):\n    return {'text': f'echo {len(request.messages)}'}\n"
-
-
-def _gdn(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if k not in ("GOONDAN_STATE_ROOT", "GOONDAN_STORE")}
-    full.update({"HOME": str(tmp_path), "NO_COLOR": "1", "GOONDAN_ISOLATION": "inline", **env})
-    return subprocess.run(
-        [sys.executable, "-m", "goondan", "--state-root", str(tmp_path / "state"), *args],
-        capture_output=True,
-        text=True,
-        env=full,
-        timeout=120,
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def test_gdn_run_instance_list_logs_and_delete_work_against_postgres(tmp_path: Path, postgres_url: str) -> None:

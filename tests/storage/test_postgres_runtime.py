@@ -84,10 +84,10 @@ def test_a_runtime_on_an_unreachable_server_fails_its_turn_fast_with_store_unava
 @pytest.mark.parametrize(
     ("change", "code", "hint"),
     [
-        (lambda url: url.rsplit("/", 1)[0] + "/no_such_db", "E_STORE_UNAVAILABLE", "createdb"),
+        (lambda url: url.rsplit("/", 1)[0] + "/no_such_db", "E_STORE_DATABASE_NOT_FOUND", "createdb"),
         (
             lambda url: url.replace("postgresql://postgres@", "postgresql://no_such_role@"),
-            "E_STORE_UNAVAILABLE",
+            "E_STORE_AUTH",
             "user",
         ),
         (lambda url: url + "?no_such_option=1", "E_STORE_URL_INVALID", "postgresql://USER"),

@@ -19,6 +19,7 @@ import pytest
 from studio_testkit import delegation_bundle, gdn_studio, run_turns, studio_env
 
 from goondan.studio import is_loopback
+from kit.postgres import own_server
 
 
 def gdn(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -218,6 +219,35 @@ def test_a_postgresql_store_that_goes_down_is_a_503_with_its_code_and_studio_rec
         assert body["error"]["code"] == "E_STORE_UNAVAILABLE" and "pg_isready" in body["error"]["suggestion"]
         status, body = instances(s.url)
         assert status == 200 and body["total"] == 2
+
+
+def test_a_postgresql_server_that_is_down_answers_every_request_within_two_seconds_and_serves_again_once_back(
+    tmp_path: Path,
+) -> None:
+    # the default pool_timeout (10 s): each request waited for it before its 503, a frozen Studio
+    with own_server() as server:
+        url = server.create_database()
+        bundle = delegation_bundle(tmp_path / "bundle")
+        run_turns(bundle, tmp_path / "state", ["hello"], store=url)
+        with gdn_studio("--store", url, "--state-root", str(tmp_path / "state")) as s:
+            assert httpx.get(s.url + "api/instances", timeout=30).status_code == 200
+            server.stop()
+            waits = []
+            try:
+                for path in ("api/instances", "api/overview", "api/instances", "api/turns?workspace=w&agent=a&key=k"):
+                    started = time.monotonic()
+                    r = httpx.get(s.url + path, timeout=30)
+                    waits.append(round(time.monotonic() - started, 2))
+                    assert r.status_code == 503, (path, r.text)
+                    assert r.json()["error"]["code"] == "E_STORE_UNAVAILABLE" and "pg_isready" in r.text
+            finally:
+                server.start()
+            assert max(waits) < 2, waits  # was about 10 s each
+            deadline = time.monotonic() + 10
+            while (r := httpx.get(s.url + "api/instances", timeout=30)).status_code != 200:
+                assert time.monotonic() < deadline, r.text
+                time.sleep(0.2)
+            assert r.json()["total"] == 2  # the same Studio process reads again
 
 
 def test_studio_shows_a_bundle_whose_secrets_are_not_set_here(tmp_path: Path) -> None:

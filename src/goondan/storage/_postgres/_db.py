@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import select
 import threading
 import time
@@ -41,9 +42,26 @@ if TYPE_CHECKING:
 CODE_UNAVAILABLE = "E_STORE_UNAVAILABLE"
 CODE_QUERY = "E_STORE_QUERY"
 CODE_URL = "E_STORE_URL_INVALID"
+CODE_AUTH = "E_STORE_AUTH"
+CODE_DATABASE = "E_STORE_DATABASE_NOT_FOUND"
 
 DEFAULT_POOL_SIZE = 4
 DEFAULT_POOL_TIMEOUT = 10.0
+
+#: A pooled connection not given within this long: the pool may be failing to connect (the server is
+#: down) rather than busy, so the server is asked directly once (:meth:`Database._probe`) before the
+#: request waits out the rest of ``pool_timeout``. Without it every operation during an outage waited
+#: the whole ``pool_timeout`` (10 s) for its E_STORE_UNAVAILABLE, and Studio froze page by page.
+POOL_FIRST_WAIT_S = 0.5
+#: ``connect_timeout`` of that direct connection (libpq's minimum that means anything: 2 s)
+PROBE_CONNECT_S = 2
+#: How long a failed connect that was slow to fail (a host that drops packets: the whole connect
+#: timeout) is remembered: operations within it fail at once with the same error instead of each
+#: waiting for the network again; the first one after it tries again, so the store recovers on its
+#: own. A connect refused at once (the server's host is up, the server is not) is not remembered:
+#: trying again costs a millisecond, and the first operation after the restart succeeds.
+DOWN_MEMORY_S = 1.0
+SLOW_FAILURE_S = 0.25
 
 #: Server-side TCP keepalive of the lease session: a holder whose machine vanishes loses its
 #: leases after about idle + interval * count seconds.
@@ -110,12 +128,15 @@ def unavailable(url: str, exc: BaseException | None, what: str) -> StorageError:
         return StorageError(
             CODE_URL, f"invalid store URL {redact(url)!r}{detail[len(': connection is bad') :]}", suggestion=_URL_HINT
         )
-    if "FATAL:" in detail:  # the server answered and refused this login (role, password, database)
+    refused = login_refused(url, detail)
+    if refused is not None:
+        return refused
+    if "FATAL:" in detail:  # the server answered and refused this session (too many clients, starting up)
         return StorageError(
             CODE_UNAVAILABLE,
             f"the PostgreSQL store {redact(url)} is unavailable ({what}){detail}",
-            suggestion="The server is up but refused the connection: check the user, password and database "
-            "name in the URL (the database must exist: createdb NAME) and the server's pg_hba.conf.",
+            suggestion="The server is up but refused the connection: check the server log (max_connections, "
+            "a server starting up or shutting down) and retry; nothing committed is lost.",
         )
     return StorageError(
         CODE_UNAVAILABLE,
@@ -126,6 +147,75 @@ def unavailable(url: str, exc: BaseException | None, what: str) -> StorageError:
             "durable events and is replayed when the instance is next loaded; retry once the server is back."
         ),
     )
+
+
+def _login(url: str) -> tuple[str, str, str]:
+    """``(user, host, port)`` the URL logs in as, libpq's defaults filled in the way libpq does
+    (``PGUSER`` / the OS user, ``PGHOST`` / the local socket, ``PGPORT`` / 5432); never the password."""
+    import getpass
+
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        params = conninfo_to_dict(parse_url(url)[0])
+    except Exception:  # a URL libpq cannot parse never gets this far; be safe in an error path
+        params = {}
+    user = str(params.get("user") or os.environ.get("PGUSER") or getpass.getuser())
+    host = str(params.get("host") or os.environ.get("PGHOST") or "the local socket")
+    port = str(params.get("port") or os.environ.get("PGPORT") or 5432)
+    return user, host, port
+
+
+def login_refused(url: str, detail: str) -> StorageError | None:
+    """The server answered and refused this login for a reason only the configuration can fix: a
+    wrong or missing password, an unknown role, a pg_hba.conf that rejects this client
+    (``E_STORE_AUTH``), or a database that does not exist (``E_STORE_DATABASE_NOT_FOUND``). Such a
+    store is not "unavailable": waiting does not help, so the CLI exits with the config code (3).
+    None for anything else. (libpq gives no SQLSTATE for a failed login, so its text is matched;
+    the server's messages are English unless its lc_messages says otherwise.)"""
+    user, host, port = _login(url)
+    lower = detail.lower()
+    missing = re.search(r'FATAL:\s+database "(.*)" does not exist', detail)
+    if missing is not None:
+        name = missing.group(1)
+        return StorageError(
+            CODE_DATABASE,
+            f"the PostgreSQL server at {host}:{port} has no database {name!r} (store {redact(url)})",
+            suggestion=f"Create it (createdb -h {host} -p {port} -U {user} {name}) or name an existing database "
+            "in the URL's path; goondan creates its own tables on first use, not the database.",
+        )
+    reason = _auth_reason(lower)
+    if reason is not None:
+        return StorageError(
+            CODE_AUTH,
+            f"the PostgreSQL server at {host}:{port} refused the login of user {user!r} "
+            f"(store {redact(url)}): {reason}",
+            suggestion="Check the user and password in the store URL (--store / GOONDAN_STORE; a password with "
+            "@ : / or % must be percent-encoded) or in PGPASSWORD / ~/.pgpass, that the role exists and may "
+            "log in, and that the server's pg_hba.conf admits this client.",
+        )
+    return None
+
+
+def _auth_reason(lower: str) -> str | None:
+    """Why libpq's ``lower``-cased message says the login was refused, or None when it does not."""
+    if "no password supplied" in lower:
+        return "the server wants a password and none was given"
+    if "fatal:" not in lower:
+        return None
+    if "password authentication failed" in lower:
+        return "wrong password"
+    if "authentication failed" in lower:  # peer, ident, cert, ...
+        return lower[lower.index("fatal:") + 6 :].strip().split(" for user", 1)[0]
+    if "pg_hba.conf" in lower:
+        return "no pg_hba.conf entry admits this client"
+    if 'role "' in lower and "does not exist" in lower:
+        return "no such role"
+    if "not permitted to log in" in lower:
+        return "the role may not log in"
+    if "permission denied for database" in lower:
+        return "the role may not connect to this database"
+    return None
 
 
 def query_error(url: str, exc: BaseException, what: str) -> StorageError:
@@ -184,41 +274,24 @@ class Database:
         self._lease_lock = threading.RLock()
         self.leases: dict[int, _Lease] = {}
         self._migrated = False
+        self._down: tuple[float, Exception] | None = None  # (until, the failed connect's error): DOWN_MEMORY_S
         _DATABASES.add(self)
 
     # ------------------------------------------------------------------ pool
 
-    def _open_pool(self) -> psycopg_pool.ConnectionPool[Any]:
+    def _open_pool(self, what: str = "connect") -> psycopg_pool.ConnectionPool[Any]:
         with self._pool_lock:
             if self._pool is not None:
                 return self._pool
+            self._raise_if_down(what)  # checked again under the lock: waiters do not each try the network
             try:
-                import psycopg
                 import psycopg_pool
             except ImportError as exc:  # pragma: no cover - the extra brings it
                 raise missing_extra() from exc
-            if not self._migrated:
-                # on a connection of its own, so a server that is down fails now and fast
-                # instead of after the pool's timeout
-                try:
-                    with psycopg.connect(
-                        self.conninfo, autocommit=True, connect_timeout=max(2, int(self.pool_timeout))
-                    ) as conn:
-                        from ._schema import migrate
-
-                        migrate(conn)
-                except psycopg.OperationalError as exc:
-                    raise unavailable(self.url, exc, "connect") from None
-                except psycopg.ProgrammingError as exc:
-                    if exc.sqlstate:  # the server refused a statement (InsufficientPrivilege is one too)
-                        raise query_error(self.url, exc, "prepare the schema") from None
-                    # no SQLSTATE: libpq refused the URL itself (an unknown option)
-                    raise GoondanError(
-                        CODE_URL, f"invalid store URL {redact(self.url)!r}: {exc}", suggestion=_URL_HINT
-                    ) from None
-                except psycopg.Error as exc:
-                    raise query_error(self.url, exc, "prepare the schema") from None
-                self._migrated = True
+            # on a connection of its own, so a server that is down (or refuses this login) fails now
+            # and fast instead of after the pool's timeout; the first one migrates the schema
+            self._probe(what, migrate=not self._migrated)
+            self._migrated = True
             pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
                 self.conninfo,
                 kwargs={"autocommit": True},
@@ -235,26 +308,94 @@ class Database:
             self._pool = pool
         return pool
 
+    def _probe(self, what: str, *, migrate: bool = False) -> None:
+        """Connect directly once (and migrate the schema when ``migrate``): ``E_STORE_UNAVAILABLE``,
+        ``E_STORE_AUTH``, ... now, in the time the server takes to refuse (a slow failure is
+        remembered for :data:`DOWN_MEMORY_S`). A server that answers "too many clients" is up: the caller goes on
+        waiting for a pooled connection."""
+        import psycopg
+
+        # the first connect of a process may be to a slow, far server; after a failure it is a check
+        timeout = max(PROBE_CONNECT_S, int(self.pool_timeout)) if migrate else PROBE_CONNECT_S
+        started = time.monotonic()
+        try:
+            with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=timeout) as conn:
+                if migrate:
+                    from ._schema import migrate as run_migrations
+
+                    run_migrations(conn)
+        except psycopg.OperationalError as exc:
+            if not migrate and "too many clients" in str(exc):
+                return
+            now = time.monotonic()
+            self._down = (now + DOWN_MEMORY_S, exc) if now - started >= SLOW_FAILURE_S else None
+            raise unavailable(self.url, exc, what) from None
+        except psycopg.ProgrammingError as exc:
+            if exc.sqlstate:  # the server refused a statement (InsufficientPrivilege is one too)
+                raise query_error(self.url, exc, "prepare the schema") from None
+            # no SQLSTATE: libpq refused the URL itself (an unknown option)
+            url = redact(self.url)
+            raise GoondanError(CODE_URL, f"invalid store URL {url!r}: {exc}", suggestion=_URL_HINT) from None
+        except psycopg.Error as exc:
+            raise query_error(self.url, exc, "prepare the schema") from None
+        self._down = None
+
+    def _raise_if_down(self, what: str) -> None:
+        """Fail at once while a failed connect is remembered (see :data:`DOWN_MEMORY_S`)."""
+        down = self._down
+        if down is not None and time.monotonic() < down[0]:
+            raise unavailable(self.url, down[1], what)
+
+    def _getconn(self, pool: psycopg_pool.ConnectionPool[Any], what: str) -> psycopg.Connection[Any]:
+        """A connection of ``pool`` within ``pool_timeout``, or the server's own error as soon as it
+        is known: after :data:`POOL_FIRST_WAIT_S` without one, the server is asked directly."""
+        import psycopg_pool
+
+        first = min(POOL_FIRST_WAIT_S, self.pool_timeout)
+        conn: psycopg.Connection[Any]
+        try:
+            conn = pool.getconn(timeout=first)
+            return conn
+        except psycopg_pool.PoolTimeout:
+            if first >= self.pool_timeout:
+                raise
+        self._probe(what)
+        # the server is there: the pool is busy, wait for it as long as the URL says
+        conn = pool.getconn(timeout=self.pool_timeout - first)
+        return conn
+
     @contextlib.contextmanager
     def connection(self, what: str) -> Iterator[psycopg.Connection[Any]]:
         """A pooled autocommit connection; connection failures become ``E_STORE_UNAVAILABLE``
-        and other server errors ``E_STORE_QUERY`` (our own StorageErrors pass through)."""
+        (``E_STORE_AUTH`` / ``E_STORE_DATABASE_NOT_FOUND`` for a refused login) and other server
+        errors ``E_STORE_QUERY`` (our own StorageErrors pass through). While the server is known to
+        be unreachable (a connect that timed out less than :data:`DOWN_MEMORY_S` ago) it fails at once."""
         try:
             import psycopg
             import psycopg_pool
         except ImportError as exc:
             raise missing_extra() from exc
 
-        pool = self._pool if self._pool is not None else self._open_pool()
+        doing = f"could not {what}"
+        self._raise_if_down(doing)
+        pool = self._pool if self._pool is not None else self._open_pool(doing)
         try:
-            with pool.connection() as conn:
-                yield conn
+            try:
+                conn = self._getconn(pool, doing)
+            except StorageError:
+                self._discard_pool(pool)
+                raise
+            try:
+                with conn:
+                    yield conn
+            finally:
+                pool.putconn(conn)
         except psycopg_pool.PoolTimeout as exc:
             self._discard_pool(pool)
             raise unavailable(self.url, exc, f"no connection within {self.pool_timeout:g} s to {what}") from None
         except psycopg.OperationalError as exc:
             self._discard_pool(pool)
-            raise unavailable(self.url, exc, f"could not {what}") from None
+            raise unavailable(self.url, exc, doing) from None
         except psycopg.Error as exc:
             if getattr(exc, "sqlstate", None) == "GDN01":
                 raise
@@ -284,7 +425,7 @@ class Database:
                 conn.close()
         self._lease_conn = None
         if self._pool is None:
-            self._open_pool()
+            self._open_pool("open the lease session")
         try:
             conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=max(1, int(self.pool_timeout)))
             with contextlib.suppress(psycopg.Error):  # keepalives only matter (and only apply) on TCP
