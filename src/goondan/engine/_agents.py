@@ -401,15 +401,35 @@ class AgentsHub:
         return None if issues else value
 
     async def _run(self, target: str, key: str, event: dict[str, Any], timeout_ms: int) -> str:
+        """The target's reply, or AGENT_REQUEST_TIMEOUT once ``timeout_ms`` has passed.
+
+        The deadline is checked again when the request ends: inline, a target whose tool or model
+        blocks the event loop (synchronous code) keeps the timer from firing until it returns, and
+        its turn may then finish before the timer's callback runs; its late reply (or error) must
+        not reach the caller as if in time. The target's turn itself runs on (see docs: timeoutMs)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
         try:
-            return await asyncio.wait_for(self.backend.run_request(target, key, event), timeout_ms / 1000)
+            async with asyncio.timeout_at(deadline):
+                response = await self.backend.run_request(target, key, event)
         except TimeoutError:
-            raise AgentRequestError(
-                "AGENT_REQUEST_TIMEOUT",
-                f"Agent request to '{target}' timed out after {timeout_ms}ms",
-                target=target,
-                suggestion="Raise timeoutMs, or use an async request and read the reply later.",
-            ) from None
+            raise self._timed_out(target, timeout_ms) from None
+        except Exception:
+            if loop.time() >= deadline:
+                raise self._timed_out(target, timeout_ms) from None
+            raise
+        if loop.time() >= deadline:
+            raise self._timed_out(target, timeout_ms)
+        return response
+
+    @staticmethod
+    def _timed_out(target: str, timeout_ms: int) -> AgentRequestError:
+        return AgentRequestError(
+            "AGENT_REQUEST_TIMEOUT",
+            f"Agent request to '{target}' timed out after {timeout_ms}ms",
+            target=target,
+            suggestion="Raise timeoutMs, or use an async request and read the reply later.",
+        )
 
     async def _async_request(
         self,
