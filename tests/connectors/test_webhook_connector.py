@@ -248,3 +248,28 @@ def test_every_refusal_has_the_documented_shape(tmp_path: Path) -> None:
 def signed_raw(body: bytes) -> tuple[bytes, dict[str, str]]:
     sig = hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
     return body, {"X-Signature-256": f"sha256={sig}"}
+
+
+def test_a_field_of_the_wrong_type_is_refused_not_dropped(tmp_path: Path) -> None:
+    """``{"instanceKey": 42}`` (a customer id sent as a number) was dropped and the request went to
+    the default conversation, every sender's history in one; ``properties`` that were not an object
+    were dropped too. A wrong type is now a 400 naming the field; an integer key is its decimal string."""
+    port = free_port()
+    bundle = connector_bundle(tmp_path / "b", connection(port))
+    url = f"http://127.0.0.1:{port}/"
+    with gdn_run(tmp_path, bundle, HOOK_SECRET=SECRET) as run:
+        run.wait_ready()
+        assert post(url, *signed({"text": "mine", "instanceKey": 42}))[0] == 200
+        refused = [
+            ({"text": "x", "instanceKey": {"id": 1}}, "instanceKey must be a string (or an integer), not an object"),
+            ({"text": "x", "instanceKey": True}, "instanceKey must be a string (or an integer), not a boolean"),
+            ({"text": "x", "properties": "billing"}, "properties must be a JSON object, not a string"),
+            ({"text": 5}, "text must be a string, not an integer"),
+        ]
+        for payload, error in refused:
+            assert post(url, *signed(payload)) == (400, {"ok": False, "reason": "invalid_payload", "error": error})
+        status, reply = post(url, *signed_raw(b'{"text": "hi"'))
+        assert status == 400 and reply["error"].startswith("the body is not JSON: Expecting"), reply
+        assert "line 1 column" in reply["error"]
+        assert [r["instanceKey"] for r in probes(run.probe_out)] == ["42"]
+        assert run.stop() == 130

@@ -25,11 +25,13 @@ answer, so one Connection serves both kinds of client. Refusals (401, 400, ...) 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
 
+from goondan._json import json_type_name
 from goondan.connectors import (
     HttpRequest,
     HttpResponse,
@@ -144,6 +146,37 @@ def _wants_stream(req: HttpRequest) -> bool:
     return "json" not in accept or "text/event-stream" in accept or "*/*" in accept
 
 
+def _payload_problem(data: dict[str, Any]) -> str | None:
+    """What is wrong with a JSON object as a webhook request, or None.
+
+    A field of the wrong type is refused rather than dropped: an ``instanceKey`` sent as a number
+    (``{"instanceKey": 42}``, a customer id) was ignored, so every such request went to the one
+    default conversation, mixing every sender's history, and ``properties`` that were not an object
+    were dropped, so ingress rules matching them routed the request elsewhere. An integer key is the
+    same conversation as its decimal string.
+    """
+    text = data.get("text", data.get("message"))
+    if text is None:
+        return "text is required"
+    if not isinstance(text, str):
+        return f"text must be a string, not {_a(text)}"
+    if not text.strip():
+        return "text is required (it is empty)"
+    key = data.get("instanceKey")
+    if key is not None and (isinstance(key, bool) or not isinstance(key, str | int)):
+        return f"instanceKey must be a string (or an integer), not {_a(key)}"
+    props = data.get("properties")
+    if props is not None and not isinstance(props, dict):
+        return f"properties must be a JSON object, not {_a(props)}"
+    return None
+
+
+def _a(value: Any) -> str:
+    """``an object``, ``a number``: the JSON type of a decoded value, for messages to the sender."""
+    name = json_type_name(value)
+    return f"an {name}" if name[0] in "aeio" else f"a {name}"
+
+
 async def run(ctx: Any) -> None:
     secret = ctx.secret("signingSecret", "WEBHOOK_SECRET", "SIGNING_SECRET")
     require = ctx.setting("requireSignature", "true" if secret else "false").lower() == "true"
@@ -172,15 +205,19 @@ async def run(ctx: Any) -> None:
                 )
         try:
             data = req.json()
-        except ValueError:
-            return HttpResponse.refusal(400, "invalid_payload", "the body is not JSON")
+        except ValueError as exc:
+            # where the JSON breaks (json.JSONDecodeError: "Expecting ',' delimiter: line 1 column 17")
+            where = f": {exc}" if isinstance(exc, json.JSONDecodeError) else " (not UTF-8)"
+            return HttpResponse.refusal(400, "invalid_payload", f"the body is not JSON{where}")
         if not isinstance(data, dict):
             return HttpResponse.refusal(400, "invalid_payload", "the body must be a JSON object")
+        problem = _payload_problem(data)
+        if problem is not None:
+            return HttpResponse.refusal(400, "invalid_payload", problem)
         text = data.get("text", data.get("message"))
-        if not isinstance(text, str) or not text.strip():
-            return HttpResponse.refusal(400, "invalid_payload", "text is required")
         name = data.get("name") or data.get("event") or "webhook_message"
-        key = data.get("instanceKey") if isinstance(data.get("instanceKey"), str) else None
+        raw_key = data.get("instanceKey")
+        key = str(raw_key) if raw_key is not None else None
         raw_props = data.get("properties")
         props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
         event = {
