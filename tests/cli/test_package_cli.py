@@ -250,3 +250,70 @@ def test_build_without_pyproject_points_at_the_template(tmp_path: Path) -> None:
 
 if os.name != "posix":  # pragma: no cover
     pytestmark = pytest.mark.skip(reason="venv layout of POSIX")
+
+
+def _lock_pinning(wheels: Path, version: str) -> str:
+    """A goondan.lock pinning acme-tools==VERSION with the real hash of the built wheel."""
+    (wheel,) = wheels.glob("*.whl")
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    return f"# goondan.lock\nacme-tools=={version} \\\n    --hash=sha256:{digest}\n"
+
+
+@pytest.mark.parametrize(
+    ("dependency", "why"),
+    [
+        ('{name: acme-tools, version: ">=0.2"}', "acme-tools needs >=0.2, it pins acme-tools==0.1.0"),
+        ('{name: acme-tools, version: ">=0.1"}, {name: other-tools}', "other-tools is not in it"),
+    ],
+)
+def test_install_refuses_a_lock_that_no_longer_matches_goondan_yaml(
+    tmp_path: Path, wheels: Path, dependency: str, why: str
+) -> None:
+    """goondan.yaml edited after locking (a raised range, a new dependency): install said "installed
+    what goondan.lock pins" and the next gdn run failed with E_PACKAGE_INCOMPATIBLE or E_PACKAGE_MISSING."""
+    manifest = BUNDLE.replace("  version: 0.1.0\n", f"  version: 0.1.0\n  dependencies: [{dependency}]\n", 1)
+    write_files(tmp_path / "app", {"goondan.yaml": manifest, "goondan.lock": _lock_pinning(wheels, "0.1.0")})
+    python = fresh_venv(tmp_path / "venv")
+    refused = gdn_in(python, tmp_path, "package", "install", "--path", "app", "--no-index", "--find-links", str(wheels))
+    assert refused.returncode == 3, refused.stderr
+    assert refused.stderr.startswith("[E_PACKAGE_LOCK_STALE]") and why in refused.stderr
+    assert "gdn package lock" in refused.stderr and "Traceback" not in refused.stderr
+    assert not list((tmp_path / "venv" / "lib").glob("python3*/site-packages/acme_tools"))
+
+
+def test_lock_of_an_invalid_version_range_is_a_config_error(tmp_path: Path) -> None:
+    """A range with a typo ('>=0.1.O') was an INTERNAL_ERROR with a traceback hint (exit 1)."""
+    manifest = BUNDLE.replace(
+        "  version: 0.1.0\n", '  version: 0.1.0\n  dependencies: [{name: acme-tools, version: ">=0.1.O"}]\n', 1
+    )
+    write_files(tmp_path / "app", {"goondan.yaml": manifest})
+    result = gdn(tmp_path, "package", "lock", "--path", "app", "--no-index")
+    assert result.returncode == 3, result.stderr
+    assert result.stderr.startswith("[E_CONFIG_SCHEMA_INVALID]") and "'>=0.1.O' is not a PEP 440" in result.stderr
+    assert "spec.dependencies[0] (acme-tools)" in result.stderr
+    assert not (tmp_path / "app" / "goondan.lock").exists()
+
+
+def test_add_given_a_package_directory_or_a_wheel_says_the_command_that_works(tmp_path: Path, wheels: Path) -> None:
+    """`gdn package add ./acme` (the package's source) or a wheel's path: the parse error of pip's
+    requirement grammar, with 'write NAME'; it now says how to add that very package by name."""
+    write_files(tmp_path / "app", {"goondan.yaml": BUNDLE})
+    source = wheels.parent / "acme"
+    by_dir = gdn(tmp_path, "package", "add", str(source), "--path", "app")
+    assert by_dir.returncode == 2 and by_dir.stderr.startswith("[E_INVALID_ARGUMENT]")
+    assert f"gdn package build --path {source} && gdn package add acme-tools --find-links {source / 'dist'}" in (
+        by_dir.stderr
+    )
+    (wheel,) = wheels.glob("*.whl")
+    by_file = gdn(tmp_path, "package", "add", str(wheel), "--path", "app")
+    assert by_file.returncode == 2
+    assert f"gdn package add 'acme-tools==0.1.0' --find-links {wheels}" in by_file.stderr
+    assert "$ " not in by_dir.stderr + by_file.stderr  # no installer was started
+
+
+def test_a_misspelt_name_offline_names_what_find_links_offers(tmp_path: Path, wheels: Path) -> None:
+    write_files(tmp_path / "app", {"goondan.yaml": BUNDLE})
+    result = gdn(tmp_path, "package", "add", "acme-tols", "--path", "app", "--no-index", "--find-links", str(wheels))
+    assert result.returncode == 1 and "[E_PACKAGE_INSTALL_FAILED]" in result.stderr
+    assert "suggestion: did you mean 'acme-tools'? --find-links offers: acme-tools 0.1.0" in result.stderr
+    assert "dependencies" not in (tmp_path / "app" / "goondan.yaml").read_text()

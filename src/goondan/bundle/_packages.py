@@ -22,6 +22,7 @@ from pathlib import Path
 
 from goondan._dist import DIST_NAME
 from goondan._dist import PACKAGES_ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
+from goondan._hints import did_you_mean, join_hints
 
 MANIFEST = "goondan.yaml"
 _EXACT = re.compile(r"^\d+(?:\.\d+)*(?:[-.+]?[0-9A-Za-z.]+)?$")
@@ -140,11 +141,17 @@ def find_package(
     install = f"gdn package add '{req}'   (or: pip install '{req}')"
     found = _candidates(name, distribution)
     if not found:
+        # a misspelt dependency name read as a package to install: name the installed one it is near
+        near = did_you_mean(name, {ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)} - {name})
         return PackageProblem(
             "E_PACKAGE_MISSING",
             f"package {name} is not installed (no distribution in this Python environment declares it in "
             f"entry point group {ENTRY_POINT_GROUP})",
-            f"install it into the environment gdn runs in: {install}",
+            join_hints(
+                near and f"{near[:-1]}, which is installed?",
+                f"{'else ' if near else ''}install it into the environment gdn runs in: {install}",
+            )
+            or install,
         )
     seen: list[str] = []
     for ep, dist in found:

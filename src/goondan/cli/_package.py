@@ -21,14 +21,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from .._hints import did_you_mean, join_hints
 from ._init import package_name
-from ._output import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, CliError
+from ._output import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, CliError
 
 LOCK = "goondan.lock"
 MANIFEST = "goondan.yaml"
@@ -92,6 +94,65 @@ def _manifest(args: argparse.Namespace) -> Path:
             suggestion="run inside a bundle directory or pass --path DIR",
         )
     return manifest
+
+
+def _dist_of(file: Path) -> tuple[str, str] | None:
+    """``(name, version)`` of a wheel or sdist from its file name (PEP 427 / PEP 625), else None."""
+    name = file.name
+    if name.endswith(".whl"):
+        parts = name[: -len(".whl")].split("-")
+        return (parts[0], parts[1]) if len(parts) >= 5 else None
+    for suffix in (".tar.gz", ".zip"):
+        if name.endswith(suffix):
+            stem, _, version = name[: -len(suffix)].rpartition("-")
+            return (stem, version) if stem and version else None
+    return None
+
+
+def _offered(args: argparse.Namespace) -> dict[str, set[str]]:
+    """Distributions (canonical name -> versions) in the local ``--find-links`` directories."""
+    from ..bundle._packages import canonical
+
+    out: dict[str, set[str]] = {}
+    for link in getattr(args, "find_links", None) or []:
+        folder = Path(link)
+        if not folder.is_dir():
+            continue
+        for file in folder.iterdir():
+            found = _dist_of(file)
+            if found is not None:
+                out.setdefault(canonical(found[0]), set()).add(found[1])
+    return out
+
+
+def _local_hint(given: Path) -> str | None:
+    """What to type instead when ``gdn package add`` was given a package's directory or built file:
+    packages are added by name, from the directory of built wheels, so that the lock can pin them."""
+    from ..bundle._packages import canonical
+
+    if given.is_dir() and (given / "pyproject.toml").is_file():
+        name = _project_name(given / "pyproject.toml") or "NAME"
+        dist = shlex.quote(str(given / "dist"))
+        return (
+            f"{given} is a package's source: build it, then add it by name from its wheels: "
+            f"gdn package build --path {shlex.quote(str(given))} && gdn package add {name} --find-links {dist}"
+        )
+    found = _dist_of(given)
+    if found is not None:
+        folder = shlex.quote(str(given.parent))
+        pinned = f"{canonical(found[0])}=={found[1]}"
+        return f"add a built file by name from its directory: gdn package add '{pinned}' --find-links {folder}"
+    return None
+
+
+def _project_name(pyproject: Path) -> str | None:
+    import tomllib
+
+    try:
+        name = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {}).get("name")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 # ---------------------------------------------------------------- goondan.yaml editing
@@ -196,7 +257,8 @@ def read_dependencies(manifest: Path) -> list[dict[str, Any]]:
     if not isinstance(first, dict) or first.get("kind") != "Package":
         return []
     deps = (first.get("spec") or {}).get("dependencies") or []
-    return [d for d in deps if isinstance(d, dict) and isinstance(d.get("name"), str)]
+    # @goondan/base ships inside the runtime itself: nothing to install or lock for it
+    return [d for d in deps if isinstance(d, dict) and isinstance(d.get("name"), str) and d["name"] != "@goondan/base"]
 
 
 # ---------------------------------------------------------------- commands
@@ -217,11 +279,21 @@ def cmd_package_add(args: argparse.Namespace) -> int:
     except InvalidRequirement as exc:
         raise CliError(
             "E_INVALID_ARGUMENT",
-            f"{args.requirement!r} is not a requirement: {exc}",
+            f"{args.requirement!r} is not a requirement: {str(exc).splitlines()[0]}",
             exit_code=EXIT_USAGE,
-            suggestion="write NAME or NAME followed by a PEP 440 range, e.g. 'acme-tools>=1.2,<2'",
+            suggestion=_local_hint(Path(args.requirement))
+            or "write NAME or NAME followed by a PEP 440 range, e.g. 'acme-tools>=1.2,<2'",
         ) from None
-    _run([*_install_argv(args), str(req)], "E_PACKAGE_INSTALL_FAILED", f"installing {req}")
+    try:
+        _run([*_install_argv(args), str(req)], "E_PACKAGE_INSTALL_FAILED", f"installing {req}")
+    except CliError as exc:
+        # a misspelt name or a range nothing matches, offline: say what the wheel directories hold
+        offered = _offered(args)
+        if offered:
+            near = did_you_mean(req.name, offered)
+            listing = "; ".join(f"{n} {', '.join(sorted(v))}" for n, v in sorted(offered.items()))
+            exc.suggestion = join_hints(near, f"--find-links offers: {listing}")
+        raise
     import importlib
 
     importlib.invalidate_caches()
@@ -270,8 +342,17 @@ def cmd_package_lock(args: argparse.Namespace) -> int:
 
 
 def _lock(args: argparse.Namespace, manifest: Path) -> None:
-    from ..bundle._packages import default_distribution
+    from ..bundle._packages import default_distribution, specifier_problem
 
+    for i, dep in enumerate(read_dependencies(manifest)):
+        problem = specifier_problem(str(dep["version"])) if dep.get("version") is not None else None
+        if problem is not None:  # what gdn validate says of it, before uv or pip fails on it
+            raise CliError(
+                "E_CONFIG_SCHEMA_INVALID",
+                f"{manifest}: spec.dependencies[{i}] ({dep['name']}): {problem}",
+                exit_code=EXIT_CONFIG,
+                suggestion="fix the range in goondan.yaml (`gdn validate` shows where), then lock again",
+            )
     reqs = [
         _installed_or_range(str(d.get("distribution") or default_distribution(d["name"])), d.get("version"))
         for d in read_dependencies(manifest)
@@ -339,6 +420,7 @@ def cmd_package_install(args: argparse.Namespace) -> int:
             exit_code=EXIT_USAGE,
             suggestion="write it with `gdn package lock` (or `gdn package add NAME`) and commit it",
         )
+    _check_lock_current(args, lock)
     if not any(line.strip() and not line.lstrip().startswith("#") for line in lock.read_text("utf-8").splitlines()):
         if not args.quiet:
             sys.stdout.write(f"{lock} pins nothing: nothing to install\n")
@@ -347,6 +429,48 @@ def cmd_package_install(args: argparse.Namespace) -> int:
     if not args.quiet:
         sys.stdout.write(f"installed what {lock} pins\n")
     return EXIT_OK
+
+
+def _pins(lock: Path) -> dict[str, str]:
+    """``canonical name -> version`` of every ``name==version`` line of a lock file."""
+    from ..bundle._packages import canonical
+
+    out: dict[str, str] = {}
+    for line in lock.read_text("utf-8").splitlines():
+        head = line.split("#", 1)[0].split(";", 1)[0].strip().rstrip("\\").strip()
+        name, sep, version = head.partition("==")
+        if sep and name and not name.startswith("-"):
+            out[canonical(name.split("[", 1)[0].strip())] = version.strip()
+    return out
+
+
+def _check_lock_current(args: argparse.Namespace, lock: Path) -> None:
+    """``E_PACKAGE_LOCK_STALE`` when goondan.yaml asks for a package the lock does not pin, or for a
+    range its pin is outside: installing the lock would leave the bundle unable to load (it said
+    "installed what goondan.lock pins", then `gdn run` failed with E_PACKAGE_INCOMPATIBLE)."""
+    from ..bundle._packages import canonical, default_distribution, satisfies
+
+    manifest = lock.parent / MANIFEST
+    if not manifest.is_file():
+        return
+    pins = _pins(lock)
+    stale: list[str] = []
+    for dep in read_dependencies(manifest):
+        dist = str(dep.get("distribution") or default_distribution(dep["name"]))
+        version = dep.get("version")
+        pinned = pins.get(canonical(dist))
+        if pinned is None:
+            stale.append(f"{dep['name']} is not in it")
+        elif version is not None and not satisfies(pinned, str(version)):
+            stale.append(f"{dep['name']} needs {version}, it pins {dist}=={pinned}")
+    if stale:
+        raise CliError(
+            "E_PACKAGE_LOCK_STALE",
+            f"{lock} does not match {manifest}'s dependencies ({'; '.join(stale)}); nothing was installed",
+            exit_code=EXIT_CONFIG,
+            suggestion="Write it again with `gdn package lock` (with the same --find-links / --no-index), then "
+            "install and commit both files.",
+        )
 
 
 def cmd_package_build(args: argparse.Namespace) -> int:
