@@ -58,6 +58,13 @@ def cmd_init(args: argparse.Namespace) -> int:
             exit_code=EXIT_USAGE,
             suggestion=f"Use --name {name}.",
         )
+    if target.exists() and not target.is_dir():
+        raise CliError(
+            "E_INVALID_ARGUMENT",
+            f"{target} is a file, not a directory; gdn init did not change it",
+            exit_code=EXIT_USAGE,
+            suggestion="Give gdn init a directory: a new one (created for you) or one that holds no bundle yet.",
+        )
     source = _templates_root() / args.template
     package = args.template == "package"
     # a package's import name: the distribution name as an identifier (acme-tools -> acme_tools)
@@ -74,18 +81,28 @@ def cmd_init(args: argparse.Namespace) -> int:
         command = f"gdn init {shlex.quote(args.path)}{template}"
         _refuse_existing_bundle(target, [dest for _, dest in files], command)
     written: list[Path] = []
-    for file, dest in files:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        text = file.read_text(encoding="utf-8").replace("__NAME__", name).replace("__MODULE__", module)
-        dest.write_text(text, encoding="utf-8")
-        written.append(dest)
-    for src_name, dest_name in _DOTFILES.items():
-        if package and dest_name == ".env":
-            continue  # a package has no runs of its own: its users' bundles hold the .env
-        dest = target / dest_name
-        if not dest.exists():
-            shutil.copyfile(_templates_root() / src_name, dest)
+    try:
+        for file, dest in files:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            text = file.read_text(encoding="utf-8").replace("__NAME__", name).replace("__MODULE__", module)
+            dest.write_text(text, encoding="utf-8")
             written.append(dest)
+        for src_name, dest_name in _DOTFILES.items():
+            if package and dest_name == ".env":
+                continue  # a package has no runs of its own: its users' bundles hold the .env
+            dest = target / dest_name
+            if not dest.exists():
+                shutil.copyfile(_templates_root() / src_name, dest)
+                written.append(dest)
+    except OSError as exc:
+        # a parent that is a file, a read-only or missing mount, a full disk: the user's path, not a bug
+        done = f" (written before it: {', '.join(str(p.relative_to(target)) for p in written)})" if written else ""
+        raise CliError(
+            "E_INVALID_ARGUMENT",
+            f"cannot write {exc.filename or target}: {exc.strerror or exc}{done}",
+            exit_code=EXIT_USAGE,
+            suggestion="Choose a directory you can write to (gdn init DIR creates it and its parents).",
+        ) from None
     if args.git and not (target / ".git").exists() and shutil.which("git"):
         subprocess.run(["git", "init", "-q", str(target)], check=False)
     if not args.quiet:

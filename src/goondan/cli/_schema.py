@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any, Literal
 
-from ._output import EXIT_OK
+from ._output import EXIT_OK, EXIT_USAGE, CliError
 
 _REF_OBJECT = {
     "type": "object",
@@ -199,8 +199,16 @@ def cmd_schema(args: argparse.Namespace) -> int:
         schema = {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": f"#/$defs/{name}"}
     text = json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        try:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:  # a missing directory, a directory given as FILE: the user's path
+            raise CliError(
+                "E_INVALID_ARGUMENT",
+                f"cannot write the schema to {args.output}: {exc.strerror or exc}",
+                exit_code=EXIT_USAGE,
+                suggestion="Give -o a file path in a directory that exists (e.g. -o goondan.schema.json).",
+            ) from None
         if not args.quiet:
             sys.stderr.write(f"wrote {args.output}\n")
     else:
