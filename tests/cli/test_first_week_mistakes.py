@@ -44,3 +44,50 @@ def test_a_misspelt_dependency_names_the_installed_package(tmp_path: Path) -> No
     assert result.returncode == 4
     assert "[E_PACKAGE_MISSING] package @goondan/bsae is not installed" in result.stdout
     assert "suggestion: did you mean '@goondan/base', which is installed? Else install it" in result.stdout
+
+
+def test_deleting_the_instance_of_a_running_chat_suggests_a_fresh_restart_that_works(tmp_path: Path) -> None:
+    """E_RUN_ACTIVE said 'Stop that gdn run first, or pass --force'; --force deletes the conversation
+    under the chat, whose every later line then failed with E_INSTANCE_LEASE_LOST. The suggestion now
+    names the command that starts the conversation over inside the running chat; run as written, it works."""
+    import shlex
+    import subprocess
+    import sys
+
+    from cli_testkit import env_for
+
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
+    env = env_for(tmp_path, GOONDAN_STATE_ROOT=str(tmp_path / "state"))
+    chat = subprocess.Popen(
+        [sys.executable, "-m", "goondan", "run", str(bundle)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert chat.stdin is not None and chat.stdout is not None
+    try:
+        chat.stdin.write("first\n")
+        chat.stdin.flush()
+        assert chat.stdout.readline() == "echo: first\n"
+        state = ("--state-root", str(tmp_path / "state"))
+        busy = gdn(tmp_path, "instance", "delete", "default", "--agent", "talker", "-y", *state)
+        assert busy.returncode == 1 and busy.stderr.startswith("[E_RUN_ACTIVE]"), busy.stderr
+        suggested = "gdn restart --fresh --agent talker --instance-key default"
+        assert f"suggestion: To start the conversation over while it runs: {suggested}." in busy.stderr
+        restarted = gdn(tmp_path, *shlex.split(suggested)[1:], *state)
+        assert restarted.returncode == 0, restarted.stderr
+        listed = gdn(tmp_path, "instance", "list", "--workspace", "nope", *state)
+        assert listed.returncode == 0 and "There is no workspace 'nope'." in listed.stdout
+        chat.stdin.write("second\n")
+        chat.stdin.flush()
+        assert chat.stdout.readline() == "echo: second\n"
+        chat.stdin.close()
+        assert chat.wait(30) == 0
+    finally:
+        if chat.poll() is None:
+            chat.kill()
+            chat.wait()
+    assert chat.stderr is not None and "E_INSTANCE_LEASE_LOST" not in chat.stderr.read()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,7 +152,8 @@ def cmd_instance_list(args: argparse.Namespace) -> int:
     if not rows:
         if not args.quiet:
             where = f" of bundle {scope.package or scope.bundle}" if scope else ""
-            sys.stdout.write(f"No instances{where} under {store_label(backend)}.\n")
+            unknown = _unknown_workspace(backend, args.workspace)
+            sys.stdout.write(f"No instances{where} under {store_label(backend)}.{' ' + unknown if unknown else ''}\n")
         return EXIT_OK
     header = ("WORKSPACE", "BUNDLE", "AGENT", "INSTANCE KEY", "STATUS", "UPDATED", "RUN")
     table = [header] + [
@@ -215,12 +217,28 @@ def _confirm(matches: list[tuple[str, dict[str, Any] | None, Any]]) -> bool:
     return answer in ("y", "yes")
 
 
+def _unknown_workspace(backend: Any, workspace: str | None) -> str | None:
+    """``--workspace ID`` that names no workspace: say so with the near ID (it read as if the
+    workspace held no such instance, or no instance at all)."""
+    if workspace is None:
+        return None
+    from ._logs import near_names
+
+    known = list(backend.list_workspaces())
+    if workspace in known:
+        return None
+    return f"There is no workspace {workspace!r}. " + near_names(workspace, known, "workspace")
+
+
 def _missing_instance_hint(backend: Any, args: argparse.Namespace, scope: _Scope | None) -> str:
     """What exists instead of ``args.key`` (and ``args.agent``): the near key or the known keys, the
     agents that do hold the key, or the other bundle whose workspace holds it."""
     from ._logs import near_names
 
     listing = " List instances with `gdn instance list` (`--all-workspaces` for every bundle)."
+    unknown = _unknown_workspace(backend, args.workspace)
+    if unknown is not None:
+        return unknown + listing
     instances = [info for _, _, info in _instances(backend, args.workspace, scope)]
     owners = sorted({info.agent_name for info in instances if info.instance_key == args.key})
     if owners:  # the key exists, only not for --agent
@@ -252,10 +270,16 @@ def cmd_instance_delete(args: argparse.Namespace) -> int:
     running = {r.get("workspace"): r for r in active_runs(root)}
     busy = sorted({ws for ws, _, _ in matches if ws in running})
     if busy and not args.force:
+        run = running[busy[0]]
+        agents = sorted({info.agent_name for ws, _, info in matches if ws == busy[0]})
+        agent = f" --agent {agents[0]}" if len(agents) == 1 else ""
         raise CliError(
             "E_RUN_ACTIVE",
-            f"workspace {busy[0]!r} is in use by a running gdn run (pid {running[busy[0]]['pid']})",
-            suggestion="Stop that gdn run first, or pass --force.",
+            f"workspace {busy[0]!r} is in use by a running gdn run (pid {run['pid']})",
+            # --force deletes it under that run, whose next turns on it then fail (E_INSTANCE_LEASE_LOST)
+            suggestion=f"To start the conversation over while it runs: gdn restart --fresh{agent} "
+            f"--instance-key {shlex.quote(str(run.get('instanceKey')))}. Or stop that gdn run first and delete "
+            "again (--force deletes it under the run, whose next requests on it then fail).",
         )
     if not args.yes and not _confirm(matches):
         sys.stderr.write("Aborted; nothing was deleted.\n")
