@@ -97,12 +97,12 @@ def test_help_starts_without_heavy_imports(tmp_path: Path) -> None:
     assert best < 0.1, f"gdn --help spent {best:.3f} s importing"
 
 
-def _bash_complete(script: Path, *words: str) -> list[str]:
+def _bash_complete(script: Path, *words: str, cwd: Path | None = None) -> list[str]:
     probe = (
         f"source {script}\nCOMP_WORDS=({' '.join(repr(w) for w in words)})\n"
         "COMP_CWORD=$((${#COMP_WORDS[@]}-1)); COMPREPLY=(); _gdn; printf '%s\\n' \"${COMPREPLY[@]}\"\n"
     )
-    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True, cwd=cwd)
     return [w for w in done.stdout.splitlines() if w]
 
 
@@ -121,6 +121,27 @@ def test_bash_completion_completes_commands_actions_options_and_choices(tmp_path
     assert "validate" in _bash_complete(script, "gdn", "--state-root", "run", "")
     assert _bash_complete(script, "gdn", "instance", "--state-root", "list", "") == ["list", "delete", "restart"]
     assert _bash_complete(script, "gdn", "run", "-i", "--inp") == ["--input", "--input-file"]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is part of every CI image we use")
+def test_bash_completion_offers_files_only_where_a_path_goes(tmp_path: Path) -> None:
+    """`gdn help <Tab>` and `--executor <Tab>` offered the files of the current directory, and so did
+    `--agent`, `--instance-key` and `--input`, as if gdn wanted a file there."""
+    script = tmp_path / "gdn.bash"
+    script.write_text(gdn(tmp_path, "completion", "bash").stdout)
+    (tmp_path / "team").mkdir()
+    assert "package" in _bash_complete(script, "gdn", "help", "")
+    assert _bash_complete(script, "gdn", "help", "package", "") == ["add", "install", "lock", "build"]
+    assert _bash_complete(script, "gdn", "help", "instance", "l") == ["list"]
+    assert _bash_complete(script, "gdn", "run", "--executor", "") == ["inline", "process", "ray"]
+    for option in ("--agent", "--instance-key", "--input", "--store"):
+        assert _bash_complete(script, "gdn", "run", option, "") == [], option
+    assert _bash_complete(script, "gdn", "run", "--input-file", "te", cwd=tmp_path) == ["team"]
+    assert _bash_complete(script, "gdn", "schema", "-o", "te", cwd=tmp_path) == ["team"]
+    assert _bash_complete(script, "gdn", "run", "te", cwd=tmp_path) == ["team"]  # the bundle path itself
+    fish = gdn(tmp_path, "completion", "fish").stdout
+    assert "-n '__gdn_path run' -l agent -x -d" in fish and "-n '__gdn_path run' -l input-file -r -F" in fish
+    assert "complete -c gdn -n '__gdn_path help' -a 'init validate run" in fish
 
 
 def test_zsh_and_fish_scripts_cover_every_command(tmp_path: Path) -> None:
