@@ -326,6 +326,7 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
             )
     claim = _claim_service(args, env, workspace)
     stop = asyncio.Event()
+    lost = _keep_claim(claim, stop)
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with _routed_lines(args) as lines, _runtime(args, bundle, env) as rt:
         _kill_on_hard_exit(rt)
@@ -365,7 +366,10 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
             )
             if supervisor is None:
                 with _reporting_turn_errors(args):
-                    return await _session(rt, args, stop, lines)
+                    code = await _session(rt, args, stop, lines)
+                if lost:
+                    raise lost[0]
+                return code
             if args.verbose and not args.quiet:
                 off_events = rt.on_runtime_event(_turn_printer(args))
             if not args.quiet:
@@ -382,6 +386,8 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
             for task in (done, stopping):
                 task.cancel()
             failed = supervisor.failed() if finished else []
+            if lost:
+                raise lost[0]
             if failed:
                 sys.stderr.write(f"[E_CONNECTOR_FAILED] connector(s) stopped with an error: {', '.join(failed)}\n")
                 return EXIT_INTERNAL
@@ -413,6 +419,28 @@ def _claim_service(args: argparse.Namespace, env: Mapping[str, str], workspace: 
     if claim is None:
         return None
     return claim(workspace, f"pid {os.getpid()} on {platform.node()} ({args.path})")
+
+
+def _keep_claim(claim: Any, stop: asyncio.Event) -> list[Exception]:
+    """The store's claim is kept across a server restart (storage/_postgres/_service.py). If another
+    service took the workspace meanwhile, this one stops serving (``stop``) and fails with the
+    claim's error, found in the returned list, rather than have both accept work."""
+    lost: list[Exception] = []
+    watch = getattr(claim, "watch", None)
+    if watch is None:
+        return lost
+    loop = asyncio.get_running_loop()
+
+    def note(exc: Exception) -> None:
+        lost.append(exc)
+        stop.set()
+
+    def on_lost(exc: Exception) -> None:  # on the claim's watcher thread
+        with contextlib.suppress(RuntimeError):  # the loop already closed: nothing left to stop
+            loop.call_soon_threadsafe(note, exc)
+
+    watch(on_lost)
+    return lost
 
 
 async def _drain_turns(rt: Any) -> None:
