@@ -91,3 +91,19 @@ def test_deleting_the_instance_of_a_running_chat_suggests_a_fresh_restart_that_w
             chat.kill()
             chat.wait()
     assert chat.stderr is not None and "E_INSTANCE_LEASE_LOST" not in chat.stderr.read()
+
+
+def test_a_tab_in_the_indentation_is_named_with_its_line(tmp_path: Path) -> None:
+    """An editor that indents with tabs: the error said 'found character that cannot start any token'
+    and a suggestion listing five possible causes; the tab, which the editor does not show, is named."""
+    assert gdn(tmp_path, "init", "-q", "-t", "minimal", "bot").returncode == 0
+    manifest = tmp_path / "bot" / "goondan.yaml"
+    text = manifest.read_text()
+    manifest.write_text(text.replace("\n    modelRef:", "\n\t\tmodelRef:"))
+    line = text[: text.index("    modelRef:")].count("\n") + 1
+    for command, code in [("validate", 4), ("run", 3)]:
+        result = gdn(tmp_path, command, "bot", *(["--input", "hi"] if command == "run" else []))
+        assert result.returncode == code, result.stderr
+        out = result.stdout + result.stderr
+        assert f"[E_CONFIG_PARSE_ERROR] goondan.yaml: YAML parse error: line {line} is indented with a tab" in out
+        assert f"(goondan.yaml:{line}:1)" in out and "suggestion: replace the tabs at the start of that line" in out

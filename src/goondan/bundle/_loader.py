@@ -404,7 +404,7 @@ class Loader:
                     file=display,
                     line=exc.line,
                     column=exc.column,
-                    suggestion=_YAML_SUGGESTIONS.get(exc.code),
+                    suggestion=exc.suggestion or _YAML_SUGGESTIONS.get(exc.code),
                 )
             )
         except OSError as exc:

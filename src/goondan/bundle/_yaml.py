@@ -39,14 +39,43 @@ Position = tuple[int, int]
 
 
 class YamlProblem(Exception):
-    """A file could not be turned into documents; carries the code and 1-based position."""
+    """A file could not be turned into documents; carries the code, 1-based position and, when the
+    problem is known exactly (a tab), its own suggestion."""
 
-    def __init__(self, code: str, message: str, line: int | None = None, column: int | None = None) -> None:
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        line: int | None = None,
+        column: int | None = None,
+        suggestion: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.line = line
         self.column = column
+        self.suggestion = suggestion
+
+
+def _tab_problem(text: str, line: int) -> YamlProblem | None:
+    """The parse error of a tab in a line's indentation, said as such: PyYAML's wording ("found
+    character that cannot start any token") does not name the tab, which an editor does not show."""
+    lines = text.splitlines()
+    if not 0 <= line < len(lines):
+        return None
+    row = lines[line]
+    indent = row[: len(row) - len(row.lstrip(" \t-"))]
+    if "\t" not in indent:
+        return None
+    column = indent.index("\t") + 1
+    return YamlProblem(
+        "E_CONFIG_PARSE_ERROR",
+        f"YAML parse error: line {line + 1} is indented with a tab (column {column}); YAML indents with spaces only",
+        line + 1,
+        column,
+        "replace the tabs at the start of that line with spaces (set your editor to indent YAML with spaces)",
+    )
 
 
 @dataclass
@@ -245,7 +274,8 @@ def parse_documents(data: bytes) -> list[YamlDocument]:
             line, column = _pos(node)
             docs.append(YamlDocument(index, value, line, column, builder.positions))
     except yaml.MarkedYAMLError as exc:
-        raise _parse_problem(exc) from None
+        mark = exc.problem_mark
+        raise (mark is not None and _tab_problem(text, mark.line)) or _parse_problem(exc) from None
     except yaml.YAMLError as exc:
         raise YamlProblem("E_CONFIG_PARSE_ERROR", f"YAML parse error: {exc}") from None
     except RecursionError:  # pragma: no cover - _check_depth bounds the recursion first
