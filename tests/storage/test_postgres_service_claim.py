@@ -7,14 +7,24 @@ is gone. Real ``gdn run`` processes serving a webhook Connection, a real Postgre
 from __future__ import annotations
 
 import os
+import platform
 import signal
 import socket
 import subprocess
 import sys
 import time
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
+import pytest
+
 import kit
+from goondan.errors import GoondanError
+from goondan.storage import open_store
+from goondan.storage._postgres._service import SERVICE_LOCK_CLASS
+from kit.postgres import PostgresServer, own_server
 
 MODEL = 'def generate(request):\n    return {"text": "ok"}\n'
 
@@ -64,6 +74,18 @@ def _wait_listening(proc: subprocess.Popen[str], port: int) -> None:
         time.sleep(0.1)
 
 
+def _stop(*procs: subprocess.Popen[str]) -> None:
+    """SIGTERM what still runs (a kill after 30 s)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
 def test_a_second_service_of_a_workspace_on_one_database_refuses_to_start_and_starts_after_the_first(
     tmp_path: Path, postgres_url: str
 ) -> None:
@@ -84,11 +106,120 @@ def test_a_second_service_of_a_workspace_on_one_database_refuses_to_start_and_st
         procs.append(third)
         _wait_listening(third, third_port)  # the claim went away with the first process
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+        _stop(*procs)
+
+
+def _claim_holders(url: str) -> list[str]:
+    """``application_name`` of every session holding a service claim now."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+            " WHERE l.locktype = 'advisory' AND l.granted AND a.application_name LIKE 'goondan service %'"
+        ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+@pytest.fixture(scope="module")
+def restartable() -> Iterator[PostgresServer]:
+    """A server of this module's own: these tests stop it and change who may connect."""
+    with own_server() as server:
+        yield server
+
+
+def test_a_service_takes_its_claim_again_after_a_server_restart_so_a_second_one_is_still_refused(
+    tmp_path: Path, restartable: PostgresServer
+) -> None:
+    url = restartable.create_database()
+    first, first_port = _serve(tmp_path, "machine-a", url)
+    procs = [first]
+    try:
+        _wait_listening(first, first_port)
+        restartable.stop()  # the session holding the claim ends, and the lock with it
+        restartable.start()
+        deadline = time.monotonic() + 10
+        while not _claim_holders(url) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        holders = _claim_holders(url)
+        assert [h.startswith(f"goondan service pid {first.pid} on {platform.node()}") for h in holders] == [True]
+        second, _ = _serve(tmp_path, "machine-b", url)
+        procs.append(second)
+        try:
+            _, err = second.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the second service serves the workspace beside the first")
+        assert second.returncode == 1 and err.startswith("[E_RUN_ACTIVE] workspace "), err
+        assert f"by pid {first.pid} on " in err
+        assert first.poll() is None  # the first goes on serving
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(60) == 0
+    finally:
+        _stop(*procs)
+
+
+def test_a_service_whose_workspace_another_took_while_the_server_was_away_stops_with_e_run_claim_lost(
+    tmp_path: Path, restartable: PostgresServer
+) -> None:
+    url = restartable.create_database()
+    name = url.rsplit("/", 1)[1]
+    hba = restartable.data / "pg_hba.conf"
+    before = hba.read_text(encoding="utf-8")
+    first, first_port = _serve(tmp_path, "machine-a", url)  # over TCP
+    procs = [first]
+    try:
+        _wait_listening(first, first_port)
+        restartable.stop()
+        hba.write_text("host all all 127.0.0.1/32 reject\n" + before, encoding="utf-8")  # the first cannot come back
+        restartable.start()
+        second, second_port = _serve(tmp_path, "machine-b", restartable.socket_url(name))  # the unix socket can
+        procs.append(second)
+        _wait_listening(second, second_port)
+        hba.write_text(before, encoding="utf-8")
+        restartable._run("pg_ctl", "-D", str(restartable.data), "reload")
+        try:
+            _, err = first.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the first service goes on serving beside the second")
+        assert first.returncode == 1, err
+        assert "[E_RUN_CLAIM_LOST] workspace " in err and f"by pid {second.pid} on " in err, err
+        assert "suggestion: Two services of one workspace must not both accept work" in err
+        assert second.poll() is None  # the one that holds the claim goes on
+    finally:
+        hba.write_text(before, encoding="utf-8")
+        _stop(*procs)
+
+
+def legacy_key(workspace_id: str) -> int:
+    """The signed CRC32 key of the two-key service lock of releases before the 64-bit key."""
+    value = zlib.crc32(workspace_id.encode())
+    return value - (1 << 32) if value >= (1 << 31) else value
+
+
+# two workspace ids with one CRC32 (found by a birthday search over random ids)
+CRC32_TWINS = ("ws-a02552f76dbdf5fd", "ws-670009b22c087272")
+
+
+def test_two_workspaces_whose_crc32_collide_are_served_at_once_and_an_earlier_release_still_refuses(
+    postgres_url: str,
+) -> None:
+    backend = open_store(postgres_url, state_root="/nonexistent")
+    claims = []
+    try:
+        a, b = CRC32_TWINS
+        assert legacy_key(a) == legacy_key(b)
+        claims.append(backend.claim_service(a, "service a"))
+        claims.append(backend.claim_service(b, "service b"))  # was E_RUN_ACTIVE: one 32-bit key for both
+        with pytest.raises(GoondanError, match="already served") as again:
+            backend.claim_service(a, "service a again")
+        assert again.value.code == "E_RUN_ACTIVE" and "by service a, since " in again.value.message
+        with psycopg.connect(postgres_url, autocommit=True, application_name="goondan service old release") as old:
+            lock = "SELECT pg_try_advisory_lock(%s, %s)"
+            # an earlier release (the two-key CRC32 lock) is refused while a current one serves ...
+            assert old.execute(lock, (SERVICE_LOCK_CLASS, legacy_key(a))).fetchone() == (False,)
+            # ... and a current one is refused while an earlier one serves
+            assert old.execute(lock, (SERVICE_LOCK_CLASS, legacy_key("w3"))).fetchone() == (True,)
+            with pytest.raises(GoondanError, match="by old release, since "):
+                backend.claim_service("w3", "service w3")
+    finally:
+        for claim in claims:
+            claim.release()
+        backend.close()

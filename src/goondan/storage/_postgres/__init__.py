@@ -176,8 +176,10 @@ class PostgresStoreBackend:
 
     def claim_service(self, workspace_id: str, what: str) -> Any:
         """Claim the workspace for this process's connector service (``gdn run``), or raise
-        ``E_RUN_ACTIVE`` naming the process that has it (:mod:`._service`). Returns the claim;
-        its ``release()`` gives it back, and it goes away with this process anyway."""
+        ``E_RUN_ACTIVE`` naming the process that has it (:mod:`._service`). Returns the claim; its
+        ``watch(on_lost)`` keeps it across server restarts (``on_lost`` gets ``E_RUN_CLAIM_LOST`` if
+        another service took it meanwhile), its ``release()`` gives it back, and it goes away with
+        this process anyway."""
         from ._service import claim_service
 
         return claim_service(self._db, workspace_id, what)

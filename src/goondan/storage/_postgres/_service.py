@@ -5,17 +5,37 @@ same workspace on the same state root (``E_RUN_ACTIVE``). With the PostgreSQL st
 laptop pointed at the production database) have different state roots, so both started, both accepted
 webhooks with 202, and every event the second one received for an instance the first held failed
 with ``E_INSTANCE_LOCKED`` in its log: lost for the sender. The service claims the workspace here: a
-session-level advisory lock (two-key form, class :data:`SERVICE_LOCK_CLASS`, so it never meets the
-instances' one-key locks) on a connection of its own whose ``application_name`` names the holder. It
-goes away with that connection, i.e. with the process (or ~25 s after its machine vanished, like an
-instance lease: the same keepalive settings).
+session-level advisory lock on a connection of its own whose ``application_name`` names the holder.
+It goes away with that connection, i.e. with the process (or ~25 s after its machine vanished, like
+an instance lease: the same keepalive settings).
+
+**The key** is 64 bits of a hash of the workspace id, in the one-key (bigint) form with the top bit
+set: instance leases use the one-key form with their row id (positive), so the two never meet, and
+two workspaces practically never share a key. Releases before this one used the two-key form
+``(SERVICE_LOCK_CLASS, CRC32 of the id)``, where two workspaces of one database could share a key (one
+in 2^32 per pair) and the second service was refused for nothing. So that an old and a new release
+serving one workspace still refuse each other, a claim also takes the old key when it is free; when
+it is held, by a process that holds no new-style key it is an old release (refused, as before), and
+by one that does it is a new release serving another workspace whose CRC32 collides (no conflict).
+
+**A server restart** ends the claim's session, and with it the lock: a second service could start
+while the first still runs. A watcher thread (:meth:`ServiceClaim.watch`) notices at once (the
+server closes the socket), connects again every second and takes the claim again. If another service
+took it meanwhile, the claim is lost: the watcher reports ``E_RUN_CLAIM_LOST`` naming that service, and
+``gdn run`` stops serving rather than have both accept work.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import logging
+import os
+import select
+import threading
 import zlib
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ...errors import GoondanError
 from ._db import (
@@ -23,35 +43,204 @@ from ._db import (
     KEEPALIVE_IDLE_S,
     KEEPALIVE_INTERVAL_S,
     LEASE_EXPIRY_S,
+    PROBE_CONNECT_S,
     Database,
     query_error,
     redact,
     unavailable,
 )
 
-SERVICE_LOCK_CLASS = 0x676F6E64  # "gond": the first key of every service lock
+if TYPE_CHECKING:
+    import psycopg
+
+log = logging.getLogger("goondan.storage.postgres")
+
+SERVICE_LOCK_CLASS = 0x676F6E64  # "gond": the first key of every service lock of earlier releases
 _NAME_PREFIX = "goondan service "
+#: how often the watcher asks a quiet claim session whether it is still there (a vanished network
+#: shows no closed socket; the query then fails within the keepalive bound)
+HEARTBEAT_S = 5.0
+#: how often the watcher tries to connect again after the session was lost
+RETRY_S = 1.0
+# the client side gives up on a vanished server as the server gives up on us (libpq parameters)
+_CLIENT_KEEPALIVE: dict[str, Any] = {
+    "keepalives": 1,
+    "keepalives_idle": KEEPALIVE_IDLE_S,
+    "keepalives_interval": KEEPALIVE_INTERVAL_S,
+    "keepalives_count": KEEPALIVE_COUNT,
+    "tcp_user_timeout": LEASE_EXPIRY_S * 1000,
+}
 
 
-def _key(workspace_id: str) -> int:
-    """A signed 32-bit key for ``workspace_id`` (advisory locks take int4 pairs)."""
+def service_key(workspace_id: str) -> int:
+    """The claim's advisory lock key: a negative bigint (top bit set) from 63 bits of BLAKE2b."""
+    value = int.from_bytes(hashlib.blake2b(workspace_id.encode("utf-8"), digest_size=8).digest(), "big")
+    return (value | (1 << 63)) - (1 << 64)
+
+
+def legacy_key(workspace_id: str) -> int:
+    """The second key of the two-key lock ``(SERVICE_LOCK_CLASS, key)`` earlier releases take: the
+    signed CRC32 of ``workspace_id``."""
     value = zlib.crc32(workspace_id.encode("utf-8"))
     return value - (1 << 32) if value >= (1 << 31) else value
 
 
-class ServiceClaim:
-    """The held claim; :meth:`release` gives it back (closing its connection)."""
+_HOLDER = (
+    "SELECT a.application_name, a.backend_start, EXISTS (SELECT 1 FROM pg_locks n WHERE n.pid = l.pid"
+    " AND n.locktype = 'advisory' AND n.granted AND n.objsubid = 1 AND n.classid >= 2147483648::oid)"
+    " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted"
+    " AND l.classid = %s::oid AND l.objid = %s::oid AND l.objsubid = %s"
+)
 
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
+
+def _holder(conn: psycopg.Connection[Any], classid: int, objid: int, subid: int) -> tuple[str, bool] | None:
+    """``(who, holds a new-style key)`` of the session holding a lock, or None when nobody does."""
+    row = conn.execute(_HOLDER, (classid, objid, subid)).fetchone()
+    if row is None:
+        return None
+    who = "another gdn run"
+    if str(row[0] or "").startswith(_NAME_PREFIX):
+        who = str(row[0])[len(_NAME_PREFIX) :]
+        if row[1] is not None:
+            who += f", since {row[1].isoformat(timespec='seconds')}"
+    return who, bool(row[2])
+
+
+def _take(conn: psycopg.Connection[Any], workspace_id: str) -> str | None:
+    """Take the claim of ``workspace_id`` on ``conn``: None when taken, else who holds it."""
+    key = service_key(workspace_id)
+    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+    if not (row and row[0]):
+        unsigned = key & 0xFFFFFFFFFFFFFFFF
+        holder = _holder(conn, unsigned >> 32, unsigned & 0xFFFFFFFF, 1)
+        return holder[0] if holder is not None else "another gdn run"
+    old = legacy_key(workspace_id)
+    row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (SERVICE_LOCK_CLASS, old)).fetchone()
+    if row and row[0]:
+        return None
+    holder = _holder(conn, SERVICE_LOCK_CLASS, old & 0xFFFFFFFF, 2)
+    if holder is None or holder[1]:
+        return None  # gone meanwhile, or a current release serving a workspace whose CRC32 collides
+    conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    return holder[0]  # an earlier release serves this workspace
+
+
+def _connect(db: Database, name: str, timeout: int) -> psycopg.Connection[Any]:
+    import psycopg
+
+    conn = psycopg.connect(
+        db.conninfo, autocommit=True, application_name=name, connect_timeout=timeout, **_CLIENT_KEEPALIVE
+    )
+    with contextlib.suppress(psycopg.Error):  # the server drops a vanished holder as it drops a lease
+        conn.execute(
+            f"SET tcp_keepalives_idle = {KEEPALIVE_IDLE_S}; SET tcp_keepalives_interval = {KEEPALIVE_INTERVAL_S}; "
+            f"SET tcp_keepalives_count = {KEEPALIVE_COUNT}; SET tcp_user_timeout = {LEASE_EXPIRY_S * 1000}"
+        )
+    return conn
+
+
+class ServiceClaim:
+    """The held claim. :meth:`watch` keeps it across server restarts; :meth:`release` gives it back
+    (closing its connection)."""
+
+    def __init__(self, db: Database, workspace_id: str, name: str, conn: psycopg.Connection[Any]) -> None:
+        self._db = db
+        self.workspace_id = workspace_id
+        self._name = name
+        self._conn: psycopg.Connection[Any] | None = conn
+        self._released = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread: threading.Thread | None = None
+        #: set when another service took the workspace while this one could not hold it
+        self.lost: GoondanError | None = None
+        #: how many times the claim was taken again after its session was lost
+        self.retaken = 0
+
+    def watch(self, on_lost: Callable[[GoondanError], None]) -> None:
+        """Keep the claim from now on (a daemon thread); ``on_lost`` is called from that thread,
+        once, if another service took the workspace meanwhile. The caller must then stop serving."""
+        if self._thread is None and not self._released.is_set():
+            self._thread = threading.Thread(
+                target=self._watch, args=(on_lost,), name="goondan-service-claim", daemon=True
+            )
+            self._thread.start()
 
     def release(self) -> None:
+        if self._released.is_set():
+            return
+        self._released.set()
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout=PROBE_CONNECT_S + 1)  # at most one connect attempt in flight
         conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
+        if conn is not None and (thread is None or not thread.is_alive()):
+            with contextlib.suppress(Exception):  # closing a connection the server already dropped
                 conn.close()
-            except Exception:  # closing a connection the server already dropped
-                pass
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    # ------------------------------------------------------------------ the watcher
+
+    def _watch(self, on_lost: Callable[[GoondanError], None]) -> None:
+        import psycopg
+
+        while not self._released.is_set():
+            conn = self._conn
+            if conn is not None and self._alive(conn):
+                continue
+            if self._released.is_set():
+                return
+            if conn is not None:
+                log.warning("the PostgreSQL server ended the service claim's session; taking the claim again")
+                self._conn = None
+                with contextlib.suppress(Exception):
+                    conn.close()
+            try:
+                conn = _connect(self._db, self._name, PROBE_CONNECT_S)
+            except psycopg.Error:
+                self._released.wait(RETRY_S)  # down, restarting, or refusing us for now: try again
+                continue
+            try:
+                holder = _take(conn, self.workspace_id)
+            except psycopg.Error:
+                with contextlib.suppress(Exception):
+                    conn.close()
+                self._released.wait(RETRY_S)
+                continue
+            if holder is None:
+                self._conn = conn
+                self.retaken += 1
+                log.warning("the service claim of workspace %r is held again", self.workspace_id)
+                continue
+            with contextlib.suppress(Exception):
+                conn.close()
+            self.lost = GoondanError(
+                "E_RUN_CLAIM_LOST",
+                f"workspace {self.workspace_id!r} is now served from the PostgreSQL store {redact(self._db.url)} "
+                f"by {holder}: this service lost its claim when the server ended its session and stops",
+                suggestion="Two services of one workspace must not both accept work: this one stopped. Keep the "
+                "other, or stop it and start this one again.",
+            )
+            on_lost(self.lost)
+            return
+
+    def _alive(self, conn: psycopg.Connection[Any]) -> bool:
+        """Wait up to :data:`HEARTBEAT_S` on the session's socket; False when it is gone. Something
+        to read on an idle session is the server ending it (a restart sends FATAL, then closes)."""
+        try:
+            ready, _, _ = select.select([conn.fileno(), self._wake_r], [], [], HEARTBEAT_S)
+        except (OSError, ValueError):
+            return False
+        if self._wake_r in ready or self._released.is_set():
+            return True
+        try:
+            conn.execute("SELECT 1")
+        except Exception:
+            return False
+        return True
 
 
 def claim_service(db: Database, workspace_id: str, what: str) -> ServiceClaim:
@@ -63,42 +252,23 @@ def claim_service(db: Database, workspace_id: str, what: str) -> ServiceClaim:
         pass
     name = (_NAME_PREFIX + what)[:63]  # PostgreSQL keeps 63 bytes of application_name
     try:
-        conn = psycopg.connect(
-            db.conninfo, autocommit=True, application_name=name, connect_timeout=max(2, int(db.pool_timeout))
-        )
+        conn = _connect(db, name, max(PROBE_CONNECT_S, int(db.pool_timeout)))
     except psycopg.OperationalError as exc:
         raise unavailable(db.url, exc, "connect") from None
     try:
-        with contextlib.suppress(psycopg.Error):  # the server drops a vanished holder as it drops a lease
-            conn.execute(
-                f"SET tcp_keepalives_idle = {KEEPALIVE_IDLE_S}; SET tcp_keepalives_interval = {KEEPALIVE_INTERVAL_S}; "
-                f"SET tcp_keepalives_count = {KEEPALIVE_COUNT}; SET tcp_user_timeout = {LEASE_EXPIRY_S * 1000}"
-            )
-        key = _key(workspace_id)
-        row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (SERVICE_LOCK_CLASS, key)).fetchone()
-        if row is not None and row[0]:
-            return ServiceClaim(conn)
-        holder = conn.execute(
-            "SELECT a.application_name, a.client_addr, a.backend_start FROM pg_locks l "
-            "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
-            "AND l.classid = %s::oid AND l.objid = %s::oid AND l.objsubid = 2",
-            (SERVICE_LOCK_CLASS, key & 0xFFFFFFFF),
-        ).fetchone()
+        holder = _take(conn, workspace_id)
     except psycopg.Error as exc:
         conn.close()
         raise query_error(db.url, exc, "claim the workspace for this service") from None
+    if holder is None:
+        return ServiceClaim(db, workspace_id, name, conn)
     conn.close()
-    who = "another gdn run"
-    if holder is not None and str(holder[0] or "").startswith(_NAME_PREFIX):
-        who = str(holder[0])[len(_NAME_PREFIX) :]
-        if holder[2] is not None:
-            who += f", since {holder[2].isoformat(timespec='seconds')}"
     raise GoondanError(
         "E_RUN_ACTIVE",
-        f"workspace {workspace_id!r} is already served from the PostgreSQL store {redact(db.url)} by {who}",
+        f"workspace {workspace_id!r} is already served from the PostgreSQL store {redact(db.url)} by {holder}",
         suggestion="One gdn run serves a workspace's connectors: stop the other one first, or send it "
         "requests. A machine that vanished frees it within about 25 s.",
     )
 
 
-__all__ = ["SERVICE_LOCK_CLASS", "ServiceClaim", "claim_service"]
+__all__ = ["SERVICE_LOCK_CLASS", "ServiceClaim", "claim_service", "legacy_key", "service_key"]
