@@ -107,3 +107,16 @@ def test_a_tab_in_the_indentation_is_named_with_its_line(tmp_path: Path) -> None
         out = result.stdout + result.stderr
         assert f"[E_CONFIG_PARSE_ERROR] goondan.yaml: YAML parse error: line {line} is indented with a tab" in out
         assert f"(goondan.yaml:{line}:1)" in out and "suggestion: replace the tabs at the start of that line" in out
+
+
+def test_a_renamed_agent_names_what_the_bundle_defines(tmp_path: Path) -> None:
+    """Renaming the Agent of `gdn init -t minimal` (agent -> helper) left the Swarm's references with
+    no suggestion at all: nothing is near enough for 'did you mean'. It now lists the Agents there are."""
+    assert gdn(tmp_path, "init", "-q", "-t", "minimal", "bot").returncode == 0
+    manifest = tmp_path / "bot" / "goondan.yaml"
+    manifest.write_text(manifest.read_text().replace("\n  name: agent\n", "\n  name: helper\n"))
+    result = gdn(tmp_path, "validate", "bot")
+    assert result.returncode == 4
+    assert "spec.entryAgent references Agent/agent, which does not exist" in result.stdout
+    expected = "suggestion: Agents defined here: 'helper'; rename the reference or the resource to match"
+    assert result.stdout.count(expected) == 2, result.stdout  # entryAgent and agents[0]

@@ -1055,6 +1055,13 @@ class Loader:
                     f"{near} (the built-in: reference it as "
                     f'{{kind: {ref.kind}, name: {name}, package: "{BASE_PACKAGE}"}})'
                 )
+        if hint is None:  # a resource renamed (nothing near the old name): what there is instead
+            there = ", ".join(repr(n) for n in sorted(candidates)[:8]) + (", ..." if len(candidates) > 8 else "")
+            hint = (
+                f"{ref.kind}s defined here: {there}; rename the reference or the resource to match"
+                if candidates
+                else f"define a {ref.kind} named {ref.name!r} (the bundle has no {ref.kind})"
+            )
         where = f" in package {scope}" if scope else ""
         self.errors.append(
             res.issue(
