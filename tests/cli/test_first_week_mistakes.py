@@ -120,3 +120,31 @@ def test_a_renamed_agent_names_what_the_bundle_defines(tmp_path: Path) -> None:
     assert "spec.entryAgent references Agent/agent, which does not exist" in result.stdout
     expected = "suggestion: Agents defined here: 'helper'; rename the reference or the resource to match"
     assert result.stdout.count(expected) == 2, result.stdout  # entryAgent and agents[0]
+
+
+def test_output_into_a_pipe_closed_by_its_reader_is_not_an_internal_error(tmp_path: Path) -> None:
+    """`gdn validate | head -5`, `gdn logs | head`: when the reader stops, gdn printed
+    '[INTERNAL_ERROR] BrokenPipeError ... report it' (exit 1). It now exits 141 (128 + SIGPIPE, as a
+    Unix tool killed by it) and says nothing."""
+    import os
+    import subprocess
+    import sys
+
+    from cli_testkit import env_for
+
+    for command in (["schema"], ["completion", "bash"]):
+        read, write = os.pipe()
+        os.close(read)  # the reader is gone before gdn writes a byte
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "goondan", *command],
+                stdout=write,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env_for(tmp_path),
+                timeout=60,
+            )
+        finally:
+            os.close(write)
+        assert done.returncode == 141, done.stderr
+        assert done.stderr == "", done.stderr

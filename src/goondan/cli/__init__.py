@@ -26,6 +26,8 @@ from ._output import (
 )
 from ._parser import build_parser
 
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away (`gdn logs | head`)
+
 
 def _configure_logging(args: argparse.Namespace) -> None:
     import logging
@@ -62,11 +64,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     color = not getattr(args, "no_color", False)
     try:
         result: int = args.func(args)
+        sys.stdout.flush()  # a closed pipe fails here, inside the handlers below, not at interpreter exit
         return result
     except KeyboardInterrupt:
         if not json_mode:
             sys.stderr.write("\ninterrupted\n")
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `gdn logs | head`: the reader stopped reading, nothing went wrong here. Exit as a Unix tool
+        # killed by SIGPIPE does (128 + 13, as 130 is 128 + SIGINT), with stdout pointed at
+        # /dev/null so that the interpreter's last flush does not fail again on the closed pipe.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except CliError as exc:
         print_error(exc, json_mode=json_mode, color=color, exit_code=exc.exit_code)
         return exc.exit_code

@@ -83,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Goondan: run declarative swarms of LLM agents.",
         parents=[_common(top=True)],
         formatter_class=HelpFormatter,
-        epilog="exit codes: 0 ok, 1 internal error, 2 usage, 3 config, 4 validation, 130 interrupted\n"
+        epilog="exit codes: 0 ok, 1 internal error, 2 usage, 3 config, 4 validation, 130 interrupted,\n"
+        "141 stdout closed by its reader (gdn logs | head)\n"
         "Run 'gdn help <command>' for a command's options. Docs: https://goondan.ai",
     )
     parser.add_argument("-V", "--version", action=VersionAction, help="print the version and exit")
