@@ -148,3 +148,17 @@ def test_output_into_a_pipe_closed_by_its_reader_is_not_an_internal_error(tmp_pa
             os.close(write)
         assert done.returncode == 141, done.stderr
         assert done.stderr == "", done.stderr
+
+
+def test_the_package_template_validates_without_a_warning(tmp_path: Path) -> None:
+    """`gdn init -t package` prints 'Next: gdn validate acme/acme' whose first answer was a warning
+    that the package defines no Swarm, 'nothing to run' (and --strict failed): a package's users' bundles
+    hold the Swarm. A bundle that is not an import package still gets the warning."""
+    created = gdn(tmp_path, "init", "-t", "package", "acme")
+    assert created.returncode == 0 and "Next: gdn validate acme/acme &&" in created.stdout
+    for strict in ([], ["--strict"]):
+        result = gdn(tmp_path, "validate", "acme/acme", *strict)
+        assert result.returncode == 0, result.stdout
+        assert "Summary: errors=0, warnings=0" in result.stdout
+    (tmp_path / "acme" / "acme" / "__init__.py").unlink()
+    assert "E_CONFIG_SWARM_MISSING" in gdn(tmp_path, "validate", "acme/acme").stdout

@@ -246,7 +246,13 @@ class Loader:
                     suggestion="start from a template with `gdn init`, or add Model, Agent and Swarm documents",
                 )
             )
-        elif local_files_ok and not any(r.kind == "Swarm" for r in local):
+        elif (
+            local_files_ok
+            and not any(r.kind == "Swarm" for r in local)
+            # a Goondan package (goondan.yaml inside its import package, `gdn init -t package`) has no
+            # runs of its own: the bundles that depend on it hold the Swarm
+            and not (self.root / "__init__.py").is_file()
+        ):
             # only when every file was read: a file that failed to parse may well hold the Swarm
             self.warnings.append(
                 ConfigIssue(
