@@ -162,3 +162,23 @@ def test_the_package_template_validates_without_a_warning(tmp_path: Path) -> Non
         assert "Summary: errors=0, warnings=0" in result.stdout
     (tmp_path / "acme" / "acme" / "__init__.py").unlink()
     assert "E_CONFIG_SWARM_MISSING" in gdn(tmp_path, "validate", "acme/acme").stdout
+
+
+def test_init_into_a_project_whose_yaml_the_bundle_would_read_writes_nothing(tmp_path: Path) -> None:
+    """`gdn init .` in a machine-learning project: its configs/models.yaml is read as the bundle's
+    resources, so the bundle gdn init had just called valid failed validate and run with five errors
+    about the user's own file. Now nothing is written and the suggested directory works."""
+    project = tmp_path / "proj"
+    (project / "configs").mkdir(parents=True)
+    (project / "configs" / "models.yaml").write_text("learning_rate: 0.1\nlayers: 3\n")
+    (project / "config.yml").write_text("name: x\n")  # not a resource file name: fine
+    refused = gdn(tmp_path, "init", "proj")
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.startswith(f"[E_INIT_CONFLICT] {project} holds YAML files")
+    assert "not Goondan resources: configs/models.yaml;" in refused.stderr
+    assert "Create it in a directory of its own (gdn init proj/bot)" in refused.stderr
+    assert sorted(p.name for p in project.iterdir()) == ["config.yml", "configs"]
+    assert gdn(tmp_path, "init", "proj/bot").returncode == 0
+    assert gdn(tmp_path, "run", "proj/bot", "--input", "hello").returncode == 0
+    assert gdn(tmp_path, "init", "proj", "--force").returncode == 0  # as the suggestion says
+    assert (project / "goondan.yaml").is_file()

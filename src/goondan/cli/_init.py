@@ -48,6 +48,32 @@ def _refuse_existing_bundle(target: Path, dests: list[Path], command: str) -> No
     )
 
 
+def _foreign_resource_files(target: Path) -> list[Path]:
+    """Files below ``target`` that the bundle loader would read as resources (``models.yaml``,
+    ``tools.yml``... anywhere below goondan.yaml) but that hold other YAML, such as a machine-learning
+    project's ``configs/models.yaml``: the new bundle would not load."""
+    import yaml
+
+    from ..bundle._loader import Loader
+    from ..bundle._yaml import MAX_FILE_BYTES
+
+    if not target.is_dir():
+        return []
+    found: list[Path] = []
+    for file in Loader({}, None)._discover(target, target / "goondan.yaml")[1:]:
+        try:
+            if file.stat().st_size > MAX_FILE_BYTES:  # the loader refuses it too
+                found.append(file)
+                continue
+            docs = list(yaml.safe_load_all(file.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            found.append(file)
+            continue
+        if any(not (isinstance(d, dict) and str(d.get("apiVersion", "")).startswith("goondan.ai/")) for d in docs):
+            found.append(file)
+    return found
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     target = Path(args.path).resolve()
     name = package_name(args.name or target.name)
@@ -80,6 +106,19 @@ def cmd_init(args: argparse.Namespace) -> int:
         template = "" if args.template == "default" else f" -t {args.template}"
         command = f"gdn init {shlex.quote(args.path)}{template}"
         _refuse_existing_bundle(target, [dest for _, dest in files], command)
+        foreign = [] if package else _foreign_resource_files(target)
+        if foreign:
+            shown = ", ".join(str(f.relative_to(target)) for f in foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+            inside = shlex.quote(str(Path(args.path) / "bot"))
+            raise CliError(
+                "E_INIT_CONFLICT",
+                f"{target} holds YAML files a bundle there would read as its resources, and they are not "
+                f"Goondan resources: {shown}; gdn init did not change anything",
+                exit_code=EXIT_USAGE,
+                suggestion="A bundle reads every models.yaml, agents.yaml, tools.yaml, swarm.yaml, ... below its "
+                f"goondan.yaml. Create it in a directory of its own (gdn init {inside}), or rename those files; "
+                f"{command} --force writes it anyway.",
+            )
     written: list[Path] = []
     try:
         for file, dest in files:
