@@ -100,7 +100,7 @@ def test_gdn_run_input_names_the_calls_it_waits_for(tmp_path: Path) -> None:
     proc = gdn(tmp_path, "run", str(bundle), "--state-root", str(tmp_path / "state"), "--input", "one")
     assert proc.returncode == 0, proc.stderr
     assert "I will run it." in proc.stdout
-    assert "waiting for approval: appr" in proc.stderr and "gdn approvals approve ID" in proc.stderr
+    assert "waiting for approval: appr" in proc.stderr and "decide with `gdn approvals approve appr_" in proc.stderr
 
 
 JSON_VALUES = st.recursive(

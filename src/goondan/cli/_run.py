@@ -21,6 +21,7 @@ import logging
 import os
 import platform
 import re
+import shlex
 import signal
 import sys
 import threading
@@ -294,11 +295,7 @@ async def _one_shot(args: argparse.Namespace, bundle: Any, text: RequestInput, e
     elif result.text is not None and result.finish_reason != "cancelled":
         sys.stdout.write(result.text + "\n")
     if result.finish_reason == "awaiting_approval" and not args.json:
-        from ._approvals import approval_line
-
-        for item in result.pending_approvals:
-            sys.stderr.write("waiting for approval: " + approval_line(item.to_dict()) + "\n")
-        sys.stderr.write("decide with `gdn approvals approve ID` or `gdn approvals deny ID --note TEXT`\n")
+        _report_waiting(args, result)
     if result.finish_reason == "cancelled":
         return EXIT_INTERRUPTED  # Ctrl+C cancelled the turn; it is committed as cancelled
     if result.finish_reason == "error":
@@ -306,6 +303,35 @@ async def _one_shot(args: argparse.Namespace, bundle: Any, text: RequestInput, e
             _print_turn_error(args, result.error)
         return exit_code_for((result.error or {}).get("code"))  # a python model that does not import: 3
     return EXIT_OK
+
+
+def _report_waiting(args: argparse.Namespace, result: Any) -> None:
+    """A turn that ends waiting for approvals is not finished, yet exits 0 (CONTRACT §9 has no code
+    for it): stderr says so, names each call, how a script tells (``--json``) and the commands that
+    decide, with the bundle and state root of this run so that they can be pasted as they are."""
+    from ._approvals import approval_line
+
+    pending = result.pending_approvals
+    for item in pending:
+        sys.stderr.write("waiting for approval: " + approval_line(item.to_dict()) + "\n")
+    calls = "a tool call" if len(pending) == 1 else f"{len(pending)} tool calls"
+    sys.stderr.write(
+        f"the turn is not finished: it waits until {calls} {'is' if len(pending) == 1 else 'are'} approved or "
+        'denied (exit status 0; with --json, finishReason is "awaiting_approval" and pendingApprovals '
+        "lists the calls)\n"
+    )
+    where = "" if args.path == "." else f" {shlex.quote(str(args.path))}"
+    for option, value in (("--swarm", args.swarm), ("--state-root", getattr(args, "state_root", None))):
+        if value:
+            where += f" {option} {shlex.quote(str(value))}"
+    if getattr(args, "store", None):  # not the URL itself: it may hold a password
+        where += " --store URL"
+    ident = pending[0].approval_id if len(pending) == 1 else "ID"
+    sys.stderr.write(
+        f"decide with `gdn approvals approve {ident}{where}` or `gdn approvals deny {ident}{where} --note TEXT`"
+        + (f" (`gdn approvals list{where}` shows them)" if len(pending) > 1 else "")
+        + "\n"
+    )
 
 
 async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str, str], plans: list[Any]) -> int:
