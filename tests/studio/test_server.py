@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -248,6 +249,68 @@ def test_a_postgresql_server_that_is_down_answers_every_request_within_two_secon
                 assert time.monotonic() < deadline, r.text
                 time.sleep(0.2)
             assert r.json()["total"] == 2  # the same Studio process reads again
+
+
+def _notices(stream: httpx.Response) -> Iterator[tuple[str, Any]]:
+    """``(event, data)`` of each Server-Sent Event of ``stream``."""
+    event = None
+    for line in stream.iter_lines():
+        if line.startswith("event: "):
+            event = line[7:]
+        elif line.startswith("data: ") and event is not None:
+            yield event, json.loads(line[6:])
+
+
+def test_an_open_event_stream_says_the_postgresql_store_is_down_and_notices_again_once_it_is_back(
+    tmp_path: Path,
+) -> None:
+    with own_server() as server:
+        url = server.create_database()
+        bundle, state = delegation_bundle(tmp_path / "bundle"), tmp_path / "state"
+        run_turns(bundle, state, ["first"], store=url)
+        with gdn_studio("--store", url, "--state-root", str(state)) as s:
+            (ws,) = httpx.get(s.url + "api/overview", timeout=30).json()["workspaces"]
+            params = {"workspace": ws["id"], "agent": "helper", "key": "default"}
+            seen: list[str] = []
+            with httpx.stream("GET", s.url + "api/stream", params=params, timeout=30) as stream:
+                notices = _notices(stream)
+                server.stop()
+                try:
+                    # was: the stream broke off (and EventSource never reconnects after a 503)
+                    for event, data in notices:
+                        seen.append(event)
+                        if event == "unavailable":
+                            assert data["code"] == "E_STORE_UNAVAILABLE" and "pg_isready" in data["suggestion"]
+                            break
+                finally:
+                    server.start()
+                runner = threading.Thread(target=run_turns, args=(bundle, state, ["second"]), kwargs={"store": url})
+                runner.start()
+                for event, data in notices:
+                    seen.append(event)
+                    if event == "instance" and data["turns"] == 2 and data["status"] == "idle":
+                        break
+                runner.join(60)
+            assert seen[0] == "unavailable" and "available" in seen and seen[-1] == "instance", seen
+        assert s.proc.stderr is not None and "Traceback" not in s.proc.stderr.read()
+
+
+def test_a_login_the_server_refuses_after_studio_started_is_a_503_with_e_store_auth(tmp_path: Path) -> None:
+    import psycopg
+
+    with own_server() as server:
+        url = server.require_password("alice", "first-password").replace("alice@", "alice:first-password@")
+        with gdn_studio("--store", url, "--state-root", str(tmp_path / "state")) as s:
+            assert httpx.get(s.url + "api/instances", timeout=30).status_code == 200
+            with psycopg.connect(server.url(), autocommit=True) as conn:  # the password is changed ...
+                conn.execute("ALTER ROLE alice PASSWORD 'second-password'")
+            server.stop()  # ... and the server restarted: Studio's connections must log in again
+            server.start()
+            r = httpx.get(s.url + "api/overview", timeout=30)
+            assert r.status_code == 503, r.text  # 503 as for a server that is down, not 400 (the request's fault)
+            error = r.json()["error"]  # was E_STORE_UNAVAILABLE after the whole pool_timeout
+            assert error["code"] == "E_STORE_AUTH" and "'alice'" in error["message"], error
+            assert "first-password" not in r.text
 
 
 def test_studio_shows_a_bundle_whose_secrets_are_not_set_here(tmp_path: Path) -> None:

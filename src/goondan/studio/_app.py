@@ -10,7 +10,8 @@ the store is unavailable)::
     /api/turns?workspace&agent&key&offset&limit     turns, newest first (trace id, status, usage)
     /api/trace?workspace&trace                      one trace's span tree across instances
     /api/graph?workspace                            the swarm graph
-    /api/stream?workspace&agent&key                 SSE: ``instance`` / ``instances`` change notices
+    /api/stream?workspace&agent&key                 SSE: ``instance`` / ``instances`` change notices,
+                                                    ``unavailable`` / ``available`` for the store
 
 Live updates: the stream polls the watched instance's ``version()`` (a few stats) every
 :data:`POLL_SECONDS` and the instance listing every :data:`LIST_POLL_SECONDS`, and sends a small
@@ -133,10 +134,18 @@ def _json(value: Any, status: int = 200) -> Response:
     return JSONResponse(value, status_code=status, headers={"cache-control": "no-store"})
 
 
+#: a store Studio cannot read now (PostgreSQL down, or its login refused since it started): no fault of
+#: the request, so 503 (retry later), and an open event stream waits for it to come back
+STORE_DOWN_CODES = frozenset({"E_STORE_UNAVAILABLE", "E_STORE_AUTH", "E_STORE_DATABASE_NOT_FOUND"})
+
+
 def _error(exc: GoondanError) -> Response:
-    # a store that cannot be reached (PostgreSQL down) is no fault of the request: 503, retry later
-    status = 404 if exc.code == "E_STUDIO_NOT_FOUND" else 503 if exc.code == "E_STORE_UNAVAILABLE" else 400
-    return _json({"error": {"code": exc.code, "message": exc.message, "suggestion": exc.suggestion}}, status)
+    status = 404 if exc.code == "E_STUDIO_NOT_FOUND" else 503 if exc.code in STORE_DOWN_CODES else 400
+    return _json({"error": _fields(exc)}, status)
+
+
+def _fields(exc: GoondanError) -> dict[str, Any]:
+    return {"code": exc.code, "message": exc.message, "suggestion": exc.suggestion}
 
 
 def _endpoint(fn: Callable[[Request], Any]) -> Callable[[Request], Any]:
@@ -201,14 +210,18 @@ def create_app(
     async def stream(request: Request) -> Response:
         workspace = request.query_params.get("workspace") or None
         agent, key = request.query_params.get("agent"), request.query_params.get("key")
+        ident = (workspace, agent, key) if workspace and agent and key else None
         watched = None
-        if workspace and agent and key:
+        if ident is not None:
             try:
-                watched = await run_in_threadpool(data.view, workspace, agent, key)
+                watched = await run_in_threadpool(data.view, *ident)
             except GoondanError as exc:
-                return _error(exc)
+                # a store that is down opens the stream anyway (it says so and follows the instance
+                # once the store is back): a browser's EventSource never reconnects after a 503
+                if exc.code not in STORE_DOWN_CODES:
+                    return _error(exc)
         return StreamingResponse(
-            _events(request, data, workspace, watched, stop),
+            _events(request, data, workspace, watched, stop, ident),
             media_type="text/event-stream",
             headers={"cache-control": "no-store", "x-accel-buffering": "no"},
         )
@@ -268,30 +281,55 @@ def _sse(event: str, payload: Any) -> bytes:
 
 
 async def _events(
-    request: Request, data: StudioData, workspace: str | None, watched: Any, stop: threading.Event
+    request: Request,
+    data: StudioData,
+    workspace: str | None,
+    watched: Any,
+    stop: threading.Event,
+    ident: tuple[str, str, str] | None = None,
 ) -> AsyncIterator[bytes]:
-    """The notice stream of one page (module docstring); ends when the page goes away."""
+    """The notice stream of one page (module docstring); ends when the page goes away. While the
+    store is unreachable it sends one ``unavailable`` notice (the error) and keeps polling; when the
+    store answers again, ``available`` and ``instances`` (what changed meanwhile is fetched again)."""
     yield b"retry: 1000\n\n"
-    signature = await run_in_threadpool(data.listing_signature, workspace)
-    if watched is not None:
-        await run_in_threadpool(watched.refresh)
     loop = asyncio.get_running_loop()
-    next_list = loop.time() + LIST_POLL_SECONDS
+    signature: int | None = None
+    down = False
+    primed = False  # the first poll only learns where things stand
+    next_list = loop.time()
     next_ping = loop.time() + KEEPALIVE_SECONDS
     while not stop.is_set() and not await request.is_disconnected():
-        await asyncio.sleep(POLL_SECONDS)
+        if primed:
+            await asyncio.sleep(POLL_SECONDS)
         now = loop.time()
-        if watched is not None and await run_in_threadpool(watched.refresh):
-            yield _sse("instance", await run_in_threadpool(watched.summary))
-            next_ping = now + KEEPALIVE_SECONDS
-        if now >= next_list:
-            next_list = now + LIST_POLL_SECONDS
-            fresh = await run_in_threadpool(data.listing_signature, workspace)
-            if fresh != signature:
+        frames: list[bytes] = []
+        try:
+            if watched is None and ident is not None:  # the store was down when the page opened
+                watched = await run_in_threadpool(data.view, *ident)
+            if watched is not None and await run_in_threadpool(watched.refresh) and primed:
+                frames.append(_sse("instance", await run_in_threadpool(watched.summary)))
+            if signature is None or now >= next_list:
+                next_list = now + LIST_POLL_SECONDS
+                fresh = await run_in_threadpool(data.listing_signature, workspace)
+                if signature is not None and fresh != signature:
+                    frames.append(_sse("instances", {"workspace": workspace}))
                 signature = fresh
-                yield _sse("instances", {"workspace": workspace})
-                next_ping = now + KEEPALIVE_SECONDS
-        if now >= next_ping:
+        except GoondanError as exc:
+            if exc.code not in STORE_DOWN_CODES:
+                raise
+            if not down:
+                down = True
+                frames.append(_sse("unavailable", _fields(exc)))
+        else:
+            if down:
+                down = False
+                frames += [_sse("available", {}), _sse("instances", {"workspace": workspace})]
+        primed = True
+        for frame in frames:
+            yield frame
+        if frames:
+            next_ping = now + KEEPALIVE_SECONDS
+        elif now >= next_ping:
             next_ping = now + KEEPALIVE_SECONDS
             yield b": ping\n\n"
 

@@ -298,6 +298,13 @@ function watch() {
     await loadInstances();
   });
   src.addEventListener("instances", () => loadInstances());
+  // the store went away (PostgreSQL down): the dot turns red and says why; the stream stays open
+  src.addEventListener("unavailable", (ev) => {
+    const err = JSON.parse(ev.data);
+    dot.classList.add("down");
+    dot.title = `[${err.code}] ${err.message}`;
+  });
+  src.addEventListener("available", () => { dot.classList.remove("down"); dot.title = "live updates"; });
 }
 
 // ---------------------------------------------------------------- wiring
