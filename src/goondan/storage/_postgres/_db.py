@@ -60,7 +60,7 @@ PROBE_CONNECT_S = 2
 #: waiting for the network again; the first one after it tries again, so the store recovers on its
 #: own. A connect refused at once (the server's host is up, the server is not) is not remembered:
 #: trying again costs a millisecond, and the first operation after the restart succeeds.
-DOWN_MEMORY_S = 1.0
+DOWN_MEMORY_S = 3.0
 SLOW_FAILURE_S = 0.25
 
 #: Server-side TCP keepalive of the lease session: a holder whose machine vanishes loses its
@@ -426,6 +426,7 @@ class Database:
         self._lease_conn = None
         if self._pool is None:
             self._open_pool("open the lease session")
+        self._raise_if_down("open the lease session")
         try:
             conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=max(1, int(self.pool_timeout)))
             with contextlib.suppress(psycopg.Error):  # keepalives only matter (and only apply) on TCP
