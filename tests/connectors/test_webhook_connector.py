@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from cn_testkit import connector_bundle, free_port, gdn_run, post, probes, wait_for
+from cn_testkit import connector_bundle, free_port, gdn_env, gdn_run, post, probes, wait_for
 
 SECRET = "s3cret-value"
 
@@ -272,4 +274,31 @@ def test_a_field_of_the_wrong_type_is_refused_not_dropped(tmp_path: Path) -> Non
         assert status == 400 and reply["error"].startswith("the body is not JSON: Expecting"), reply
         assert "line 1 column" in reply["error"]
         assert [r["instanceKey"] for r in probes(run.probe_out)] == ["42"]
+        assert run.stop() == 130
+
+
+def test_a_port_that_is_no_port_fails_validate_and_a_path_without_slash_still_serves(tmp_path: Path) -> None:
+    """`port: {value: "80a"}` or "70000" passed gdn validate and failed gdn run's start with Python's
+    ValueError / OverflowError text (exit 1); `path: {value: "hook"}` started, then answered every
+    request 404 (a request's path starts with '/')."""
+    for port, problem in [
+        ("80a", "config.port: expected integer but got string"),
+        ("70000", "greater than the maximum"),
+    ]:
+        bad = connector_bundle(tmp_path / f"bad{port}", connection(port))
+        result = subprocess.run(
+            [sys.executable, "-m", "goondan", "validate", str(bad)],
+            capture_output=True,
+            text=True,
+            env=gdn_env(tmp_path, HOOK_SECRET=SECRET),
+            timeout=60,
+        )
+        assert result.returncode == 4, result.stdout
+        assert "[E_CONNECTOR_CONFIG] Connection/hook: invalid config for Connector/webhook:" in result.stdout
+        assert problem in result.stdout and "goondan.yaml:" in result.stdout
+    port = free_port()
+    bundle = connector_bundle(tmp_path / "b", connection(port, extra_config='    path: { value: "hook" }\n'))
+    with gdn_run(tmp_path, bundle, HOOK_SECRET=SECRET) as run:
+        run.wait_ready()
+        assert post(f"http://127.0.0.1:{port}/hook", *signed({"text": "hi"})) == (200, {"ok": True, "text": "echo: hi"})
         assert run.stop() == 130

@@ -55,8 +55,20 @@ CONFIG_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "host": {"type": "string", "default": "127.0.0.1", "description": "Address to listen on."},
-        "port": {"type": "string", "default": "8080", "description": "Port to listen on."},
-        "path": {"type": "string", "default": "/", "description": "The one path that takes events (others: 404)."},
+        # an integer in range, checked by gdn validate: "80a" or "70000" failed only when gdn run
+        # started the connector, with Python's ValueError / OverflowError as the message
+        "port": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 65535,
+            "default": 8080,
+            "description": "Port to listen on (0: a free one).",
+        },
+        "path": {
+            "type": "string",
+            "default": "/",
+            "description": "The one path that takes events (others: 404); 'hook' is '/hook'.",
+        },
         "replyMode": {
             "enum": list(REPLY_MODES),
             "default": "sync",
@@ -180,7 +192,8 @@ def _a(value: Any) -> str:
 async def run(ctx: Any) -> None:
     secret = ctx.secret("signingSecret", "WEBHOOK_SECRET", "SIGNING_SECRET")
     require = ctx.setting("requireSignature", "true" if secret else "false").lower() == "true"
-    path = ctx.setting("path", "/")
+    # `path: hook` means /hook: a request's path always starts with '/', so every one was a 404
+    path = "/" + str(ctx.setting("path", "/")).strip().lstrip("/")
     mode = reply_mode(ctx)
     replays = ReplayGuard()
 
