@@ -182,3 +182,18 @@ def test_init_into_a_project_whose_yaml_the_bundle_would_read_writes_nothing(tmp
     assert gdn(tmp_path, "run", "proj/bot", "--input", "hello").returncode == 0
     assert gdn(tmp_path, "init", "proj", "--force").returncode == 0  # as the suggestion says
     assert (project / "goondan.yaml").is_file()
+
+
+def test_another_bundles_manifest_copied_in_as_a_resource_file_is_named_as_such(tmp_path: Path) -> None:
+    """Two bundles in one folder: the multi-agent template's goondan.yaml saved as agents.yaml beside
+    the default template's. The error said to 'move the Package document to the top of goondan.yaml'."""
+    assert gdn(tmp_path, "init", "-q", "bot").returncode == 0
+    assert gdn(tmp_path, "init", "-q", "-t", "multi-agent", "team").returncode == 0
+    (tmp_path / "bot" / "agents.yaml").write_text((tmp_path / "team" / "goondan.yaml").read_text())
+    result = gdn(tmp_path, "validate", "bot")
+    assert result.returncode == 4
+    assert (
+        "[E_CONFIG_PACKAGE_DOC_POSITION] agents.yaml has a Package document, which only goondan.yaml may have"
+        in result.stdout
+    )
+    assert "suggestion: if agents.yaml is another bundle's goondan.yaml, give that bundle a directory" in result.stdout

@@ -542,12 +542,18 @@ class Loader:
                 )
                 return None
             if not (is_manifest and first):
+                elsewhere = not is_manifest  # agents.yaml with a Package: another bundle's goondan.yaml copied in
                 self.errors.append(
                     ctx.issue(
                         "E_CONFIG_PACKAGE_DOC_POSITION",
-                        "a Package document must be the first document of goondan.yaml",
+                        f"{ctx.file} has a Package document, which only goondan.yaml may have (as its first)"
+                        if elsewhere
+                        else "a Package document must be the first document of goondan.yaml",
                         "kind",
-                        "move the Package document to the top of goondan.yaml",
+                        f"if {ctx.file} is another bundle's goondan.yaml, give that bundle a directory of its own; "
+                        "else delete this Package document (the bundle's Package is in goondan.yaml)"
+                        if elsewhere
+                        else "move the Package document to the top of goondan.yaml",
                     )
                 )
                 return None
