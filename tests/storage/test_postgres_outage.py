@@ -114,3 +114,30 @@ def test_a_server_that_stops_answering_fails_in_the_connect_timeout_then_at_once
                 time.sleep(0.2)
     finally:
         backend.close()
+
+
+def test_a_busy_pool_is_waited_for_and_not_taken_for_a_server_that_is_down(postgres_url: str) -> None:
+    backend = open_store(postgres_url + "?pool_size=1", state_root="/nonexistent")
+    db = backend._db  # type: ignore[attr-defined]
+    held = threading.Event()
+
+    def hold() -> None:
+        with db.connection("hold the only connection") as conn:
+            held.set()
+            conn.execute("SELECT pg_sleep(1.5)")
+
+    try:
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert held.wait(10)
+        started = time.monotonic()
+        results = []
+        waiters = [threading.Thread(target=lambda: results.append(backend.list_workspaces())) for _ in range(4)]
+        for t in waiters:
+            t.start()
+        for t in [holder, *waiters]:
+            t.join(30)
+        # each waited past the half second after which the server is asked directly, and got through
+        assert results == [[]] * 4 and time.monotonic() - started > 1.0
+    finally:
+        backend.close()

@@ -275,6 +275,8 @@ class Database:
         self.leases: dict[int, _Lease] = {}
         self._migrated = False
         self._down: tuple[float, Exception] | None = None  # (until, the failed connect's error): DOWN_MEMORY_S
+        self._probe_lock = threading.Lock()
+        self._up_at = -float(PROBE_CONNECT_S)  # when a direct connect last succeeded (time.monotonic())
         _DATABASES.add(self)
 
     # ------------------------------------------------------------------ pool
@@ -359,7 +361,13 @@ class Database:
         except psycopg_pool.PoolTimeout:
             if first >= self.pool_timeout:
                 raise
-        self._probe(what)
+        # one direct connect at a time, and none for a while after one succeeded: a pool that is
+        # only busy (more concurrent operations than pool_size) must not become a connection storm
+        with self._probe_lock:
+            if time.monotonic() - self._up_at >= PROBE_CONNECT_S:
+                self._raise_if_down(what)
+                self._probe(what)
+                self._up_at = time.monotonic()
         # the server is there: the pool is busy, wait for it as long as the URL says
         conn = pool.getconn(timeout=self.pool_timeout - first)
         return conn
@@ -627,6 +635,7 @@ class Database:
         conn, self._lease_conn = self._lease_conn, None
         pool, self._pool = self._pool, None
         self._pool_lock = threading.Lock()
+        self._probe_lock = threading.Lock()
         self._lease_lock = threading.RLock()
         self.leases = {}
         if conn is not None:
