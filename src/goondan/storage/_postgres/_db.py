@@ -5,7 +5,10 @@ Why two kinds of connection:
 * **The pool** (psycopg_pool, ``pool_size`` connections at most, autocommit) carries every read
   and write. A connection the server closed (a restart, an idle timeout) is found before use by
   a non-blocking poll of its socket - an idle healthy connection has nothing to read - so after a
-  server restart the next operation gets a fresh connection instead of failing on a stale one.
+  server restart the next operation gets a fresh connection instead of failing on a stale one. A
+  pool that gives no connection within half a second may be failing to connect rather than busy:
+  the server is then asked directly once, so a server that is down fails the operation at once
+  instead of after the whole ``pool_timeout`` (:data:`POOL_FIRST_WAIT_S`).
 * **The lease session**: one dedicated connection per backend object holding a session-level
   advisory lock for every instance this process holds. The lock dies with the connection, i.e.
   with the holder process (the kernel closes its socket) or, for a machine that vanishes, when
@@ -313,8 +316,8 @@ class Database:
     def _probe(self, what: str, *, migrate: bool = False) -> None:
         """Connect directly once (and migrate the schema when ``migrate``): ``E_STORE_UNAVAILABLE``,
         ``E_STORE_AUTH``, ... now, in the time the server takes to refuse (a slow failure is
-        remembered for :data:`DOWN_MEMORY_S`). A server that answers "too many clients" is up: the caller goes on
-        waiting for a pooled connection."""
+        remembered for :data:`DOWN_MEMORY_S`). A server that answers "too many clients" is up:
+        the caller goes on waiting for a pooled connection."""
         import psycopg
 
         # the first connect of a process may be to a slow, far server; after a failure it is a check
