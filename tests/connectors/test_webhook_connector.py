@@ -302,3 +302,22 @@ def test_a_port_that_is_no_port_fails_validate_and_a_path_without_slash_still_se
         run.wait_ready()
         assert post(f"http://127.0.0.1:{port}/hook", *signed({"text": "hi"})) == (200, {"ok": True, "text": "echo: hi"})
         assert run.stop() == 130
+
+
+def test_a_host_that_is_not_this_machines_is_a_config_error_naming_it(tmp_path: Path) -> None:
+    """`host: {value: "localhsot"}` or an address of another machine failed the start with
+    'OSError: [Errno 99] Cannot assign requested address (while attempting to bind on ...)', exit 1,
+    and 'Check the connector's config and secrets ... and its entry module'."""
+    from cn_testkit import gdn_run_to_end
+
+    port = free_port()
+    for host, why in [
+        ("192.0.2.1", "192.0.2.1 is not an address of this machine"),
+        ("nohost.invalid", "the host name 'nohost.invalid' does not resolve"),
+    ]:
+        conn = connection(port, extra_config=f'    host: {{ value: "{host}" }}\n')
+        proc = gdn_run_to_end(tmp_path, connector_bundle(tmp_path / host, conn), HOOK_SECRET=SECRET)
+        assert proc.returncode == 3, proc.stderr
+        assert f"[E_CONNECTOR_CONFIG] Connection/hook (webhook): cannot listen on {host}:{port}: {why}" in proc.stderr
+        assert "suggestion: config.host is the address to listen on: 127.0.0.1" in proc.stderr
+        assert "OSError" not in proc.stderr

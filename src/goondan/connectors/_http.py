@@ -291,6 +291,39 @@ class PortInUseError(GoondanError, OSError):
     that callers of :func:`serve_http` have always been able to catch."""
 
 
+class ListenConfigError(GoondanError, OSError):
+    """``config.host`` / ``config.port`` that cannot be listened on as written (a misspelt host
+    name, an address of another machine, a privileged port): ``E_CONNECTOR_CONFIG``, a config
+    error (exit 3), still an ``OSError`` for callers of :func:`serve_http`."""
+
+
+_HOST_HINT = (
+    "config.host is the address to listen on: 127.0.0.1 (this machine only), 0.0.0.0 (every interface) "
+    "or a name or address of this machine."
+)
+
+
+_NAME_ERRORS = frozenset(
+    getattr(socket, name) for name in ("EAI_NONAME", "EAI_AGAIN", "EAI_FAIL", "EAI_NODATA") if hasattr(socket, name)
+)
+
+
+def _listen_problem(exc: OSError, host: str, port: int) -> ListenConfigError | None:
+    """The bind failure said in the Connection's terms; None for one that is not the config's
+    (the bare OSError read 'Cannot assign requested address (while attempting to bind on ...)')."""
+    # socket.create_server re-raises a bind failure as a plain OSError, a name lookup's included
+    if isinstance(exc, socket.gaierror) or exc.errno in _NAME_ERRORS:
+        message, hint = f"cannot listen on {host}:{port}: the host name {host!r} does not resolve", _HOST_HINT
+    elif exc.errno == errno.EADDRNOTAVAIL:
+        message, hint = f"cannot listen on {host}:{port}: {host} is not an address of this machine", _HOST_HINT
+    elif exc.errno == errno.EACCES:
+        message = f"cannot listen on port {port} of {host}: ports below 1024 need privileges"
+        hint = "Use config.port 1024 or above (8080), with a reverse proxy in front for port 80 or 443."
+    else:
+        return None
+    return ListenConfigError("E_CONNECTOR_CONFIG", message, suggestion=hint)
+
+
 async def serve_http(
     handler: Handler,
     host: str = "127.0.0.1",
@@ -309,14 +342,14 @@ async def serve_http(
     try:
         sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
     except OSError as exc:
-        if exc.errno != errno.EADDRINUSE:
-            raise
-        raise PortInUseError(
-            "E_CONNECTOR_START",
-            f"port {port} on {host} is already in use",
-            suggestion="Another program (or another gdn run of a bundle with the same port) listens there: stop "
-            "it, or give this Connection another config.port.",
-        ) from None
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUseError(
+                "E_CONNECTOR_START",
+                f"port {port} on {host} is already in use",
+                suggestion="Another program (or another gdn run of a bundle with the same port) listens there: "
+                "stop it, or give this Connection another config.port.",
+            ) from None
+        raise _listen_problem(exc, host, port) or exc from None
     sock.setblocking(False)
     guarded = type("ConnectorH11Protocol", (protocol.GuardedH11Protocol,), {"read_timeout": read_timeout})
     config = uvicorn.Config(
