@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..errors import StorageError
 from ._output import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, CliError, Style
 from ._state import store_backend, store_label
 
@@ -265,7 +266,10 @@ class _StoreTail:
         self.cursors: dict[tuple[str, str, str], int] = {}
 
     def read_new(self) -> list[dict[str, Any]]:
+        """What came since the last call; the cursors move only when everything was read (a store
+        that fails half-way is read again from where the last complete call left off)."""
         out: list[dict[str, Any]] = []
+        cursors = dict(self.cursors)
         for ws in self.backend.list_workspaces():
             if (self.workspace is not None and ws != self.workspace) or (self.only is not None and ws not in self.only):
                 continue
@@ -275,8 +279,9 @@ class _StoreTail:
                 reader = self.readers.get(key)
                 if reader is None:
                     reader = self.readers[key] = store.reader(info.agent_name, info.instance_key)
-                records, self.cursors[key] = reader.runtime_events(self.cursors.get(key, 0))
+                records, cursors[key] = reader.runtime_events(cursors.get(key, 0))
                 out.extend(records)
+        self.cursors = cursors
         out.sort(key=lambda r: str(r.get("timestamp", "")))
         return out
 
@@ -343,7 +348,18 @@ def cmd_logs(args: argparse.Namespace) -> int:
                 else "(no runtime events match)\n"
             )
     emit(first[-args.lines :] if args.lines > 0 else first)
+    down = False
     while args.follow:
         time.sleep(POLL_SECONDS)
-        emit(read_new())
+        try:
+            records = read_new()
+        except StorageError as exc:  # a PostgreSQL server restarting: say so once, follow on after it
+            if exc.code != "E_STORE_UNAVAILABLE":
+                raise
+            if not down:
+                sys.stderr.write(f"warning: [{exc.code}] {exc.message}; following on once it answers\n")
+            down = True
+            continue
+        down = False
+        emit(records)
     return EXIT_OK
