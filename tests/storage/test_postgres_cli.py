@@ -5,12 +5,17 @@ under the state root, and what one command wrote the next one reads from the dat
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import psycopg
 from storage_testkit import gdn as _gdn
 
 from kit import simple_bundle
+from kit.postgres import own_server
 
 ECHO_MODEL = "def generate(request):\n    return {'text': f'echo {len(request.messages)}'}\n"
 
@@ -53,3 +58,32 @@ def test_gdn_instance_list_against_an_unreachable_postgres_says_so_without_a_tra
     proc = _gdn(tmp_path, "instance", "list", "-A", "--store", "postgresql://u:pw@127.0.0.1:1/x")
     assert proc.returncode != 0
     assert "E_STORE_UNAVAILABLE" in proc.stderr and "Traceback" not in proc.stderr and ":pw@" not in proc.stderr
+
+
+def test_gdn_logs_follow_waits_out_a_server_restart_and_shows_the_turns_after_it(tmp_path: Path) -> None:
+    bundle = simple_bundle(tmp_path, files={"model.py": ECHO_MODEL})
+    with own_server() as server:
+        url = server.create_database()
+        assert _gdn(tmp_path, "run", str(bundle), "--store", url, "--input", "before").returncode == 0
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("GOONDAN_", "PG"))}
+        follow = subprocess.Popen(
+            [sys.executable, "-m", "goondan", "logs", "--store", url, "--follow", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**env, "NO_COLOR": "1"},
+        )
+        try:
+            time.sleep(2)  # following
+            server.stop()
+            time.sleep(2)  # was: it exited 1 with E_STORE_UNAVAILABLE on its next poll
+            server.start()
+            assert _gdn(tmp_path, "run", str(bundle), "--store", url, "--input", "after").returncode == 0
+            time.sleep(3)
+            assert follow.poll() is None, follow.communicate()[1]
+        finally:
+            follow.terminate()
+            out, err = follow.communicate(timeout=30)
+        completed = [json.loads(line) for line in out.splitlines() if '"turn.completed"' in line]
+        assert len(completed) == 2, out  # the turn before and the turn after the restart
+        assert err.count("[E_STORE_UNAVAILABLE]") == 1 and "warning: " in err and "Traceback" not in err, err
