@@ -317,3 +317,19 @@ def test_a_misspelt_name_offline_names_what_find_links_offers(tmp_path: Path, wh
     assert result.returncode == 1 and "[E_PACKAGE_INSTALL_FAILED]" in result.stderr
     assert "suggestion: did you mean 'acme-tools'? --find-links offers: acme-tools 0.1.0" in result.stderr
     assert "dependencies" not in (tmp_path / "app" / "goondan.yaml").read_text()
+
+
+def test_a_second_build_after_a_version_bump_names_only_its_own_files(tmp_path: Path) -> None:
+    """The second release: dist/ still holds 0.1.0, and build said 'built <0.1.0 and 0.2.0 files>' and
+    'upload with: twine upload dist/*', which sends 0.1.0 again (the index refuses it, and twine stops)."""
+    assert gdn(tmp_path, "init", "-q", "-t", "package", "acme", "--name", "acme-tools").returncode == 0
+    first = gdn(tmp_path, "package", "build", "--path", "acme", "--no-isolation")
+    assert first.returncode == 0, first.stderr
+    pyproject = tmp_path / "acme" / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('version = "0.1.0"', 'version = "0.2.0"'))
+    second = gdn(tmp_path, "package", "build", "--path", "acme", "--no-isolation")
+    assert second.returncode == 0, second.stderr
+    built = ["acme_tools-0.2.0-py3-none-any.whl", "acme_tools-0.2.0.tar.gz"]
+    assert f"built {', '.join(built)} in acme/dist\n" in second.stdout
+    assert f"upload with: twine upload acme/dist/{built[0]} acme/dist/{built[1]}\n" in second.stdout
+    assert len(list((tmp_path / "acme" / "dist").iterdir())) == 4  # the earlier release is kept

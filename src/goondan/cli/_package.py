@@ -499,8 +499,19 @@ def cmd_package_build(args: argparse.Namespace) -> int:
             )
         argv = [uv, "build", "--sdist", "--wheel", "--out-dir", outdir, str(root)]
         argv += ["--no-build-isolation"] if args.no_isolation else []
+    before = _artifacts(Path(outdir))
     _run(argv, "E_PACKAGE_BUILD_FAILED", "building")
     if not args.quiet:
-        built = sorted(p.name for p in Path(outdir).iterdir() if p.suffix in (".whl", ".gz"))
-        sys.stdout.write(f"built {', '.join(built)} in {outdir}\nupload with: twine upload {outdir}/*\n")
+        # only what this build wrote: after a version bump dist/ still holds the previous release,
+        # and `twine upload dist/*` would send it again (the index refuses a file it already has)
+        built = sorted(name for name, stamp in _artifacts(Path(outdir)).items() if before.get(name) != stamp)
+        files = " ".join(shlex.quote(str(Path(outdir) / name)) for name in built)
+        sys.stdout.write(f"built {', '.join(built)} in {outdir}\nupload with: twine upload {files}\n")
     return EXIT_OK
+
+
+def _artifacts(outdir: Path) -> dict[str, int]:
+    """Wheels and sdists in ``outdir`` with their modification times (ns)."""
+    if not outdir.is_dir():
+        return {}
+    return {p.name: p.stat().st_mtime_ns for p in outdir.iterdir() if p.name.endswith((".whl", ".tar.gz", ".zip"))}
