@@ -79,6 +79,9 @@ def test_deleting_the_instance_of_a_running_chat_suggests_a_fresh_restart_that_w
         assert f"suggestion: To start the conversation over while it runs: {suggested}." in busy.stderr
         restarted = gdn(tmp_path, *shlex.split(suggested)[1:], *state)
         assert restarted.returncode == 0, restarted.stderr
+        typo = gdn(tmp_path, "instance", "restart", "defualt", *state)
+        assert typo.returncode == 1 and typo.stderr.startswith("[E_NO_ACTIVE_RUN]"), typo.stderr
+        assert "suggestion: Did you mean 'default'?" in typo.stderr  # it said: start one with `gdn run`
         listed = gdn(tmp_path, "instance", "list", "--workspace", "nope", *state)
         assert listed.returncode == 0 and "There is no workspace 'nope'." in listed.stdout
         chat.stdin.write("second\n")

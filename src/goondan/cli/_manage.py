@@ -295,15 +295,17 @@ def _pick_run(root: Path, key: str | None, scope: _Scope | None = None) -> dict[
     runs = active_runs(root)
     if scope is not None:
         runs = [r for r in runs if scope.owns_run(root, r)]
+    active = runs
     if key is not None:
         runs = [r for r in runs if r.get("instanceKey") == key or r.get("workspace") == key]
     if not runs:
         what = f" with instance key {key!r}" if key else ""
-        raise CliError(
-            "E_NO_ACTIVE_RUN",
-            f"no running gdn run{what} under {root}",
-            suggestion="Start one with `gdn run` (with the same --state-root) and try again.",
-        )
+        suggestion = "Start one with `gdn run` (with the same --state-root) and try again."
+        if key is not None and active:  # a typo'd key while runs are up: name the near one, not `gdn run`
+            from ._logs import near_names
+
+            suggestion = near_names(key, [str(r.get("instanceKey")) for r in active], "running instance key")
+        raise CliError("E_NO_ACTIVE_RUN", f"no running gdn run{what} under {root}", suggestion=suggestion)
     if len(runs) > 1:
         keys = ", ".join(str(r.get("instanceKey")) for r in runs)
         raise CliError(
