@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -75,3 +77,37 @@ def test_a_backlog_that_stays_full_gives_up_after_the_bound() -> None:
     assert asyncio.run(main()) == (False, False)
     for s in [*queued, srv]:
         s.close()
+
+
+NO_DESCRIPTORS = """\
+import asyncio, os, resource
+from goondan.executors.process._direct_stream import DirectStreams
+
+async def main():
+    sent = []
+    agent = DirectStreams(sent.append)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+    held = []
+    try:
+        while True:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        pass
+    turn = agent.begin({"address": "@goondan-anything", "id": "ev1"}, "t1")  # socket() itself fails
+    agent.listener({"traceId": "t1", "delta": "hello", "stepIndex": 0})
+    print(turn.ok, await agent.end(turn, "t1"), sent)
+
+asyncio.run(main())
+"""
+
+
+def test_no_file_descriptor_for_the_socket_falls_back_instead_of_failing_the_turn() -> None:
+    """socket() failing (EMFILE) raised out of begin(), before the turn's try: the turn never
+    answered and the run hung."""
+    out = subprocess.run([sys.executable, "-c", NO_DESCRIPTORS], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert (
+        out.stdout.strip()
+        == "False False [{'traceId': 't1', 'delta': 'hello', 'stepIndex': 0, 'directStream': 'fallback'}]"
+    )
+    assert "cannot be opened (OSError: [Errno 24] Too many open files)" in out.stderr

@@ -24,6 +24,13 @@ end marker are already readable on its delta socket: it reads them first. A stre
 be written (no such socket, the host went away, the bound passed) is reported in ``turn_done``'s
 result as ``directStream: "broken"``, and ``gdn run`` tells the connector not to wait for its end.
 
+A direct stream that cannot be opened at the turn's start (connection refused, an address too
+long, no permission, no file descriptor left) falls back to the usual route: the turn's deltas go
+to ``gdn run`` as ``text_delta`` records marked ``directStream: "fallback"``, which the orchestrator
+hands to that turn's connector only (:data:`FALLBACK_KEY`), and the turn reports its stream
+``broken`` so that the connector does not wait for an end marker. The first such failure per
+address is logged as a warning (later ones at info): the client still gets every delta, later.
+
 A datagram is at most :data:`MAX_DATAGRAM` bytes (a longer delta is split into several, in order):
 the kernel refuses a datagram larger than the socket's send buffer, and the reader's buffer is
 that size.
@@ -50,6 +57,9 @@ _CONNECT_WAIT = struct.pack("ll", CONNECT_WAIT_SECONDS, 0)  # struct timeval for
 # bytes per datagram: far below the default Unix socket send buffer (about 208 KiB)
 MAX_DATAGRAM = 64 * 1024
 BROKEN = "broken"  # turn_done result["directStream"] of a turn whose direct stream broke
+# the key (value "fallback") of a text delta an agent process sends through gdn run because the
+# turn's direct stream could not be opened: it is for that turn's connector, not the host's listeners
+FALLBACK_KEY = "directStream"
 
 
 def encode_delta(event_id: str, text: str, step: int) -> bytes:
@@ -190,14 +200,22 @@ class DirectStreams:
     reference): the agent process puts it there while a turn streams directly, which is also what
     makes that turn's model call stream at all."""
 
-    def __init__(self) -> None:
+    def __init__(self, fallback: Callable[[dict[str, Any]], None] | None = None) -> None:
         self._links: dict[str, _Link] = {}
         self.active: dict[str, _TurnStream] = {}
         self.on_change: Callable[[], None] | None = None  # the set of active streams went (non-)empty
+        # sends a delta through gdn run (the agent process's text_delta record): the route of a
+        # turn whose stream could not be opened; None: such a turn streams nothing
+        self.fallback = fallback
+        self._warned: set[str] = set()  # addresses whose failure was logged as a warning
 
     def listener(self, payload: Any) -> None:
         stream = self.active.get(payload.get("traceId"))
         if stream is not None:
+            if stream.link is None:  # could not be opened: through gdn run, marked for its connector
+                if self.fallback is not None:
+                    self.fallback({**payload, FALLBACK_KEY: "fallback"})
+                return
             step = payload.get("stepIndex")
             stream.delta(str(payload.get("delta", "")), step if type(step) is int else 0)
 
@@ -206,7 +224,11 @@ class DirectStreams:
         if link is not None and not link.broken:
             return link
         self._links.pop(address, None)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        except OSError as exc:  # no file descriptor left: this turn takes the usual route
+            self._not_possible(address, exc)
+            return None
         sock.setblocking(False)
         try:
             try:
@@ -219,14 +241,26 @@ class DirectStreams:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _CONNECT_WAIT)
                 sock.connect(address)
                 sock.setblocking(False)
-        except OSError as exc:  # gone (refused, no such socket) or still no room after the wait
+        except (OSError, ValueError) as exc:  # refused, no such socket, too long, no permission, no room
             sock.close()
-            log.info("direct stream to %r not possible: %s", address, exc)
+            self._not_possible(address, exc)
             return None
         link = _Link(address, sock, asyncio.get_running_loop())
         link.on_broken = self._forget
         self._links[address] = link
         return link
+
+    def _not_possible(self, address: str, exc: BaseException) -> None:
+        route = "go through gdn run" if self.fallback is not None else "are not streamed"
+        first = address not in self._warned
+        self._warned.add(address)
+        (log.warning if first else log.info)(
+            "direct stream to the connector at %r cannot be opened (%s: %s): the turn's text deltas %s",
+            address.replace("\0", "@"),
+            type(exc).__name__,
+            exc,
+            route,
+        )
 
     def _forget(self, link: _Link) -> None:
         """A broken link leaves the cache (its socket is closed): a restarted connector host has
@@ -236,14 +270,15 @@ class DirectStreams:
 
     def begin(self, target: Any, trace: Any) -> _TurnStream:
         """Start streaming the turn of ``trace`` to ``target`` (``{address, id}``). A target that
-        cannot be reached gives a stream that is already broken (its turn reports it)."""
+        cannot be reached gives a stream without a link: its deltas take the fallback route (see
+        the module docstring) and its turn reports the stream broken."""
         address = target.get("address") if isinstance(target, dict) else None
         event_id = target.get("id") if isinstance(target, dict) else None
         if not isinstance(address, str) or not isinstance(event_id, str) or not isinstance(trace, str):
             return _TurnStream("", None)
         address = "\0" + address[1:] if address.startswith("@") else address
         stream = _TurnStream(event_id, self._link(address))
-        if stream.ok:
+        if stream.ok or self.fallback is not None:
             was_empty = not self.active
             self.active[trace] = stream
             if was_empty and self.on_change is not None:
@@ -273,6 +308,7 @@ class DirectStreams:
 __all__ = [
     "BROKEN",
     "CONNECT_WAIT_SECONDS",
+    "FALLBACK_KEY",
     "FLUSH_SECONDS",
     "MAX_DATAGRAM",
     "DirectStreams",

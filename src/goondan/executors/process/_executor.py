@@ -58,12 +58,14 @@ class DirectTarget:
     """A streamed connector event whose turn sends its text deltas from its agent process straight
     to the connector host (see ``_direct_stream``). ``used``: a turn was dispatched with it;
     ``broken``: that turn could not deliver every delta and its end marker (the connector must not
-    wait for them)."""
+    wait for them). ``fallback``: where its deltas go when the agent process cannot open the
+    stream (they come through here instead, see ``_direct_stream``)."""
 
     wire: dict[str, Any]
     key: tuple[str, str, str]  # (trace id, agent, instance key) of its turn
     used: bool = False
     broken: bool = False
+    fallback: Callable[[dict[str, Any]], None] | None = None
 
 
 class ProcessExecutor:
@@ -231,29 +233,45 @@ class ProcessExecutor:
         self, agent: str, instance_key: str, event: dict[str, Any], target: DirectTarget
     ) -> TurnResult:
         target.used = True
+        orch = self._supervisor()
+        trace = target.key[0]
+        if target.fallback is not None:
+            orch.direct_fallbacks[trace] = target.fallback
         try:
-            result = await self._supervisor().submit(agent, instance_key, event, target.wire)
+            result = await orch.submit(agent, instance_key, event, target.wire)
         except BaseException:
             # the process died or the turn never ran: whatever it sent is already in the
             # connector's queue, and no end marker will follow
             target.broken = True
             raise
+        finally:
+            if target.fallback is not None and orch.direct_fallbacks.get(trace) is target.fallback:
+                del orch.direct_fallbacks[trace]
         if result.pop("directStream", None) is not None:
             target.broken = True
         return turn_result_from_dict(result)
 
     # --- direct streams (private: gdn run's connector supervisor) -------------------------------
 
-    def _stream_direct(self, trace_id: str, agent: str, instance_key: str, address: str, event_id: str) -> Any:
+    def _stream_direct(
+        self,
+        trace_id: str,
+        agent: str,
+        instance_key: str,
+        address: str,
+        event_id: str,
+        fallback: Callable[[dict[str, Any]], None] | None = None,
+    ) -> Any:
         """Send the text deltas of the next turn of ``agent@instance_key`` under ``trace_id``
-        straight from its agent process to the connector host at ``address`` (event ``event_id``).
+        straight from its agent process to the connector host at ``address`` (event ``event_id``);
+        ``fallback`` gets them instead if the agent process cannot open that stream.
         Returns the :class:`DirectTarget` to pass to :meth:`_stream_done` after the turn, or
         ``None`` when it cannot be done here (agent processes elsewhere, no address, or another
         stream already waits on that turn): the caller then listens with ``on_text_delta``."""
         key = (trace_id, agent, instance_key)
         if not self._local or not address or key in self._direct:
             return None
-        target = DirectTarget({"address": address, "id": event_id}, key)
+        target = DirectTarget({"address": address, "id": event_id}, key, fallback=fallback)
         self._direct[key] = target
         return target
 

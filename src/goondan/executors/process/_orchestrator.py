@@ -49,6 +49,7 @@ from ...engine._agents import (
 from ...errors import AgentRequestError, ExtensionError, GoondanError
 from ._accept import AcceptSlots, HostSlot
 from ._clock import Clock, RealClock
+from ._direct_stream import FALLBACK_KEY
 from ._ipc import (
     ORCHESTRATOR,
     AgentReady,
@@ -217,6 +218,9 @@ class Orchestrator:
         self.reconcile_interval_ms = reconcile_interval_ms
         self.listeners = listeners if listeners is not None else []
         self.delta_listeners = delta_listeners if delta_listeners is not None else []
+        # trace id -> where the deltas of a turn whose direct stream could not be opened go (its
+        # connector; the executor fills it while such a turn may run, see ``_direct_stream``)
+        self.direct_fallbacks: dict[str, Callable[[dict[str, Any]], None]] = {}
         self._on_restart_request = on_restart_request
         self._on_process_gone = on_process_gone
         self.handles: dict[tuple[str, str], InstanceHandle] = {}
@@ -507,7 +511,7 @@ class Orchestrator:
             .on(Send, self._route_send)
             .on(Rpc, lambda rec: self._track(self._rpc(h, conn, rec)))
             .on(Log, lambda rec: self._log_record(h, rec.record))
-            .on(TextDelta, lambda rec: self._emit(self.delta_listeners, rec.delta))
+            .on(TextDelta, self._on_delta)
             .on(RestartRequest, lambda rec: self._on_restart_request_msg(h, rec))
             .on(SyncAck, lambda rec: self._on_sync_ack(h, rec))
         )
@@ -595,6 +599,20 @@ class Orchestrator:
         if h.status == "processing":
             h.status = "idle"
         self._pump(h)
+
+    def _on_delta(self, rec: TextDelta) -> None:
+        payload = rec.delta
+        if self.direct_fallbacks and isinstance(payload, dict) and FALLBACK_KEY in payload:
+            # a direct stream's fallback: for its connector only (the host's listeners, if any,
+            # get the same delta unmarked); dropped once the connector stopped waiting
+            sink = self.direct_fallbacks.get(payload.get("traceId"))  # type: ignore[arg-type]
+            if sink is not None:
+                try:
+                    sink(payload)
+                except Exception:
+                    log.exception("forwarding a direct stream's fallback delta failed")
+            return
+        self._emit(self.delta_listeners, payload)
 
     def _emit(self, listeners: list[Listener], record: Any) -> None:
         for listener in listeners:
