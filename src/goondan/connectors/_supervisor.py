@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 from collections.abc import Callable, Mapping
@@ -390,10 +391,13 @@ class ConnectorProcess:
             return
         if payload.get("instanceKey") != target.instance_key:
             return
+        self._send_delta(target.child, target.event_id, payload)
+
+    def _send_delta(self, child: _Child, event_id: str, payload: Mapping[str, Any]) -> None:
         step = payload.get("stepIndex")
-        delta = ConnectorDelta(target.event_id, str(payload.get("delta", "")), step if isinstance(step, int) else 0)
+        delta = ConnectorDelta(event_id, str(payload.get("delta", "")), step if isinstance(step, int) else 0)
         with contextlib.suppress(IpcError):  # the host is gone, or a delta too large: the reply still follows
-            target.child.conn.send_record(delta, SUPERVISOR, self.plan.name)
+            child.conn.send_record(delta, SUPERVISOR, self.plan.name)
 
     def _direct(self, child: _Child, trace: str, agent: str, key: str, event_id: str) -> Any:
         """Have the turn of ``trace`` on ``agent@key`` send its deltas straight to the connector host
@@ -402,7 +406,11 @@ class ConnectorProcess:
         if not child.deltas:
             return None
         register = getattr(getattr(self.runtime, "executor", None), "_stream_direct", None)
-        return None if register is None else register(trace, agent, key, child.deltas, event_id)
+        if register is None:
+            return None
+        # where the deltas go if the agent process cannot open the stream: the usual route
+        fallback = functools.partial(self._send_delta, child, event_id)
+        return register(trace, agent, key, child.deltas, event_id, fallback)
 
     async def _handle(self, child: _Child, message: ConnectorEvent) -> None:
         event_id = message.id
