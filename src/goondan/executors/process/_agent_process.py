@@ -258,8 +258,9 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
     deltas: list[Any] = [delta] if spec.get("deltas") else []
     forwarding = [bool(spec.get("deltas"))]
     # turns whose deltas go straight to a connector (see _direct_stream): its listener is in
-    # ``deltas`` (first: the connector's client waits on it) while one of them runs
-    direct = DirectStreams()
+    # ``deltas`` (first: the connector's client waits on it) while one of them runs; a turn whose
+    # stream cannot be opened sends its deltas through gdn run instead (``delta``, marked)
+    direct = DirectStreams(delta)
 
     def set_deltas() -> None:
         deltas[:] = ([direct.listener] if direct.active else []) + ([delta] if forwarding[0] else [])
