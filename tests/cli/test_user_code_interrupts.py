@@ -139,3 +139,20 @@ def test_keyboard_interrupt_or_exit_in_user_code_fails_only_that_code(
     verbose = gdn(tmp_path, "run", str(bundle), "--executor", executor, "--input", "middleware", "-v", timeout=90)
     assert "Traceback (most recent call last):" in verbose.stderr
     assert f'File "{bundle / "x.py"}", line 7, in turn' in verbose.stderr
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_keyboard_interrupt_in_register_is_a_load_error_of_that_extension(tmp_path: Path, executor: str) -> None:
+    """It ended gdn run with exit 130 inline and failed the agent process's start without a word
+    of why (E_AGENT_START) with the process executor."""
+    agent = agent_doc("a", extensions=["x"])
+    docs = [package_doc("leaving"), python_model_doc(), extension_doc("x", "./x.py"), agent, swarm_doc(["a"])]
+    files = {"model.py": "def generate(request):\n    return {'text': 'fine'}\n"}
+    files["x.py"] = "def register(api):\n    raise KeyboardInterrupt\n"
+    bundle = write_bundle(tmp_path / "b", *docs, files=files)
+    run = gdn(tmp_path, "run", str(bundle), "--executor", executor, "--input", "hi", timeout=90)
+    assert run.returncode == 3, run.stderr
+    assert (
+        "[E_EXT_INIT] failed to initialize extension x: [E_USER_CODE_INTERRUPT] register() of extension x raised "
+        "KeyboardInterrupt, but nothing interrupted the process" in run.stderr
+    )
