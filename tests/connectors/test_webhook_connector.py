@@ -273,6 +273,12 @@ def test_a_field_of_the_wrong_type_is_refused_not_dropped(tmp_path: Path) -> Non
         status, reply = post(url, *signed_raw(b'{"text": "hi"'))
         assert status == 400 and reply["error"].startswith("the body is not JSON: Expecting"), reply
         assert "line 1 column" in reply["error"]
+        # [[[[... deeper than the decoder recurses: a RecursionError was a 500 internal_error
+        deep = b'{"text": "x", "properties": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+        assert post(url, *signed_raw(deep)) == (
+            400,
+            {"ok": False, "reason": "invalid_payload", "error": "the body is not JSON (it is nested too deeply)"},
+        )
         assert [r["instanceKey"] for r in probes(run.probe_out)] == ["42"]
         assert run.stop() == 130
 

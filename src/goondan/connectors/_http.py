@@ -73,7 +73,13 @@ class HttpRequest:
         return self.headers.get(name.lower())
 
     def json(self) -> Any:
-        return json.loads(self.body.decode("utf-8"))
+        """The body as JSON; ``ValueError`` (the connectors' 400) for one that is not JSON, not UTF-8,
+        or nested deeper than Python's decoder recurses: ``[[[[...`` from a client is its error, it
+        was a RecursionError, a 500 ``internal_error`` with a traceback in the log."""
+        try:
+            return json.loads(self.body.decode("utf-8"))
+        except RecursionError:
+            raise ValueError("it is nested too deeply") from None
 
 
 @dataclass

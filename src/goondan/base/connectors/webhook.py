@@ -220,7 +220,8 @@ async def run(ctx: Any) -> None:
             data = req.json()
         except ValueError as exc:
             # where the JSON breaks (json.JSONDecodeError: "Expecting ',' delimiter: line 1 column 17")
-            where = f": {exc}" if isinstance(exc, json.JSONDecodeError) else " (not UTF-8)"
+            where = f" ({'not UTF-8' if isinstance(exc, UnicodeDecodeError) else exc})"
+            where = f": {exc}" if isinstance(exc, json.JSONDecodeError) else where
             return HttpResponse.refusal(400, "invalid_payload", f"the body is not JSON{where}")
         if not isinstance(data, dict):
             return HttpResponse.refusal(400, "invalid_payload", "the body must be a JSON object")
