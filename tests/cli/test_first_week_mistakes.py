@@ -200,3 +200,15 @@ def test_another_bundles_manifest_copied_in_as_a_resource_file_is_named_as_such(
         in result.stdout
     )
     assert "suggestion: if agents.yaml is another bundle's goondan.yaml, give that bundle a directory" in result.stdout
+
+
+def test_init_beside_a_goondan_yml_refuses_instead_of_doubling_every_resource(tmp_path: Path) -> None:
+    """A bundle whose manifest is spelt goondan.yml: gdn init wrote goondan.yaml beside it, and the
+    .yml was then read as a resource file: two Packages, every name defined twice."""
+    write_bundle(tmp_path / "b", ECHO_BUNDLE)
+    (tmp_path / "b" / "goondan.yaml").rename(tmp_path / "b" / "goondan.yml")
+    refused = gdn(tmp_path, "init", "b")
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.startswith(f"[E_INIT_EXISTS] {tmp_path / 'b'} already holds a bundle (goondan.yml)")
+    assert "`gdn validate --fix` does it" in refused.stderr
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["goondan.yml"]

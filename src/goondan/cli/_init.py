@@ -31,6 +31,16 @@ def _refuse_existing_bundle(target: Path, dests: list[Path], command: str) -> No
     exactly which files ``--force`` would overwrite (the user's other files are never touched), and
     that a new directory is the other way."""
     manifests = [d for d in [target / "goondan.yaml", *dests] if d.name == "goondan.yaml" and d.exists()]
+    if not manifests and (target / "goondan.yml").is_file():
+        # a bundle whose manifest has the .yml spelling: the new goondan.yaml would load it as a resource
+        # file beside the template's own resources (two Packages, every name defined twice)
+        raise CliError(
+            "E_INIT_EXISTS",
+            f"{target} already holds a bundle (goondan.yml); gdn init did not change it",
+            exit_code=EXIT_USAGE,
+            suggestion="Rename it to goondan.yaml, the name gdn reads (`gdn validate --fix` does it), or create "
+            "the new bundle in a directory of its own (gdn init NEW_DIR).",
+        )
     if not manifests:
         return
     overwritten = ", ".join(str(d.relative_to(target)) for d in dests if d.exists())
