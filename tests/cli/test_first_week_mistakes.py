@@ -212,3 +212,12 @@ def test_init_beside_a_goondan_yml_refuses_instead_of_doubling_every_resource(tm
     assert refused.stderr.startswith(f"[E_INIT_EXISTS] {tmp_path / 'b'} already holds a bundle (goondan.yml)")
     assert "`gdn validate --fix` does it" in refused.stderr
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["goondan.yml"]
+
+
+def test_validate_in_the_bundle_names_its_directory(tmp_path: Path) -> None:
+    """`gdn validate` run inside the bundle printed 'Validating ....' (the path '.' and three dots)."""
+    bundle = write_bundle(tmp_path / "my-bot", ECHO_BUNDLE)
+    for args in ([], ["."]):
+        result = gdn(bundle, "validate", *args)
+        assert result.returncode == 0, result.stdout
+        assert result.stdout.startswith("Validating my-bot...\n"), result.stdout

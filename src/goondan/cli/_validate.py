@@ -110,7 +110,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     else:
         style = Style(out, not args.no_color)
         if not args.quiet:
-            out.write(f"Validating {args.path}...\n")
+            # `gdn validate` in the bundle read 'Validating ....': name the directory instead of '.'
+            shown = Path(args.path).resolve().name if args.path in (".", "./") else args.path
+            out.write(f"Validating {shown}...\n")
         for title, items, color in (("Errors", errors, "31"), ("Warnings", warnings, "33")):
             if not items:
                 continue
