@@ -196,7 +196,11 @@ def test_lock_pins_the_installed_version_not_the_newest_in_range(tmp_path: Path,
 
 def test_install_refuses_a_wheel_whose_hash_differs_from_the_lock(tmp_path: Path, wheels: Path) -> None:
     write_files(tmp_path / "app", {"goondan.yaml": BUNDLE})
-    assert gdn(tmp_path, "package", "lock", "--path", "app").returncode == 0  # no dependency yet: empty lock
+    empty = gdn(tmp_path, "package", "lock", "--path", "app")  # no dependency yet: empty lock
+    assert (
+        empty.returncode == 0
+        and "app/goondan.yaml lists no dependencies: app/goondan.lock pins nothing" in empty.stdout
+    )
     (tmp_path / "app" / "goondan.lock").write_text("acme-tools==0.1.0 --hash=sha256:" + "0" * 64 + "\n")
     python = fresh_venv(tmp_path / "venv")
     refused = gdn_in(python, tmp_path, "package", "install", "--path", "app", "--no-index", "--find-links", str(wheels))

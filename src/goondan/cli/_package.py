@@ -361,6 +361,8 @@ def _lock(args: argparse.Namespace, manifest: Path) -> None:
     header = "# goondan.lock: written by `gdn package lock`; install with `gdn package install` (hashes checked)\n"
     if not reqs:
         lock.write_text(header, encoding="utf-8")
+        if not args.quiet:  # it said nothing at all, which read as if it had not run
+            sys.stdout.write(f"{manifest} lists no dependencies: {lock} pins nothing\n")
         return
     uv = _uv()
     body = _compile_uv(uv, reqs, args) if uv is not None else _compile_pip(reqs, args)
