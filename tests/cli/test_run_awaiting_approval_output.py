@@ -1,4 +1,4 @@
-"""`gdn run --input` whose turn ends waiting for approval exits 0 (CONTRACT §9 has no code for
+"""`gdn run --input` whose turn ends waiting for approval exits 0 (the exit codes have none for
 "waiting"), so what it prints must let a person and a script tell it from a finished turn: stderr
 says the turn is not finished and gives the commands that decide, with this run's bundle and state
 root, ready to paste (it said `gdn approvals approve ID`, which looks in ~/.goondan and the current

@@ -306,9 +306,10 @@ async def _one_shot(args: argparse.Namespace, bundle: Any, text: RequestInput, e
 
 
 def _report_waiting(args: argparse.Namespace, result: Any) -> None:
-    """A turn that ends waiting for approvals is not finished, yet exits 0 (CONTRACT §9 has no code
-    for it): stderr says so, names each call, how a script tells (``--json``) and the commands that
-    decide, with the bundle and state root of this run so that they can be pasted as they are."""
+    """A turn that ends waiting for approvals is not finished, yet exits 0: the exit codes have none
+    for "waiting" (docs/guides/approvals.md#in-scripts). stderr says so, names each call, how a script
+    tells (``--json``) and the commands that decide, with the bundle and state root of this run so
+    that they can be pasted as they are."""
     from ._approvals import approval_line
 
     pending = result.pending_approvals
