@@ -144,6 +144,28 @@ def test_bash_completion_offers_files_only_where_a_path_goes(tmp_path: Path) -> 
     assert "complete -c gdn -n '__gdn_path help' -a 'init validate run" in fish
 
 
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
+def test_the_zsh_script_loads_and_completes_through_bashcompinit(tmp_path: Path) -> None:
+    """zsh runs _gdn through bashcompinit, whose compgen calls it under `emulate -L sh` (0-based
+    arrays): the same words as bash (zsh filters them by the prefix itself)."""
+    script = tmp_path / "gdn.zsh"
+    script.write_text(gdn(tmp_path, "completion", "zsh").stdout)
+    probe = (
+        f"autoload -U compinit && compinit -u -D\nsource {script}\n"
+        'c() { local -a COMP_WORDS COMPREPLY; local COMP_CWORD; COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 ));\n'
+        '  ( emulate -L sh; setopt kshglob noshglob braceexpand; _gdn; print -r -- "${COMPREPLY[*]}" ) }\n'
+        "c gdn ''\nc gdn help package ''\nc gdn run --executor ''\nc gdn validate --format ''\n"
+    )
+    done = subprocess.run(["zsh", "-f", "-c", probe], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("init validate run") and lines[1:] == [
+        "add install lock build",
+        "inline process ray",
+        "text json github",
+    ], done.stdout
+
+
 def test_zsh_and_fish_scripts_cover_every_command(tmp_path: Path) -> None:
     zsh = gdn(tmp_path, "completion", "zsh").stdout
     assert zsh.startswith("#compdef gdn") and "bashcompinit" in zsh and "complete -o filenames -F _gdn gdn" in zsh
