@@ -37,6 +37,7 @@ def _commands(tmp_path: Path, url: str) -> dict[str, subprocess.CompletedProcess
     return {
         "run": _gdn(tmp_path, "run", str(bundle), "--store", url, "--input", "hi"),
         "run (GOONDAN_STORE)": _gdn(tmp_path, "run", str(bundle), "--input", "hi", GOONDAN_STORE=url),
+        "run (service)": _gdn(tmp_path, "run", str(bundle), "--store", url),  # claims the workspace first
         "studio": _gdn(tmp_path, "studio", "--store", url, "--port", "0"),
         "logs": _gdn(tmp_path, "logs", "--store", url),
         "instance list": _gdn(tmp_path, "instance", "list", "-A", "--store", url),
