@@ -221,3 +221,15 @@ def test_validate_in_the_bundle_names_its_directory(tmp_path: Path) -> None:
         result = gdn(bundle, "validate", *args)
         assert result.returncode == 0, result.stdout
         assert result.stdout.startswith("Validating my-bot...\n"), result.stdout
+
+
+def test_restart_fresh_without_a_running_run_says_how_to_start_over(tmp_path: Path) -> None:
+    """getting-started said `gdn restart --fresh` starts a conversation over; after `gdn run --input`
+    nothing runs, and the error only said to start a gdn run first."""
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE)
+    assert gdn(tmp_path, "run", str(bundle), "--input", "remember me").returncode == 0
+    result = gdn(tmp_path, "restart", "--fresh")
+    assert result.returncode == 1 and result.stderr.startswith("[E_NO_ACTIVE_RUN]"), result.stderr
+    assert "with none running, `gdn instance delete KEY` deletes them" in result.stderr
+    assert gdn(tmp_path, "instance", "delete", "default", "-y", "-A").returncode == 0  # as it says
+    assert "No instances" in gdn(tmp_path, "instance", "list", "-A").stdout

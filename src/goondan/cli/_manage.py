@@ -291,7 +291,7 @@ def cmd_instance_delete(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _pick_run(root: Path, key: str | None, scope: _Scope | None = None) -> dict[str, Any]:
+def _pick_run(root: Path, key: str | None, scope: _Scope | None = None, *, fresh: bool = False) -> dict[str, Any]:
     runs = active_runs(root)
     if scope is not None:
         runs = [r for r in runs if scope.owns_run(root, r)]
@@ -301,6 +301,11 @@ def _pick_run(root: Path, key: str | None, scope: _Scope | None = None) -> dict[
     if not runs:
         what = f" with instance key {key!r}" if key else ""
         suggestion = "Start one with `gdn run` (with the same --state-root) and try again."
+        if fresh and not active:  # the state is on disk: no running run is needed to clear it
+            suggestion = (
+                "--fresh clears the conversations of a running gdn run; with none running, "
+                "`gdn instance delete KEY` deletes them (`gdn instance list` shows the keys)."
+            )
         if key is not None and active:  # a typo'd key while runs are up: name the near one, not `gdn run`
             from ._logs import near_names
 
@@ -321,7 +326,7 @@ def _restart(args: argparse.Namespace, key: str | None, agent: str | None) -> in
     from ._control import control_request
 
     root = state_root(args)
-    run = _pick_run(root, key, _scope(args))
+    run = _pick_run(root, key, _scope(args), fresh=bool(args.fresh))
     try:
         reply = control_request(str(run["socket"]), {"op": "restart", "agent": agent, "fresh": bool(args.fresh)})
     except OSError as exc:
