@@ -353,27 +353,27 @@ class Database:
 
     def _getconn(self, pool: psycopg_pool.ConnectionPool[Any], what: str) -> psycopg.Connection[Any]:
         """A connection of ``pool`` within ``pool_timeout``, or the server's own error as soon as it
-        is known: after :data:`POOL_FIRST_WAIT_S` without one, the server is asked directly."""
+        is known: while the pool gives none, the server is asked directly every
+        :data:`POOL_FIRST_WAIT_S` - by one waiter at a time, and not within ``PROBE_CONNECT_S`` of an
+        answer (a pool that is only busy, more concurrent operations than ``pool_size``, must not
+        become a connection storm)."""
         import psycopg_pool
 
-        first = min(POOL_FIRST_WAIT_S, self.pool_timeout)
+        deadline = time.monotonic() + self.pool_timeout
         conn: psycopg.Connection[Any]
-        try:
-            conn = pool.getconn(timeout=first)
-            return conn
-        except psycopg_pool.PoolTimeout:
-            if first >= self.pool_timeout:
-                raise
-        # one direct connect at a time, and none for a while after one succeeded: a pool that is
-        # only busy (more concurrent operations than pool_size) must not become a connection storm
-        with self._probe_lock:
-            if time.monotonic() - self._up_at >= PROBE_CONNECT_S:
-                self._raise_if_down(what)
-                self._probe(what)
-                self._up_at = time.monotonic()
-        # the server is there: the pool is busy, wait for it as long as the URL says
-        conn = pool.getconn(timeout=self.pool_timeout - first)
-        return conn
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                conn = pool.getconn(timeout=max(0.001, min(POOL_FIRST_WAIT_S, left)))
+                return conn
+            except psycopg_pool.PoolTimeout:
+                if left <= POOL_FIRST_WAIT_S:
+                    raise
+            with self._probe_lock:
+                if time.monotonic() - self._up_at >= PROBE_CONNECT_S:
+                    self._raise_if_down(what)
+                    self._probe(what)  # raises when the server cannot be reached
+                    self._up_at = time.monotonic()  # it is there: the pool is busy, wait on
 
     @contextlib.contextmanager
     def connection(self, what: str) -> Iterator[psycopg.Connection[Any]]:
