@@ -185,6 +185,12 @@ class ServiceClaim:
     # ------------------------------------------------------------------ the watcher
 
     def _watch(self, on_lost: Callable[[GoondanError], None]) -> None:
+        try:
+            self._keep(on_lost)
+        except Exception:  # never silently: a claim nobody keeps is two services after a restart
+            log.exception("the service claim of workspace %r is no longer kept", self.workspace_id)
+
+    def _keep(self, on_lost: Callable[[GoondanError], None]) -> None:
         import psycopg
 
         while not self._released.is_set():
@@ -232,7 +238,7 @@ class ServiceClaim:
         to read on an idle session is the server ending it (a restart sends FATAL, then closes)."""
         try:
             ready, _, _ = select.select([conn.fileno(), self._wake_r], [], [], HEARTBEAT_S)
-        except (OSError, ValueError):
+        except Exception:  # a closed connection (psycopg's error), a descriptor gone (OSError)
             return False
         if self._wake_r in ready or self._released.is_set():
             return True
