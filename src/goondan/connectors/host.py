@@ -189,6 +189,8 @@ async def _serve(fd: int) -> int:
         if shutdown.is_set():
             send(ShutdownAck())
         await conn.drain()
+    # stopping now: the supervisor's SIGTERM (a host slow to exit after its ack) works again
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     control.cancel()
     with contextlib.suppress(Exception):
         await aclose_shared()  # the connector's pooled HTTP connections
@@ -202,8 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-    # Ctrl+C in the terminal reaches the whole process group: the supervisor decides when we stop.
+    # Ctrl+C in the terminal reaches the whole process group, and so does SIGTERM from `systemctl
+    # stop` (KillMode=control-group), `timeout` or `kill -- -PGID`: the supervisor decides when we
+    # stop, after gdn run let the running turns answer. Dying on the group's SIGTERM cut the replies
+    # in flight (a webhook client's connection closed without an answer) and read as a crash.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     os.set_inheritable(args.fd, False)
     return asyncio.run(_serve(args.fd))
 
