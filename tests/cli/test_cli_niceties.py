@@ -3,6 +3,7 @@ every ``--help``, shell completion, and a ``gdn --help`` that starts at once."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 import sys
@@ -164,6 +165,25 @@ def test_the_zsh_script_loads_and_completes_through_bashcompinit(tmp_path: Path)
         "inline process ray",
         "text json github",
     ], done.stdout
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed")
+def test_the_fish_script_completes_in_a_real_fish(tmp_path: Path) -> None:
+    script = tmp_path / "gdn.fish"
+    script.write_text(gdn(tmp_path, "completion", "fish").stdout)
+    (tmp_path / "team").mkdir()
+
+    def complete(line: str) -> list[str]:
+        probe = f"source {script}; complete -C {shlex.quote(line)}"
+        done = subprocess.run(["fish", "-c", probe], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return [row.split("\t")[0] for row in done.stdout.splitlines()]
+
+    assert complete("gdn help pa") == ["package"]
+    assert complete("gdn package a") == ["add"]
+    assert complete("gdn run --executor ") == ["inline", "process", "ray"]
+    assert complete("gdn run --agent ") == []  # a name, not a file
+    assert complete("gdn run te") == ["team/"]
 
 
 def test_zsh_and_fish_scripts_cover_every_command(tmp_path: Path) -> None:
