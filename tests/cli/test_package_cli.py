@@ -337,3 +337,12 @@ def test_a_second_build_after_a_version_bump_names_only_its_own_files(tmp_path: 
     assert f"built {', '.join(built)} in acme/dist\n" in second.stdout
     assert f"upload with: twine upload acme/dist/{built[0]} acme/dist/{built[1]}\n" in second.stdout
     assert len(list((tmp_path / "acme" / "dist").iterdir())) == 4  # the earlier release is kept
+
+
+def test_build_inside_the_package_points_at_its_project(tmp_path: Path) -> None:
+    """`gdn package build` where the package's goondan.yaml is (acme/acme_tools, where `gdn validate`
+    runs) said 'start one with gdn init -t package DIR', as if there were no package at all."""
+    assert gdn(tmp_path, "init", "-q", "-t", "package", "acme", "--name", "acme-tools").returncode == 0
+    inner = gdn(tmp_path / "acme" / "acme_tools", "package", "build")
+    assert inner.returncode == 2 and "E_PACKAGE_BUILD_FAILED" in inner.stderr
+    assert "suggestion: build the package project that holds it: gdn package build --path .." in inner.stderr

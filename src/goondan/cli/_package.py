@@ -480,11 +480,16 @@ def cmd_package_build(args: argparse.Namespace) -> int:
 
     root = Path(args.path)
     if not (root / "pyproject.toml").is_file():
+        # inside the package (where its goondan.yaml is, or a directory below): the project is above
+        above = next((p for p in root.resolve().parents if _declares_package(p / "pyproject.toml")), None)
+        where = shlex.quote(os.path.relpath(above)) if above is not None else ""
         raise CliError(
             "E_PACKAGE_BUILD_FAILED",
             f"{root} has no pyproject.toml: a package is a Python distribution",
             exit_code=EXIT_USAGE,
-            suggestion="start one with `gdn init -t package DIR`",
+            suggestion=f"build the package project that holds it: gdn package build --path {where}"
+            if above is not None
+            else "start one with `gdn init -t package DIR`",
         )
     outdir = str(Path(args.outdir) if Path(args.outdir).is_absolute() else root / args.outdir)
     if importlib.util.find_spec("build") is not None:
@@ -510,6 +515,14 @@ def cmd_package_build(args: argparse.Namespace) -> int:
         files = " ".join(shlex.quote(str(Path(outdir) / name)) for name in built)
         sys.stdout.write(f"built {', '.join(built)} in {outdir}\nupload with: twine upload {files}\n")
     return EXIT_OK
+
+
+def _declares_package(pyproject: Path) -> bool:
+    """Whether ``pyproject`` is a Goondan package's project (it declares a ``goondan.packages`` entry point)."""
+    try:
+        return "goondan.packages" in pyproject.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def _artifacts(outdir: Path) -> dict[str, int]:
