@@ -50,3 +50,13 @@ spec: {connectorRef: Connector/webhok}
         "did you mean 'webhook'? (the built-in: reference it as "
         '{kind: Connector, name: webhook, package: "@goondan/base"})'
     )
+
+
+def test_a_swarm_with_a_misspelt_field_is_not_also_reported_missing(tmp_path: Path) -> None:
+    """`entryAgnet` made the Swarm invalid, and validation then also warned that the bundle 'defines
+    no Swarm, so there is nothing to run' about a bundle whose Swarm is right there."""
+    swarm = AGENT_AND_SWARM.format(kind="Agent").replace("{entryAgent:", "{entryAgnet:")
+    report = check(tmp_path, {"goondan.yaml": MODEL_DOC + swarm})
+    assert codes(report.errors) == ["E_CONFIG_SCHEMA_INVALID"], [e.message for e in report.errors]
+    assert "did you mean 'entryAgent'?" in (report.errors[0].suggestion or "")
+    assert report.warnings == [], [w.message for w in report.warnings]

@@ -249,6 +249,8 @@ class Loader:
         elif (
             local_files_ok
             and not any(r.kind == "Swarm" for r in local)
+            # a Swarm that is there but invalid (entryAgnet) is reported where it is, not as missing
+            and not any(scope is None and kind == "Swarm" for scope, kind, _ in self.known)
             # a Goondan package (goondan.yaml inside its import package, `gdn init -t package`) has no
             # runs of its own: the bundles that depend on it hold the Swarm
             and not (self.root / "__init__.py").is_file()
