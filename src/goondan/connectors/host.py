@@ -75,18 +75,28 @@ async def _serve(fd: int) -> int:
     if start is None:
         return 2
     me = start.connection
+    entry = Path(start.entry).resolve()
     try:
         from .._modules import import_path
 
         # import_path gives the entry's bundle its own package: sibling and bundle-root imports work
         # without touching sys.path (which would let a user's `slack.py` shadow a real package).
-        entry = Path(start.entry).resolve()
         module = import_path(entry)
-        run = getattr(module, "run", None)
-        if run is None or not inspect.iscoroutinefunction(run):
-            raise TypeError(f"{entry} must define `async def run(ctx)`")
     except Exception as exc:
-        send(StartError({"code": "E_CONNECTOR_LOAD", "message": f"{type(exc).__name__}: {exc}"}))
+        from .._usercode import import_failure
+
+        # where in the user's module (or what it imports) it failed, as a tool's import failure says
+        # it; the bare "ModuleNotFoundError: No module named 'x'" named no file or line
+        message = import_failure("connector", entry, exc).split(": ", 1)[1]
+        log.info("connector host %s: %s", start.connection, message, exc_info=exc)
+        hint = f"Fix {entry.name}: `gdn run -v` prints the traceback of its import."
+        send(StartError({"code": "E_CONNECTOR_LOAD", "message": message, "suggestion": hint}))
+        await conn.drain()
+        return 1
+    run = getattr(module, "run", None)
+    if run is None or not inspect.iscoroutinefunction(run):
+        message = f"{entry} must define `async def run(ctx)`"
+        send(StartError({"code": "E_CONNECTOR_LOAD", "message": message}))
         await conn.drain()
         return 1
 
