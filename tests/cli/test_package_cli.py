@@ -305,13 +305,12 @@ def test_add_given_a_package_directory_or_a_wheel_says_the_command_that_works(tm
     source = wheels.parent / "acme"
     by_dir = gdn(tmp_path, "package", "add", str(source), "--path", "app")
     assert by_dir.returncode == 2 and by_dir.stderr.startswith("[E_INVALID_ARGUMENT]")
-    assert f"gdn package build --path {source} && gdn package add acme-tools --find-links {source / 'dist'}" in (
-        by_dir.stderr
-    )
+    local = f"gdn package add acme-tools --no-index --find-links {source / 'dist'}"
+    assert f"gdn package build --path {source} && {local}" in by_dir.stderr
     (wheel,) = wheels.glob("*.whl")
     by_file = gdn(tmp_path, "package", "add", str(wheel), "--path", "app")
     assert by_file.returncode == 2
-    assert f"gdn package add 'acme-tools==0.1.0' --find-links {wheels}" in by_file.stderr
+    assert f"gdn package add 'acme-tools==0.1.0' --no-index --find-links {wheels}" in by_file.stderr
     assert "$ " not in by_dir.stderr + by_file.stderr  # no installer was started
 
 

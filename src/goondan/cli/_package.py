@@ -125,9 +125,13 @@ def _offered(args: argparse.Namespace) -> dict[str, set[str]]:
     return out
 
 
+_LOCAL = "--no-index --find-links"  # local wheels only: never a project of the same name from the index
+
+
 def _local_hint(given: Path) -> str | None:
     """What to type instead when ``gdn package add`` was given a package's directory or built file:
-    packages are added by name, from the directory of built wheels, so that the lock can pin them."""
+    packages are added by name, from the directory of built wheels, so that the lock can pin them;
+    ``--no-index``, so that a project of the same name on the package index is never taken instead."""
     from ..bundle._packages import canonical
 
     if given.is_dir() and (given / "pyproject.toml").is_file():
@@ -135,13 +139,13 @@ def _local_hint(given: Path) -> str | None:
         dist = shlex.quote(str(given / "dist"))
         return (
             f"{given} is a package's source: build it, then add it by name from its wheels: "
-            f"gdn package build --path {shlex.quote(str(given))} && gdn package add {name} --find-links {dist}"
+            f"gdn package build --path {shlex.quote(str(given))} && gdn package add {name} {_LOCAL} {dist}"
         )
     found = _dist_of(given)
     if found is not None:
         folder = shlex.quote(str(given.parent))
         pinned = f"{canonical(found[0])}=={found[1]}"
-        return f"add a built file by name from its directory: gdn package add '{pinned}' --find-links {folder}"
+        return f"add a built file by name from its directory: gdn package add '{pinned}' {_LOCAL} {folder}"
     return None
 
 
