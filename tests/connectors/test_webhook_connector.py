@@ -327,3 +327,18 @@ def test_a_host_that_is_not_this_machines_is_a_config_error_naming_it(tmp_path: 
         assert f"[E_CONNECTOR_CONFIG] Connection/hook (webhook): cannot listen on {host}:{port}: {why}" in proc.stderr
         assert "suggestion: config.host is the address to listen on: 127.0.0.1" in proc.stderr
         assert "OSError" not in proc.stderr
+
+
+def test_require_signature_that_is_not_true_or_false_is_refused(tmp_path: Path) -> None:
+    """`requireSignature: {value: "yes"}` was read as not 'true': with a signing secret set, the
+    signature check was off and an unsigned request reached the agent. It is a boolean now."""
+    conn = connection(free_port(), extra_config='    requireSignature: { value: "yes" }\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "goondan", "validate", str(connector_bundle(tmp_path / "b", conn))],
+        capture_output=True,
+        text=True,
+        env=gdn_env(tmp_path, HOOK_SECRET=SECRET),
+        timeout=60,
+    )
+    assert result.returncode == 4, result.stdout
+    assert "config.requireSignature: expected boolean but got string (got 'yes')" in result.stdout

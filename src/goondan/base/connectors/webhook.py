@@ -76,7 +76,9 @@ CONFIG_SCHEMA: dict[str, Any] = {
             "(delta, then done or error) while the model writes. Anything else fails the start (E_CONNECTOR_CONFIG).",
         },
         "requireSignature": {
-            "type": "string",
+            # boolean, so that gdn validate refuses "yes" or "1": read as not 'true', they turned the
+            # signature check off although a signing secret was set
+            "type": "boolean",
             "description": "true: refuse unsigned requests (401). Default: true when a signing secret is set.",
         },
         "defaultInstanceKey": {
@@ -191,7 +193,14 @@ def _a(value: Any) -> str:
 
 async def run(ctx: Any) -> None:
     secret = ctx.secret("signingSecret", "WEBHOOK_SECRET", "SIGNING_SECRET")
-    require = ctx.setting("requireSignature", "true" if secret else "false").lower() == "true"
+    required = str(ctx.setting("requireSignature", "true" if secret else "false")).strip().lower()
+    if required not in ("true", "false"):  # gdn validate says so first; never read a typo as "false"
+        raise GoondanError(
+            "E_CONNECTOR_CONFIG",
+            f"webhook requireSignature {required!r} is not true or false",
+            suggestion='write requireSignature: {value: "true"} (or "false")',
+        )
+    require = required == "true"
     # `path: hook` means /hook: a request's path always starts with '/', so every one was a 404
     path = "/" + str(ctx.setting("path", "/")).strip().lstrip("/")
     mode = reply_mode(ctx)
