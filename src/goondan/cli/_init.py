@@ -79,7 +79,8 @@ def _foreign_resource_files(target: Path) -> list[Path]:
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
             found.append(file)
             continue
-        if any(not (isinstance(d, dict) and str(d.get("apiVersion", "")).startswith("goondan.ai/")) for d in docs):
+        ours = [isinstance(d, dict) and str(d.get("apiVersion", "")).startswith("goondan.ai/") for d in docs if d is not None]
+        if not all(ours):  # an empty document (None) is not one: the loader skips it too
             found.append(file)
     return found
 
