@@ -175,12 +175,13 @@ def test_init_into_a_project_whose_yaml_the_bundle_would_read_writes_nothing(tmp
     (project / "configs").mkdir(parents=True)
     (project / "configs" / "models.yaml").write_text("learning_rate: 0.1\nlayers: 3\n")
     (project / "config.yml").write_text("name: x\n")  # not a resource file name: fine
+    (project / "tools.yaml").write_text("# to do\n---\n")  # empty documents: the loader skips them too
     refused = gdn(tmp_path, "init", "proj")
     assert refused.returncode == 2, refused.stderr
     assert refused.stderr.startswith(f"[E_INIT_CONFLICT] {project} holds YAML files")
     assert "not Goondan resources: configs/models.yaml;" in refused.stderr
     assert "Create it in a directory of its own (gdn init proj/bot)" in refused.stderr
-    assert sorted(p.name for p in project.iterdir()) == ["config.yml", "configs"]
+    assert sorted(p.name for p in project.iterdir()) == ["config.yml", "configs", "tools.yaml"]
     assert gdn(tmp_path, "init", "proj/bot").returncode == 0
     assert gdn(tmp_path, "run", "proj/bot", "--input", "hello").returncode == 0
     assert gdn(tmp_path, "init", "proj", "--force").returncode == 0  # as the suggestion says

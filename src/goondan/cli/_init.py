@@ -79,8 +79,8 @@ def _foreign_resource_files(target: Path) -> list[Path]:
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
             found.append(file)
             continue
-        ours = [isinstance(d, dict) and str(d.get("apiVersion", "")).startswith("goondan.ai/") for d in docs if d is not None]
-        if not all(ours):  # an empty document (None) is not one: the loader skips it too
+        docs = [d for d in docs if d is not None]  # an empty document: the loader skips it too
+        if not all(isinstance(d, dict) and str(d.get("apiVersion", "")).startswith("goondan.ai/") for d in docs):
             found.append(file)
     return found
 
