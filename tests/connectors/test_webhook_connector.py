@@ -307,6 +307,12 @@ def test_a_port_that_is_no_port_fails_validate_and_a_path_without_slash_still_se
     with gdn_run(tmp_path, bundle, HOOK_SECRET=SECRET) as run:
         run.wait_ready()
         assert post(f"http://127.0.0.1:{port}/hook", *signed({"text": "hi"})) == (200, {"ok": True, "text": "echo: hi"})
+        # '/hook/' is the same path (a client or a config spells it with the slash): it was a 404
+        assert post(f"http://127.0.0.1:{port}/hook/", *signed({"text": "hi2"})) == (
+            200,
+            {"ok": True, "text": "echo: hi2"},
+        )
+        assert post(f"http://127.0.0.1:{port}/hooks", *signed({"text": "hi3"}))[0] == 404
         assert run.stop() == 130
 
 

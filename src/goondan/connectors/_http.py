@@ -139,7 +139,8 @@ def wrong_route(req: HttpRequest, path: str) -> HttpResponse | None:
     """The refusal a webhook connector serving ``POST path`` answers first: 404 ``not_found`` for
     another path (which is not named: an obscure path may be part of the secret), 405
     ``method_not_allowed`` (with ``Allow: POST``) for another method; ``None`` when neither."""
-    if req.path != path:
+    # '/hook' and '/hook/' are one path: a Connection's config and its callers spell it both ways
+    if (req.path.rstrip("/") or "/") != (path.rstrip("/") or "/"):
         return HttpResponse.refusal(404, "not_found", "nothing is served at this path")
     if req.method != "POST":
         return HttpResponse.refusal(405, "method_not_allowed", "use POST", {"Allow": "POST"})
