@@ -67,7 +67,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
         "path": {
             "type": "string",
             "default": "/",
-            "description": "The one path that takes events (others: 404); 'hook' is '/hook'.",
+            "description": "The one path that takes events (others: 404); 'hook' and '/hook/' are '/hook'.",
         },
         "replyMode": {
             "enum": list(REPLY_MODES),
