@@ -345,3 +345,25 @@ def test_build_inside_the_package_points_at_its_project(tmp_path: Path) -> None:
     inner = gdn(tmp_path / "acme" / "acme_tools", "package", "build")
     assert inner.returncode == 2 and "E_PACKAGE_BUILD_FAILED" in inner.stderr
     assert "suggestion: build the package project that holds it: gdn package build --path .." in inner.stderr
+
+
+def test_adding_the_first_package_document_says_where_the_conversations_so_far_stay(
+    tmp_path: Path, wheels: Path
+) -> None:
+    """A bundle without a Package document: `add` writes one, which moves the bundle's identity from
+    its directory to the Package name, so the next gdn run started a new conversation and the earlier
+    ones were nowhere to be seen. The add says so, and where they are."""
+    no_package = BUNDLE.split("---\n", 1)[1]
+    tool = "  tools: [{kind: Tool, name: greeting, package: acme-tools}]\n"
+    state = str(tmp_path / "state")  # gdn_in's state root too
+    # a conversation of the bundle while its directory is its identity (before it uses the package)
+    write_files(tmp_path / "app", {"goondan.yaml": no_package.replace(tool, "")})
+    assert gdn(tmp_path, "run", "app", "--input", "hi", GOONDAN_STATE_ROOT=state).returncode == 0
+    write_files(tmp_path / "app", {"goondan.yaml": no_package})
+    python = fresh_venv(tmp_path / "venv")
+    added = gdn_in(
+        python, tmp_path, "package", "add", "acme-tools", "--path", "app", "--no-index", "--find-links", str(wheels)
+    )
+    assert added.returncode == 0, added.stderr
+    assert "note: app/goondan.yaml had no Package document; gdn package add added one named 'app'." in added.stderr
+    assert "the 1 instance(s) so far stay in workspace app-default-" in added.stderr

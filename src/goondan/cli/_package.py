@@ -317,17 +317,51 @@ def cmd_package_add(args: argparse.Namespace) -> int:
             suggestion="it is a plain Python library: add it to your project's own dependencies instead",
         )
     text = manifest.read_text(encoding="utf-8")
+    had_package = _has_package(text)
+    new_name = package_name(Path(args.path).resolve().name)
     for ep in provided:
         dep = {"name": ep.name, "version": str(req.specifier) or f">={dist.version}"}
         if canonical(default_distribution(ep.name)) != canonical(str(dist.metadata["Name"])):
             dep["distribution"] = str(dist.metadata["Name"])
-        text = add_dependency(text, dep, package_name(Path(args.path).resolve().name))
+        text = add_dependency(text, dep, new_name)
         if not args.quiet:
             sys.stdout.write(f"added {ep.name} ({dist.metadata['Name']} {dist.version}) to {manifest}\n")
     _check_written(text, [ep.name for ep in provided])
     manifest.write_text(text, encoding="utf-8")
     _lock(args, manifest)
+    if not had_package:
+        _identity_note(args, manifest.parent, new_name)
     return EXIT_OK
+
+
+def _has_package(text: str) -> bool:
+    """Whether goondan.yaml's first document is a Package (``add`` parsed the file already)."""
+    import yaml
+
+    first = next(iter(yaml.safe_load_all(text)), None)
+    return isinstance(first, dict) and first.get("kind") == "Package"
+
+
+def _identity_note(args: argparse.Namespace, bundle: Path, name: str) -> None:
+    """Say what the new Package document does to the bundle's conversations. A workspace belongs to
+    the bundle's Package name once it has one, and to its directory before (CONTRACT: workspace
+    identity), so after ``add`` wrote the first Package, ``gdn run`` starts new conversations and
+    the earlier ones stay in the directory's workspace, unseen: a user read that as lost history."""
+    from ._manage import _instances, _Scope
+    from ._state import store_backend
+
+    try:
+        old = _instances(store_backend(args), None, _Scope(str(bundle.resolve()), None))
+    except Exception:  # a store that cannot be read here: the note is a courtesy, the add is done
+        return
+    if not old:
+        return
+    workspaces = ", ".join(sorted({ws for ws, _, _ in old}))
+    sys.stderr.write(
+        f"note: {bundle / MANIFEST} had no Package document; gdn package add added one named {name!r}. A bundle "
+        f"with a Package keeps its conversations under the Package's name, so gdn run starts new ones: the "
+        f"{len(old)} instance(s) so far stay in workspace {workspaces} (gdn instance list --all-workspaces).\n"
+    )
 
 
 def _check_written(text: str, names: list[str]) -> None:
