@@ -348,3 +348,18 @@ def test_require_signature_that_is_not_true_or_false_is_refused(tmp_path: Path) 
     )
     assert result.returncode == 4, result.stdout
     assert "config.requireSignature: expected boolean but got string (got 'yes')" in result.stdout
+
+
+def test_two_connections_on_one_port_is_a_config_error_naming_both(tmp_path: Path) -> None:
+    """A Connection copied and renamed, port unchanged: the second start failed with 'port ... is
+    already in use' and 'Another program (or another gdn run ...) listens there' (exit 1)."""
+    from cn_testkit import gdn_run_to_end
+
+    port = free_port()
+    twin = connection(port).replace("name: hook", "name: hook2")
+    proc = gdn_run_to_end(
+        tmp_path, connector_bundle(tmp_path / "b", connection(port) + "---\n" + twin), HOOK_SECRET=SECRET
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert f"[E_CONNECTOR_CONFIG] Connection/hook2 and Connection/hook both listen on port {port}" in proc.stderr
+    assert "suggestion: Give Connection/hook2 another config.port" in proc.stderr

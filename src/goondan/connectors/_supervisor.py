@@ -546,6 +546,28 @@ class ConnectorProcess:
         child.stopped.set()
 
 
+def _refuse_shared_ports(plans: list[ConnectionPlan]) -> None:
+    """``E_CONNECTOR_CONFIG`` when two Connections of the swarm set the same ``config.port`` on one
+    address (a Connection copied and renamed): the second one's start failed with 'port in use',
+    whose suggestion ('another program or another gdn run') pointed away from the bundle itself.
+    Only ports the config states are compared (each connector has its own default); 0 is any port."""
+    every = ("0.0.0.0", "::", "")  # every interface: it takes the port on any address
+    seen: list[tuple[str, str, str]] = []
+    for plan in plans:
+        port = str(plan.config.get("port", "")).strip()
+        if not port or port == "0":
+            continue
+        host = str(plan.config.get("host", "127.0.0.1")).strip()
+        for other_host, other_port, other in seen:
+            if other_port == port and (host == other_host or host in every or other_host in every):
+                raise GoondanError(
+                    "E_CONNECTOR_CONFIG",
+                    f"Connection/{plan.name} and Connection/{other} both listen on port {port} ({host})",
+                    suggestion=f"Give Connection/{plan.name} another config.port: one port serves one Connection.",
+                )
+        seen.append((host, port, plan.name))
+
+
 class ConnectorSupervisor:
     """All connectors of a swarm: start them together, wait until they stop, restart or stop them."""
 
@@ -559,6 +581,7 @@ class ConnectorSupervisor:
         self._settled.set()
 
     async def start(self) -> None:
+        _refuse_shared_ports(self.plans)
         for plan in self.plans:
             proc = ConnectorProcess(plan, self.runtime, entry_agent=self.entry_agent, log_level=self.log_level)
             try:
