@@ -155,3 +155,12 @@ def test_a_bare_version_admits_exactly_itself(raw: str) -> None:
     version = Version(raw)
     assert spec.contains(version, prereleases=True)
     assert not spec.contains(Version(f"{raw}.1"), prereleases=True)
+
+
+def test_a_dependency_that_cannot_load_is_one_error_not_also_each_reference(tmp_path: Path, site: Path) -> None:
+    """A raised range: besides E_PACKAGE_INCOMPATIBLE, every reference to the package's resources
+    said 'references package ..., which is not available' with 'install it and record it: gdn package
+    add ...', though it is installed (in another version)."""
+    install_dist(site, version="1.2.0")
+    report = validate_bundle(app(tmp_path, "{name: '@acme/tools', version: '>=2'}"), env={})
+    assert [e.code for e in report.errors] == ["E_PACKAGE_INCOMPATIBLE"], [e.message for e in report.errors]

@@ -219,6 +219,7 @@ class Loader:
         self.entry_modules: dict[Path, EntryModule] = {}
         self.config_schemas: dict[int, dict[str, Any] | None] = {}
         self.checked_models: set[int] = set()
+        self.unavailable: set[str] = set()  # dependencies that could not be loaded (already reported)
         self.unreadable = 0  # local files that could not be read or parsed
         self.local_documents = 0  # non-empty documents in the local bundle's files
 
@@ -712,6 +713,7 @@ class Loader:
                 if not isinstance(found, InstalledPackage):
                     if holder is not None:
                         self.errors.append(holder.issue(found.code, found.message, field_path, found.suggestion))
+                        self.unavailable.add(dep.name)  # reported: its references are not, one by one
                     continue
                 pkg_root = found.root
                 manifest = pkg_root / MANIFEST
@@ -1036,6 +1038,8 @@ class Loader:
             )
             return None
         scope = ref_scope(ref, res.package, self.local_package)
+        if scope in self.unavailable:
+            return None  # the dependency's own error (not installed, wrong version) says why
         if scope not in self.scopes:
             self.errors.append(
                 res.issue(
