@@ -234,3 +234,26 @@ def test_restart_fresh_without_a_running_run_says_how_to_start_over(tmp_path: Pa
     assert "with none running, `gdn instance delete KEY` deletes them" in result.stderr
     assert gdn(tmp_path, "instance", "delete", "default", "-y", "-A").returncode == 0  # as it says
     assert "No instances" in gdn(tmp_path, "instance", "list", "-A").stdout
+
+
+def test_files_of_the_user_are_replaced_in_one_rename_keeping_their_mode(tmp_path: Path) -> None:
+    """gdn validate --fix and gdn package lock rewrote goondan.yaml / goondan.lock in place (truncate,
+    then write): a Ctrl+C or a full disk in between left the user's file empty or cut off. They are
+    now replaced by a rename (a new inode), with the file's own permissions."""
+    import os
+
+    bundle = write_bundle(tmp_path / "b", ECHO_BUNDLE.replace("  entryAgent:", "  entry_agent:"))
+    manifest = bundle / "goondan.yaml"
+    manifest.chmod(0o640)
+    before = manifest.stat().st_ino
+    fixed = gdn(tmp_path, "validate", "b", "--fix", "-y")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "entryAgent:" in manifest.read_text()
+    assert manifest.stat().st_ino != before and manifest.stat().st_mode & 0o777 == 0o640
+    lock = bundle / "goondan.lock"
+    assert gdn(tmp_path, "package", "lock", "--path", "b").returncode == 0
+    lock.chmod(0o644)
+    before = lock.stat().st_ino
+    assert gdn(tmp_path, "package", "lock", "--path", "b").returncode == 0
+    assert lock.stat().st_ino != before and lock.stat().st_mode & 0o777 == 0o644
+    assert not [p for p in os.listdir(bundle) if p.endswith(".tmp")]

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._files import replace_text
+
 _UNKNOWN = re.compile(r"unknown (?:top-level )?field '([^']+)'")
 _MEAN = re.compile(r"did you mean '([^']+)'")
 _SKIP = shutil.ignore_patterns(".git", ".venv", "node_modules", "__pycache__", "dist", ".env*")
@@ -76,7 +78,7 @@ class FixPlan:
         if self.renamed:
             (self.root / self.renamed[0]).rename(self.root / self.renamed[1])
         for name, text in self.texts.items():
-            (self.root / name).write_text(text, encoding="utf-8")
+            replace_text(self.root / name, text)  # the user's file: never left half-written
 
 
 def _has_sibling_key(lines: list[str], index: int, column: int, key: str) -> bool:

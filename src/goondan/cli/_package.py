@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .._hints import did_you_mean, join_hints
+from ._files import replace_text
 from ._init import package_name
 from ._output import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, CliError
 
@@ -327,7 +328,7 @@ def cmd_package_add(args: argparse.Namespace) -> int:
         if not args.quiet:
             sys.stdout.write(f"added {ep.name} ({dist.metadata['Name']} {dist.version}) to {manifest}\n")
     _check_written(text, [ep.name for ep in provided])
-    manifest.write_text(text, encoding="utf-8")
+    replace_text(manifest, text)
     _lock(args, manifest)
     if not had_package:
         _identity_note(args, manifest.parent, new_name)
@@ -398,13 +399,13 @@ def _lock(args: argparse.Namespace, manifest: Path) -> None:
     lock = manifest.parent / LOCK
     header = "# goondan.lock: written by `gdn package lock`; install with `gdn package install` (hashes checked)\n"
     if not reqs:
-        lock.write_text(header, encoding="utf-8")
+        replace_text(lock, header)
         if not args.quiet:  # it said nothing at all, which read as if it had not run
             sys.stdout.write(f"{manifest} lists no dependencies: {lock} pins nothing\n")
         return
     uv = _uv()
     body = _compile_uv(uv, reqs, args) if uv is not None else _compile_pip(reqs, args)
-    lock.write_text(header + body, encoding="utf-8")
+    replace_text(lock, header + body)
     if not args.quiet:
         sys.stdout.write(f"locked {len(reqs)} package(s) in {lock}\n")
 
