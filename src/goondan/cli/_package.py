@@ -345,9 +345,9 @@ def _has_package(text: str) -> bool:
 
 def _identity_note(args: argparse.Namespace, bundle: Path, name: str) -> None:
     """Say what the new Package document does to the bundle's conversations. A workspace belongs to
-    the bundle's Package name once it has one, and to its directory before (CONTRACT: workspace
-    identity), so after ``add`` wrote the first Package, ``gdn run`` starts new conversations and
-    the earlier ones stay in the directory's workspace, unseen: a user read that as lost history."""
+    the bundle's Package name once it has one, and to its directory before (storage/_identity.py),
+    so after ``add`` wrote the first Package, ``gdn run`` starts new conversations and the earlier
+    ones stay in the directory's workspace, unseen: a user read that as lost history."""
     from ._manage import _instances, _Scope
     from ._state import store_backend
 
