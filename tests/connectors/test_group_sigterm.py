@@ -3,7 +3,8 @@ and `kill -TERM -- -PGID` send it: the connector processes get it too. The conne
 only SIGINT (Ctrl+C reaches the group as well), so SIGTERM killed it at once: a webhook request whose
 turn was still running lost its answer (the connection closed under it), and the supervisor logged
 'connector process exited unexpectedly (code -15); restarting' during the stop. The supervisor
-decides when a connector stops, for SIGTERM as for SIGINT. A real gdn run on 127.0.0.1."""
+decides when a connector stops, for SIGTERM as for SIGINT. The same held for agent processes (and
+their fork server): gdn run decides when they stop. A real gdn run on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from cn_testkit import free_port, gdn_env, post
 
 BUNDLE = """\
@@ -72,9 +74,10 @@ def generate(request):
 """
 
 
-def test_sigterm_to_the_process_group_lets_a_running_webhook_turn_answer(tmp_path: Path) -> None:
-    # inline: the turn runs in gdn run's process. With agent processes (GOONDAN_ISOLATION=process)
-    # the agent process dies of the same SIGTERM mid-turn (E_AGENT_PROCESS_EXITED): executors/process
+@pytest.mark.parametrize("isolation", ["inline", "process"])
+def test_sigterm_to_the_process_group_lets_a_running_webhook_turn_answer(tmp_path: Path, isolation: str) -> None:
+    # inline: the turn runs in gdn run's process; process: in an agent process of the same group,
+    # which (with its fork server) died of the same SIGTERM mid-turn (E_AGENT_PROCESS_EXITED, 500)
     port = free_port()
     bundle = tmp_path / "b"
     bundle.mkdir()
@@ -86,7 +89,7 @@ def test_sigterm_to_the_process_group_lets_a_running_webhook_turn_answer(tmp_pat
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=gdn_env(tmp_path, GOONDAN_ISOLATION="inline"),
+        env=gdn_env(tmp_path, GOONDAN_ISOLATION=isolation),
         start_new_session=True,  # its own process group, which the signal goes to
     )
     try:

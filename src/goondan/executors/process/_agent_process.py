@@ -20,6 +20,7 @@ import contextlib
 import functools
 import logging
 import os
+import signal
 import socket
 from typing import Any, NoReturn
 
@@ -385,6 +386,9 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
         current.cancel()
         await instance.close()
         conn.send_record(ShutdownAck(key), agent, ORCHESTRATOR)
+        # acknowledged: the supervisor's SIGTERM (a process slow to exit) works again (the fork
+        # server made this process ignore the process group's SIGTERM)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         with contextlib.suppress(Exception):
             await conn.drain()
         return 0

@@ -394,7 +394,15 @@ def serve(ctl: socket.socket, init_fd: int | None = None) -> int:
     thread (:func:`_restart_without_preload`); the init message is read from it and nothing is
     preloaded."""
     set_parent_death_signal()
+    # Ctrl+C reaches the whole process group, and so does SIGTERM from `systemctl stop`
+    # (KillMode=control-group), `timeout` or `kill -- -PGID`: the host decides when agent processes
+    # stop (gdn run lets running turns answer first). Dying of the group's SIGTERM here took every
+    # agent process with it (their parent-death signal) and failed those turns mid-way. The forked
+    # agent processes inherit both; an agent process takes SIGTERM back once it acknowledged its
+    # shutdown (the supervisor's escalation for one slow to exit). The host's own death still ends
+    # this server (parent-death signal, end of stream).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raw = ctl.recv(1 << 22) if init_fd is None else _read_init(init_fd)
     if not raw:
         return 0
