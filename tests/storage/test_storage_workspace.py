@@ -113,3 +113,19 @@ def test_delete_finishes_interrupted_deletions(tmp_path: Path) -> None:
     assert [i.instance_key for i in ws.list_instances()] == ["k"]  # hidden dirs are not instances
     ws.delete_instance("coder", "k")
     assert os.listdir(ws.instances_path) == []
+
+
+def test_unreadable_metadata_is_named_from_the_directory_not_dropped(tmp_path: Path) -> None:
+    ws = FileWorkspaceStore(tmp_path, "default")
+    store = _make(ws, "coder", "user:1")
+    run_turn(store, [], [append_event(msg("m1", "hello"))])
+    store.close()
+    _make(ws, "writer", "ok").close()
+    (ws.instance_path("coder", "user:1") / "metadata.json").write_bytes(b"garbage{{")
+    (ws.instances_path / "being-created").mkdir()  # no metadata, no conversation: not an instance yet
+    assert [i.agent_name for i in ws.list_instances()] == ["writer"]
+    (bad,) = ws.unreadable_instances()
+    assert (bad.agent_name, bad.instance_key, bad.status) == ("coder", "user:1", "unreadable")
+    assert bad.problem == "metadata.json is not valid JSON"
+    assert bad.path == ws.instance_path("coder", "user:1")
+    assert bad.created_at <= bad.updated_at

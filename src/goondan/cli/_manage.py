@@ -94,7 +94,28 @@ def _instances(
         if scope is not None and not scope.owns(record):
             continue
         out.extend((ws, record, info) for info in store.list_instances())
+        # the file store also names the instances whose metadata.json is corrupt (see _unreadable_note)
+        unreadable = getattr(store, "unreadable_instances", None)
+        if unreadable is not None:
+            out.extend((ws, record, info) for info in unreadable())
     return out
+
+
+def _unreadable_note(rows: list[tuple[str, dict[str, Any] | None, Any]]) -> None:
+    """Warn about each listed instance whose ``metadata.json`` cannot be read. Its conversation is
+    in ``messages/`` and does not depend on the metadata; the next turn of that instance in
+    ``gdn run`` writes a new ``metadata.json`` (its ``createdAt`` then restarts at that turn)."""
+    for _ws, _record, info in rows:
+        problem = getattr(info, "problem", None)
+        if problem:
+            sys.stderr.write(
+                f"warning: {problem} ({Path(info.path) / 'metadata.json'}): instance "
+                f"{info.agent_name}/{info.instance_key} is listed as {info.status!r}, named from its "
+                f"directory. Its conversation is in {Path(info.path) / 'messages'}, which does not depend on "
+                "that file; its next turn "
+                "in gdn run writes a new metadata.json (createdAt then restarts), or restore the file "
+                "from a backup.\n"
+            )
 
 
 def _bundle_label(record: dict[str, Any] | None) -> str:
@@ -130,6 +151,8 @@ def cmd_instance_list(args: argparse.Namespace) -> int:
     rows.sort(key=lambda row: row[2].updated_at, reverse=True)
     if args.limit and not args.all:
         rows = rows[: args.limit]
+    if not args.quiet:
+        _unreadable_note(rows)
     if args.json:
         for ws, record, info in rows:
             out = {
@@ -145,6 +168,8 @@ def cmd_instance_list(args: argparse.Namespace) -> int:
                 "running": ws in running,
                 "path": str(info.path) if info.path != Path() else None,
             }
+            if getattr(info, "problem", None):
+                out["problem"] = info.problem
             sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
         return EXIT_OK
     if not args.quiet:

@@ -6,7 +6,7 @@ import contextlib
 import os
 import shutil
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +17,9 @@ from .._json import dumps_pretty
 from ..errors import GoondanError, StorageError
 from ._atomic import ensure_dir, fsync_dir, replace_atomically
 from ._identity import WORKSPACE_FILE, WorkspaceIdentity, read_workspace_record
-from ._instance import METADATA_FILE, FileInstanceStore
+from ._instance import BASE_FILE, EVENTS_FILE, METADATA_FILE, FileInstanceStore
 from ._lease import CODE_LOCKED, InstanceLease
-from ._paths import instance_dir_name
+from ._paths import instance_dir_name, parse_instance_dir_name
 from ._reader import FileInstanceReader
 
 _DELETING_PREFIX = ".deleting-"
@@ -27,7 +27,10 @@ _DELETING_PREFIX = ".deleting-"
 
 @dataclass(slots=True)
 class InstanceInfo:
-    """One instance as described by its ``metadata.json``."""
+    """One instance as described by its ``metadata.json``.
+
+    ``problem`` is set only on the entries of :meth:`FileWorkspaceStore.unreadable_instances`: why
+    the metadata could not be read (their name comes from the directory, their times from its files)."""
 
     agent_name: str
     instance_key: str
@@ -35,26 +38,62 @@ class InstanceInfo:
     created_at: datetime
     updated_at: datetime
     path: Path
+    problem: str | None = None
 
 
-def _read_info(directory: Path) -> InstanceInfo | None:
+#: the status shown for an instance whose ``metadata.json`` cannot be read
+UNREADABLE_STATUS = "unreadable"
+
+
+def _parse_info(directory: Path) -> tuple[InstanceInfo | None, str]:
+    """The instance of ``directory``, or ``None`` and why its ``metadata.json`` is not usable."""
     try:
         meta = orjson.loads((directory / METADATA_FILE).read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
+    except FileNotFoundError:
+        return None, "missing"
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror or exc})"
+    except orjson.JSONDecodeError:
+        return None, "is not valid JSON"
     if not isinstance(meta, dict):
-        return None
+        return None, "is not a JSON object"
     agent, key, status = meta.get("agentName"), meta.get("instanceKey"), meta.get("status")
     created, updated = meta.get("createdAt"), meta.get("updatedAt")
     if not (isinstance(agent, str) and isinstance(key, str) and isinstance(status, str)):
-        return None
+        return None, "lacks agentName, instanceKey or status"
     if not (isinstance(created, str) and isinstance(updated, str)):
-        return None
+        return None, "lacks createdAt or updatedAt"
     try:
         created_at, updated_at = parse_iso(created), parse_iso(updated)
     except ValueError:
+        return None, "has an invalid createdAt or updatedAt"
+    return InstanceInfo(agent, key, status, created_at, updated_at, directory), ""
+
+
+def _read_info(directory: Path) -> InstanceInfo | None:
+    return _parse_info(directory)[0]
+
+
+def _unreadable_info(directory: Path, reason: str) -> InstanceInfo | None:
+    """An instance directory whose metadata cannot be read, named from the directory: only when
+    ``metadata.json`` exists or the conversation has content (an empty directory without metadata
+    is an instance being created, or nothing)."""
+    times: list[float] = []
+    for file in (directory / METADATA_FILE, directory / "messages" / BASE_FILE, directory / "messages" / EVENTS_FILE):
+        try:
+            st = file.stat()
+        except OSError:
+            continue
+        if file.name == METADATA_FILE or st.st_size > 0:
+            times.append(st.st_mtime)
+    if not times:
         return None
-    return InstanceInfo(agent, key, status, created_at, updated_at, directory)
+    try:
+        agent, key = parse_instance_dir_name(directory.name)
+    except ValueError:
+        agent, key = "?", directory.name
+    first, last = (datetime.fromtimestamp(t, UTC) for t in (min(times), max(times)))
+    return InstanceInfo(agent, key, UNREADABLE_STATUS, first, last, directory, f"{METADATA_FILE} {reason}")
 
 
 class FileWorkspaceStore:
@@ -133,22 +172,35 @@ class FileWorkspaceStore:
             self.instance_path(agent_name, instance_key), agent_name=agent_name, instance_key=instance_key
         )
 
-    def list_instances(self) -> list[InstanceInfo]:
-        """Every instance with a valid ``metadata.json``, sorted by (agent, key). Directories with
-        missing or invalid metadata are skipped (they may be half-created or foreign)."""
+    def _instance_dirs(self) -> list[Path]:
+        """The directories under ``instances/`` (not hidden ones: deletions in progress)."""
         try:
             entries = list(os.scandir(self.instances_path))
         except (FileNotFoundError, NotADirectoryError):
             return []
-        infos: list[InstanceInfo] = []
-        for entry in entries:
-            if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
-                continue
-            info = _read_info(Path(entry.path))
-            if info is not None:
-                infos.append(info)
+        return [Path(e.path) for e in entries if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
+
+    def list_instances(self) -> list[InstanceInfo]:
+        """Every instance with a valid ``metadata.json``, sorted by (agent, key). Directories with
+        missing or invalid metadata are skipped (they may be half-created or foreign; see
+        :meth:`unreadable_instances`)."""
+        infos = [info for info in map(_read_info, self._instance_dirs()) if info is not None]
         infos.sort(key=lambda i: (i.agent_name, i.instance_key, i.path.name))
         return infos
+
+    def unreadable_instances(self) -> list[InstanceInfo]:
+        """Instance directories that :meth:`list_instances` leaves out because their ``metadata.json``
+        is corrupt (or missing while the conversation has content), each with ``problem`` set and
+        status :data:`UNREADABLE_STATUS`. The conversation in ``messages/`` does not depend on the
+        metadata: ``gdn instance list`` shows these so that a user does not take them for lost."""
+        out: list[InstanceInfo] = []
+        for directory in self._instance_dirs():
+            info, reason = _parse_info(directory)
+            unreadable = _unreadable_info(directory, reason) if info is None else None
+            if unreadable is not None:
+                out.append(unreadable)
+        out.sort(key=lambda i: i.path.name)
+        return out
 
     def delete_instance(self, agent_name: str, instance_key: str, *, force: bool = False) -> bool:
         """Remove the instance (history, runtime events, extension state, metadata).
