@@ -23,6 +23,7 @@ from goondan.models._providers import KNOWN_PROVIDERS
 
 from ._bundle import BASE_PACKAGE, Bundle, ScopeKey, ref_scope
 from ._code import REQUIRED_ATTRIBUTE, EntryModule, HandlerFunction, RegisterBinding, inspect_entry
+from ._extension_checks import builtin_config_problems
 from ._issues import did_you_mean, join_hints, join_path, parent_path, pydantic_problems
 from ._packages import InstalledPackage, base_package_root, default_distribution, find_package, specifier_problem
 from ._paths import PathProblem, close_path, resolve_inside
@@ -1113,6 +1114,7 @@ class Loader:
             else:
                 extensions.append(ext.name)
                 self._check_extension_config(res, spec, i, use.config, ext)
+                self._check_builtin_config(res, i, use.config, ext)
         if spec.prompt is not None and spec.prompt.system_ref is not None:
             self._check_path(res, spec.prompt.system_ref, "spec.prompt.systemRef", python=False)
         if complete:
@@ -1258,6 +1260,23 @@ class Loader:
             if owner is ext and any(e.message == issue.message for e in self.errors):
                 continue  # one report per Extension, not one per agent using it
             self.errors.append(issue)
+
+    def _check_builtin_config(self, agent: Resource, index: int, override: Mapping[str, Any], ext: Resource) -> None:
+        """What a built-in extension's CONFIG_SCHEMA cannot say (a summary model's entry file):
+        ``_extension_checks``. Also in the run's load (no ``check_code``): the extension itself finds
+        the problem only when it first needs the file."""
+        if ext.package != BASE_PACKAGE:
+            return
+        config = {**(ext.raw.get("spec", {}).get("config") or {}), **override}
+        for problem in builtin_config_problems(ext.name, config, agent.root):
+            issue = agent.issue(
+                problem.code,
+                f"{agent.key}: config of {ext.key}: {problem.message}",
+                f"spec.extensions[{index}].config.{problem.field}",
+                problem.suggestion,
+                severity=problem.severity,
+            )
+            (self.errors if problem.severity == "error" else self.warnings).append(issue)
 
     def _member_keys(self, swarm: Resource, spec: SwarmSpec) -> set[ScopeKey]:
         return {(ref_scope(r, swarm.package, self.local_package), r.kind, r.name) for r in spec.agents}

@@ -120,6 +120,24 @@ def _over(count: int, chars: int, limits: Limits) -> bool:
     return count > limits.max_messages or chars > limits.max_characters
 
 
+def tail_never_fits(limits: Limits) -> bool:
+    """Whether the protected tail alone is over ``max_messages`` whatever the history: the newest
+    ``retain_last`` messages (at least the current input) plus the summary message when one is added.
+    Every triggered compaction then ends as the fallback ``truncate`` of :func:`plan_compaction`, which
+    keeps fewer than ``retain_last`` messages: the setting can never be honoured. (Equal counts fit:
+    ``remove`` stops once the history is back within ``max_messages``.)"""
+    return max(limits.retain_last, 1) + (1 if limits.summary_slot else 0) > limits.max_messages
+
+
+def tail_never_fits_message(limits: Limits) -> str:
+    """The warning for :func:`tail_never_fits`, the same in ``gdn validate`` and at the agent's start."""
+    summary = " plus the summary message (appendSummary)" if limits.summary_slot else ""
+    return (
+        f"retainLastMessages ({limits.retain_last}){summary} cannot fit in maxMessages ({limits.max_messages}): "
+        "every compaction falls back to truncate and keeps fewer messages than retainLastMessages"
+    )
+
+
 def plan_compaction(messages: Sequence[MessageLike], mode: Mode, limits: Limits) -> Plan | None:
     """What compaction does to ``messages``, or ``None`` when it leaves them alone.
 

@@ -40,7 +40,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from goondan.base.extensions._compaction_plan import Limits, Mode, Plan, plan_compaction
+from goondan.base.extensions._compaction_plan import (
+    Limits,
+    Mode,
+    Plan,
+    plan_compaction,
+    tail_never_fits,
+    tail_never_fits_message,
+)
 from goondan.base.extensions._summarizer import DEFAULT_INSTRUCTION, MODEL_SCHEMA, Summarizer
 from goondan.messages import system_message
 from goondan.types import ExtensionApi, Message, TurnContext, TurnResult
@@ -91,13 +98,8 @@ def register(api: ExtensionApi, config: dict[str, Any]) -> None:
         retain_last=int(cfg["retainLastMessages"]),
         summary_slot=append_summary,
     )
-    if limits.retain_last >= limits.max_messages:
-        api.logger.warning(
-            "message-compaction: retainLastMessages (%d) >= maxMessages (%d): every compaction will fall back "
-            "to truncate",
-            limits.retain_last,
-            limits.max_messages,
-        )
+    if tail_never_fits(limits):  # gdn validate reports the same (bundle/_extension_checks.py)
+        api.logger.warning("message-compaction: %s", tail_never_fits_message(limits))
     summarizer: Summarizer | None = None
     if cfg.get("summaryModel") is not None:
         summarizer = Summarizer(
