@@ -32,6 +32,7 @@ from typing import Any
 from .._content import RequestInput
 from ..errors import ConfigError, GoondanError
 from ._attach import attach_command, check_attachments, request_input
+from ._chat_commands import local_reply, message_text
 from ._env import bundle_dir, load_env
 from ._interrupt import current as current_interrupts
 from ._interrupt import interruptible
@@ -666,7 +667,7 @@ async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event, lines
     # a second Ctrl+C ends the process at once: the terminal is restored first
     unregister = interrupts.before_exit(lambda: _restore_termios(saved_termios)) if interrupts and tty else None
     if tty:  # before the reader thread starts, so the banner never lands after its first prompt
-        sys.stderr.write(f"Chatting with {agent} (swarm {rt.swarm_name}). /quit to exit.\n")
+        sys.stderr.write(f"Chatting with {agent} (swarm {rt.swarm_name}). /quit to exit. /help lists the commands.\n")
         sys.stderr.flush()
     from ._approval_prompt import waiting_from_before
 
@@ -722,6 +723,13 @@ async def _session(rt: Any, args: argparse.Namespace, stop: asyncio.Event, lines
                 sys.stderr.flush()
                 reader.go.set()
                 continue
+            reply = local_reply(line)  # /help, a mistyped command: answered here, never sent
+            if reply is not None:
+                sys.stderr.write(reply)
+                sys.stderr.flush()
+                reader.go.set()
+                continue
+            line = message_text(line)
             if line:
                 streamed.update({"any": False, "step": -1})
                 thinking.start()
