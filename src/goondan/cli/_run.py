@@ -417,8 +417,15 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
             if lost:
                 raise lost[0]
             if failed:
-                sys.stderr.write(f"[E_CONNECTOR_FAILED] connector(s) stopped with an error: {', '.join(failed)}\n")
-                return EXIT_INTERNAL
+                names = ", ".join(f"Connection/{name}" for name in failed)
+                raise CliError(
+                    "E_CONNECTOR_FAILED",
+                    f"the connector of {names} stopped with an error",
+                    suggestion=(
+                        "Its error is logged above (the traceback of a connector's own code too; "
+                        "gdn run -v for more); fix it and start gdn run again."
+                    ),
+                )
             return EXIT_OK
         finally:
             if off_events is not None:
