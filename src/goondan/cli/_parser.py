@@ -145,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Run a swarm in the foreground.\n"
         "  --input/--input-file  send one request, print the reply, exit\n"
         "  (swarm has Connections) run its connectors until Ctrl+C (exit 130)\n"
-        "  (otherwise)           chat: one request per line; /quit or Ctrl+D ends, Ctrl+C exits 130\n"
+        "  (otherwise)           chat: one request per line; /help lists the commands;\n"
+        "                        /quit or Ctrl+D ends, Ctrl+C exits 130\n"
         "Environment: system < .env < .env.local < --env-file.",
     )
     r.add_argument("path", nargs="?", default=".", help="bundle directory or goondan.yaml (default: .)")
