@@ -26,10 +26,12 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 from .._usercode import never_raises
 from ._output import EXIT_INTERRUPTED
+
+_T = TypeVar("_T")
 
 # how long a cancelled turn may take to commit before the runtime is interrupted instead
 CANCEL_BOUND_SECONDS = 2.0
@@ -154,9 +156,11 @@ def current() -> Interrupts | None:
     return _current.get()
 
 
-async def interruptible(coro: Coroutine[Any, Any, int]) -> int:
+async def interruptible(coro: Coroutine[Any, Any, _T]) -> _T:
     """Run a command's coroutine with the Ctrl+C handling described above. An interrupted command
-    raises ``KeyboardInterrupt`` (the CLI's exit 130) once its cleanups have run."""
+    raises ``KeyboardInterrupt`` (the CLI's exit 130) once its cleanups have run. Every command that
+    runs user code on its own loop uses it (gdn run, eval, approvals): under Python's default handler
+    a ``KeyboardInterrupt`` that a tool raises cannot be told from Ctrl+C and ends the command."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
