@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -148,6 +149,24 @@ def test_commit_of_a_stale_holder_fails_instead_of_overwriting(tmp_path: Path) -
     stale.close()
     conv, _ = reload(path)
     assert records(conv) == records([msg("b1")])
+
+
+def test_an_instance_deleted_under_its_holder_says_it_was_deleted_not_held_by_someone_unknown(
+    tmp_path: Path,
+) -> None:
+    # gdn instance delete --force under a running chat: nobody holds it; the message said 'it is now
+    # held by another process (holder unknown)' and to 'stop one of them'
+    path = tmp_path / "inst"
+    store = FileInstanceStore(path)
+    base = run_turn(store, store.load().base, [append_event(msg("a1"))])
+    shutil.rmtree(path)
+    with pytest.raises(StorageError) as info:
+        store.commit([*base, msg("a2")], None)
+    assert info.value.code == "E_INSTANCE_LEASE_LOST"
+    assert "was deleted while this runtime held it" in info.value.message
+    assert "holder unknown" not in info.value.message
+    assert "gdn restart --fresh" in (info.value.suggestion or "")
+    store.close()
 
 
 def test_lease_json_replaced_by_a_new_holder_fails_the_fencing_check(tmp_path: Path) -> None:

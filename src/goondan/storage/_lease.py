@@ -122,8 +122,24 @@ def locked_error(
 POSTGRES_ELSEWHERE = "another --instance-key, or another database (--store URL / GOONDAN_STORE)"
 
 
-def lost_error(name: str, token: int, holder: dict[str, Any] | None, *, file: str | None = None) -> StorageError:
-    """``E_INSTANCE_LEASE_LOST``: a writer whose lease was taken over must not write."""
+def lost_error(
+    name: str, token: int, holder: dict[str, Any] | None, *, file: str | None = None, deleted: bool = False
+) -> StorageError:
+    """``E_INSTANCE_LEASE_LOST``: a writer whose lease was taken over must not write. ``deleted``:
+    nobody took it over, the instance's files are gone (``gdn instance delete --force`` under a
+    running ``gdn run``); that is said instead of a holder nobody can find."""
+    if deleted:
+        return StorageError(
+            CODE_LOST,
+            f"{name} was deleted while this runtime held it (gdn instance delete --force, or its files "
+            "were removed). Nothing was written",
+            file=file,
+            suggestion=(
+                "Start the conversation over inside the running gdn run: gdn restart --fresh (with "
+                "--agent and --instance-key for this instance only), or restart gdn run. The refused "
+                "turn is not kept."
+            ),
+        )
     return StorageError(
         CODE_LOST,
         f"lost the lease of {name} (token {token}); it is now held by {describe_holder(holder)}. Nothing was written",
@@ -232,7 +248,9 @@ class InstanceLease:
                 return
         if self._holder_is_ours():
             return
-        raise lost_error(self.directory.name, self.token, read_holder(self.directory), file=str(self.directory))
+        holder = read_holder(self.directory)
+        deleted = holder is None and not os.path.lexists(self._holder_path)
+        raise lost_error(self.directory.name, self.token, holder, file=str(self.directory), deleted=deleted)
 
     def _holder_is_ours(self) -> bool:
         holder = read_holder(self.directory)
