@@ -50,3 +50,21 @@ def test_a_retained_tail_over_max_messages_is_a_validate_warning(tmp_path: Path)
         checked.stdout
     )
     assert "make retainLastMessages at most 5" in checked.stdout
+
+
+def test_a_summary_model_without_generate_or_that_does_not_compile_fails_validate_and_run(tmp_path: Path) -> None:
+    # the file is there, so only its import when compaction first ran found these
+    bundle = _recipe(tmp_path)
+    summarizer = bundle / "summarizer.py"
+    source = summarizer.read_text()
+    summarizer.write_text(source.replace("def generate(", "def generat("))
+    checked = gdn(tmp_path, "validate", str(bundle))
+    assert checked.returncode == 4, checked.stdout
+    assert "[E_CONFIG_ENTRY_EXPORT_MISSING]" in checked.stdout
+    assert "summaryModel: ./summarizer.py defines no module-level `generate`" in checked.stdout
+    run = gdn(tmp_path, "run", str(bundle), "--input", "hi", "--state-root", str(tmp_path / "state"))
+    assert run.returncode == 3 and "[E_CONFIG_ENTRY_EXPORT_MISSING]" in run.stderr, run.stdout + run.stderr
+
+    summarizer.write_text(source.replace("def generate(", "def generate(:"))
+    checked = gdn(tmp_path, "validate", str(bundle))
+    assert checked.returncode == 4 and "[E_CONFIG_ENTRY_SYNTAX]" in checked.stdout, checked.stdout

@@ -58,9 +58,10 @@ def _summary_model_problems(model: Any, root: Path) -> list[ConfigProblem]:
                 )
             ]
         try:
-            resolve_inside(root, entry, python=True, what="summaryModel.options.entry")
+            path = resolve_inside(root, entry, python=True, what="summaryModel.options.entry")
         except PathProblem as exc:
             return [ConfigProblem("summaryModel.options.entry", exc.code, exc.message, exc.suggestion)]
+        return _summary_module_problems(path, entry)
     elif isinstance(provider, str):
         from goondan.models import check_model_options
 
@@ -69,6 +70,37 @@ def _summary_model_problems(model: Any, root: Path) -> list[ConfigProblem]:
         except GoondanError as exc:
             return [ConfigProblem("summaryModel.options", exc.code, f"summaryModel: {exc.message}", exc.suggestion)]
     return []
+
+
+def _summary_module_problems(path: Path, entry: str) -> list[ConfigProblem]:
+    """What the file's syntax tree tells (never run): it compiles and defines ``generate``, as a
+    python Model's entry is checked. Cheap enough for the run's load too, where nothing else would
+    look at this file before compaction first runs."""
+    from ._code import REQUIRED_ATTRIBUTE, inspect_entry
+
+    module = inspect_entry(path)
+    field = "summaryModel.options.entry"
+    if module.problem is not None:
+        where = f"{entry}:{module.problem.line}" if module.problem.line else entry
+        return [
+            ConfigProblem(
+                field,
+                "E_CONFIG_ENTRY_SYNTAX",
+                f"summaryModel: {where} does not compile: {module.problem.message}",
+                f"fix the Python file; `python -m py_compile {entry}` shows the same error",
+            )
+        ]
+    attribute = REQUIRED_ATTRIBUTE["Model"]
+    if module.opaque or attribute in module.names:
+        return []
+    return [
+        ConfigProblem(
+            field,
+            "E_CONFIG_ENTRY_EXPORT_MISSING",
+            f"summaryModel: {entry} defines no module-level `{attribute}`",
+            f"add `def {attribute}(request): ...` to {entry}",
+        )
+    ]
 
 
 def _retain_problems(config: Mapping[str, Any]) -> list[ConfigProblem]:
