@@ -231,3 +231,21 @@ def test_studio_reads_a_postgresql_store_like_the_file_store(tmp_path: Path, pos
             assert trace["spanCount"] == 12 and trace["agents"] == ["helper", "lead"]
     finally:
         data.close()
+
+
+def test_an_instance_whose_metadata_is_corrupt_is_listed_as_unreadable_and_its_conversation_opens(
+    tmp_path: Path,
+) -> None:
+    # it was left out of the list (as gdn instance list left it out): its conversation looked lost
+    bundle, state = delegation_run(tmp_path)
+    (metadata,) = [p for p in state.rglob("metadata.json") if p.parent.name.startswith("lead")]
+    metadata.write_text("garbage{")
+    data = StudioData(open_store(None, state_root=state), bundle=bundle_info(bundle))
+    with TestClient(create_app(data, info={"store": "test"})) as c:
+        page = get(c, "/api/instances")
+        rows = {r["agent"]: r for r in page["items"]}
+        assert page["total"] == 2 and rows["helper"]["status"] == "idle"
+        lead = rows["lead"]
+        assert lead["status"] == "unreadable" and "metadata.json" in lead["problem"]
+        conv = get(c, "/api/conversation", workspace=lead["workspace"], agent="lead", key=lead["key"])
+        assert [r["role"] for r in conv["rows"]] == ["user", "assistant", "tool", "assistant"]

@@ -232,19 +232,21 @@ class StudioData:
         rows: list[dict[str, Any]] = []
         for ws in self.workspaces():
             label = ws["package"] or (Path(ws["bundle"]).name if ws["bundle"] else ws["id"])
-            for info in self.workspace(ws["id"]).list_instances():
-                rows.append(
-                    {
-                        "workspace": ws["id"],
-                        "bundle": label,
-                        "agent": info.agent_name,
-                        "key": info.instance_key,
-                        "status": info.status,
-                        "createdAt": info.created_at.isoformat().replace("+00:00", "Z"),
-                        "updatedAt": info.updated_at.isoformat().replace("+00:00", "Z"),
-                        "_sort": info.updated_at.timestamp(),
-                    }
-                )
+            for info in self._instances_of(ws["id"]):
+                row = {
+                    "workspace": ws["id"],
+                    "bundle": label,
+                    "agent": info.agent_name,
+                    "key": info.instance_key,
+                    "status": info.status,
+                    "createdAt": info.created_at.isoformat().replace("+00:00", "Z"),
+                    "updatedAt": info.updated_at.isoformat().replace("+00:00", "Z"),
+                    "_sort": info.updated_at.timestamp(),
+                }
+                problem = getattr(info, "problem", None)
+                if problem:
+                    row["problem"] = problem
+                rows.append(row)
         rows.sort(key=lambda r: (-r["_sort"], r["agent"], r["key"]))
         self._listing = (now, rows)
         return rows
@@ -263,7 +265,10 @@ class StudioData:
             view = self.view(row["workspace"], row["agent"], row["key"])
             view.refresh()
             summary = view.summary()
-            items.append({**{k: v for k, v in row.items() if k != "_sort"}, **summary, "bundle": row["bundle"]})
+            item = {**{k: v for k, v in row.items() if k != "_sort"}, **summary, "bundle": row["bundle"]}
+            if "problem" in row:  # no metadata to read: what the listing made of the directory stands
+                item.update(status=row["status"], createdAt=row["createdAt"], updatedAt=row["updatedAt"])
+            items.append(item)
         return {"total": len(rows), "offset": offset, "items": items}
 
     def listing_signature(self, workspace: str | None) -> int:
@@ -329,9 +334,20 @@ class StudioData:
         turns = list(reversed(view.turns.values()))
         return {"total": len(turns), "offset": offset, "items": turns[offset : offset + limit]}
 
+    def _instances_of(self, workspace: str) -> list[Any]:
+        """The workspace's instances, with those whose metadata.json is corrupt (file store: listed
+        with status ``unreadable`` and their ``problem``; their conversation and events are intact, and
+        an instance left out would look lost, as in ``gdn instance list``)."""
+        store = self.workspace(workspace)
+        infos: list[Any] = list(store.list_instances())
+        unreadable = getattr(store, "unreadable_instances", None)
+        if unreadable is not None:
+            infos.extend(unreadable())
+        return infos
+
     def _workspace_views(self, workspace: str) -> list[InstanceView]:
         views = []
-        for info in self.workspace(workspace).list_instances():
+        for info in self._instances_of(workspace):
             view = self.view(workspace, info.agent_name, info.instance_key)
             view.refresh()
             views.append(view)

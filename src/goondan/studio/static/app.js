@@ -61,7 +61,7 @@ function instanceRow(it) {
   const selected = state.sel && state.sel.workspace === it.workspace && state.sel.agent === it.agent && state.sel.key === it.key;
   const row = h("div", { class: "inst" + (selected ? " sel" : ""), "data-testid": "instance-row", "data-agent": it.agent, "data-key": it.key },
     h("div", { class: "name" }, `${it.agent}`, h("span", { class: "muted" }, ` @ ${it.key}`), " ",
-      h("span", { class: `badge ${it.status}`, "data-testid": "status" }, it.status)),
+      h("span", { class: `badge ${it.status}`, "data-testid": "status", title: it.problem || "" }, it.status)),
     h("div", { class: "sub" },
       h("span", { "data-testid": "turn-count" }, plural(it.turns, "turn")),
       h("span", {}, plural(it.messages, "message")),
