@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._env import bundle_dir, load_env
-from ._interrupt import interruptible
 from ._output import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, CliError, ErrorView, print_error
 from ._state import active_runs, state_root, state_root_arg
 
@@ -178,6 +177,8 @@ def _local_while_locked(args: argparse.Namespace, bundle: Any, request: dict[str
     deadline = time.monotonic() + LOCKED_WAIT_SECONDS
     told = False
     while True:
+        from ._interrupt import interruptible  # asyncio: not on gdn --help's path
+
         reply = asyncio.run(interruptible(_local(args, bundle, request, env)))
         if not _locked(reply) or time.monotonic() >= deadline:
             return reply

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pathlib import Path
 
-from ._interrupt import interruptible
 from ._output import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, CliError
 
 EXIT_BELOW_THRESHOLD = EXIT_INTERNAL  # like pytest: 1 when the run did not pass
@@ -137,6 +136,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not (args.json or args.quiet):
         for name, note in run.unknown_tools.items():  # the check runs; it may be a typo
             sys.stderr.write(f"warning: toolNotCalled {name!r}: {note} (the check runs as written)\n")
+    from ._interrupt import interruptible  # asyncio: not on gdn --help's path
+
     report = asyncio.run(interruptible(run.run()))
     fmt = "json" if args.json and args.format == "text" else args.format  # --json: machine-readable
     if args.output:
