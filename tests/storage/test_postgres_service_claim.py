@@ -23,7 +23,6 @@ import pytest
 import kit
 from goondan.errors import GoondanError
 from goondan.storage import open_store
-from goondan.storage._postgres._service import SERVICE_LOCK_CLASS
 from kit.postgres import PostgresServer, own_server
 
 MODEL = 'def generate(request):\n    return {"text": "ok"}\n'
@@ -188,37 +187,26 @@ def test_a_service_whose_workspace_another_took_while_the_server_was_away_stops_
         _stop(*procs)
 
 
-def legacy_key(workspace_id: str) -> int:
-    """The signed CRC32 key of the two-key service lock of releases before the 64-bit key."""
-    value = zlib.crc32(workspace_id.encode())
-    return value - (1 << 32) if value >= (1 << 31) else value
+def crc32_key(workspace_id: str) -> int:
+    """A 32-bit key from the id's CRC32, the kind of key the claim must not be."""
+    return zlib.crc32(workspace_id.encode())
 
 
 # two workspace ids with one CRC32 (found by a birthday search over random ids)
 CRC32_TWINS = ("ws-a02552f76dbdf5fd", "ws-670009b22c087272")
 
 
-def test_two_workspaces_whose_crc32_collide_are_served_at_once_and_an_earlier_release_still_refuses(
-    postgres_url: str,
-) -> None:
+def test_two_workspaces_whose_crc32_collide_are_served_at_once(postgres_url: str) -> None:
     backend = open_store(postgres_url, state_root="/nonexistent")
     claims = []
     try:
         a, b = CRC32_TWINS
-        assert legacy_key(a) == legacy_key(b)
+        assert crc32_key(a) == crc32_key(b)
         claims.append(backend.claim_service(a, "service a"))
         claims.append(backend.claim_service(b, "service b"))  # was E_RUN_ACTIVE: one 32-bit key for both
         with pytest.raises(GoondanError, match="already served") as again:
             backend.claim_service(a, "service a again")
         assert again.value.code == "E_RUN_ACTIVE" and "by service a, since " in again.value.message
-        with psycopg.connect(postgres_url, autocommit=True, application_name="goondan service old release") as old:
-            lock = "SELECT pg_try_advisory_lock(%s, %s)"
-            # an earlier release (the two-key CRC32 lock) is refused while a current one serves ...
-            assert old.execute(lock, (SERVICE_LOCK_CLASS, legacy_key(a))).fetchone() == (False,)
-            # ... and a current one is refused while an earlier one serves
-            assert old.execute(lock, (SERVICE_LOCK_CLASS, legacy_key("w3"))).fetchone() == (True,)
-            with pytest.raises(GoondanError, match="by old release, since "):
-                backend.claim_service("w3", "service w3")
     finally:
         for claim in claims:
             claim.release()

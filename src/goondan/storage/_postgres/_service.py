@@ -9,14 +9,10 @@ session-level advisory lock on a connection of its own whose ``application_name`
 It goes away with that connection, i.e. with the process (or ~25 s after its machine vanished, like
 an instance lease: the same keepalive settings).
 
-**The key** is 64 bits of a hash of the workspace id, in the one-key (bigint) form with the top bit
+**The key** is 63 bits of a hash of the workspace id, in the one-key (bigint) form with the top bit
 set: instance leases use the one-key form with their row id (positive), so the two never meet, and
-two workspaces practically never share a key. Releases before this one used the two-key form
-``(SERVICE_LOCK_CLASS, CRC32 of the id)``, where two workspaces of one database could share a key (one
-in 2^32 per pair) and the second service was refused for nothing. So that an old and a new release
-serving one workspace still refuse each other, a claim also takes the old key when it is free; when
-it is held, by a process that holds no new-style key it is an old release (refused, as before), and
-by one that does it is a new release serving another workspace whose CRC32 collides (no conflict).
+two workspaces of one database practically never share a key (a 32-bit key would refuse a second
+service for nothing once in 2^32 pairs).
 
 **A server restart** ends the claim's session, and with it the lock: a second service could start
 while the first still runs. A watcher thread (:meth:`ServiceClaim.watch`) notices at once (the
@@ -33,7 +29,6 @@ import logging
 import os
 import select
 import threading
-import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +50,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("goondan.storage.postgres")
 
-SERVICE_LOCK_CLASS = 0x676F6E64  # "gond": the first key of every service lock of earlier releases
 _NAME_PREFIX = "goondan service "
 #: how often the watcher asks a quiet claim session whether it is still there (a vanished network
 #: shows no closed socket; the query then fails within the keepalive bound)
@@ -78,51 +72,32 @@ def service_key(workspace_id: str) -> int:
     return (value | (1 << 63)) - (1 << 64)
 
 
-def legacy_key(workspace_id: str) -> int:
-    """The second key of the two-key lock ``(SERVICE_LOCK_CLASS, key)`` earlier releases take: the
-    signed CRC32 of ``workspace_id``."""
-    value = zlib.crc32(workspace_id.encode("utf-8"))
-    return value - (1 << 32) if value >= (1 << 31) else value
-
-
+# a one-key (bigint) advisory lock shows in pg_locks as classid = high 32 bits, objid = low 32 bits,
+# objsubid = 1
 _HOLDER = (
-    "SELECT a.application_name, a.backend_start, EXISTS (SELECT 1 FROM pg_locks n WHERE n.pid = l.pid"
-    " AND n.locktype = 'advisory' AND n.granted AND n.objsubid = 1 AND n.classid >= 2147483648::oid)"
-    " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted"
-    " AND l.classid = %s::oid AND l.objid = %s::oid AND l.objsubid = %s"
+    "SELECT a.application_name, a.backend_start FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+    " WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s::oid AND l.objid = %s::oid"
+    " AND l.objsubid = 1"
 )
 
 
-def _holder(conn: psycopg.Connection[Any], classid: int, objid: int, subid: int) -> tuple[str, bool] | None:
-    """``(who, holds a new-style key)`` of the session holding a lock, or None when nobody does."""
-    row = conn.execute(_HOLDER, (classid, objid, subid)).fetchone()
-    if row is None:
-        return None
-    who = "another gdn run"
-    if str(row[0] or "").startswith(_NAME_PREFIX):
-        who = str(row[0])[len(_NAME_PREFIX) :]
-        if row[1] is not None:
-            who += f", since {row[1].isoformat(timespec='seconds')}"
-    return who, bool(row[2])
+def _holder(conn: psycopg.Connection[Any], key: int) -> str:
+    """Who holds the claim ``key`` (its ``application_name``), as the refusal names it."""
+    unsigned = key & 0xFFFFFFFFFFFFFFFF
+    row = conn.execute(_HOLDER, (unsigned >> 32, unsigned & 0xFFFFFFFF)).fetchone()
+    if row is None or not str(row[0] or "").startswith(_NAME_PREFIX):
+        return "another gdn run"  # gone meanwhile, or a session that did not name itself
+    who = str(row[0])[len(_NAME_PREFIX) :]
+    if row[1] is not None:
+        who += f", since {row[1].isoformat(timespec='seconds')}"
+    return who
 
 
 def _take(conn: psycopg.Connection[Any], workspace_id: str) -> str | None:
     """Take the claim of ``workspace_id`` on ``conn``: None when taken, else who holds it."""
     key = service_key(workspace_id)
     row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-    if not (row and row[0]):
-        unsigned = key & 0xFFFFFFFFFFFFFFFF
-        holder = _holder(conn, unsigned >> 32, unsigned & 0xFFFFFFFF, 1)
-        return holder[0] if holder is not None else "another gdn run"
-    old = legacy_key(workspace_id)
-    row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (SERVICE_LOCK_CLASS, old)).fetchone()
-    if row and row[0]:
-        return None
-    holder = _holder(conn, SERVICE_LOCK_CLASS, old & 0xFFFFFFFF, 2)
-    if holder is None or holder[1]:
-        return None  # gone meanwhile, or a current release serving a workspace whose CRC32 collides
-    conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-    return holder[0]  # an earlier release serves this workspace
+    return None if row and row[0] else _holder(conn, key)
 
 
 def _connect(db: Database, name: str, timeout: int) -> psycopg.Connection[Any]:
@@ -277,4 +252,4 @@ def claim_service(db: Database, workspace_id: str, what: str) -> ServiceClaim:
     )
 
 
-__all__ = ["SERVICE_LOCK_CLASS", "ServiceClaim", "claim_service", "legacy_key", "service_key"]
+__all__ = ["ServiceClaim", "claim_service", "service_key"]
