@@ -123,7 +123,34 @@ _OPTION_RENAMES = {"--isolation": "--executor"}
 
 
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors name the subcommand's usage and suggest the closest spelling."""
+    """An ArgumentParser whose errors name the subcommand's usage and suggest the closest spelling.
+
+    A subcommand with a required positional followed by an optional one (``gdn instance delete KEY
+    [PATH]``) accepts its options anywhere: plain argparse consumes the positionals in one go, so
+    ``KEY -y PATH`` left PATH over as an "unrecognized argument". Such a leaf parser parses
+    intermixed (options first, then the positionals left), as a user expects of any CLI.
+    """
+
+    _intermixing = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if not self._intermixing and self._positionals_split():
+            self._intermixing = True
+            try:
+                return self.parse_known_intermixed_args(args, namespace)
+            finally:
+                self._intermixing = False
+        return super().parse_known_args(args, namespace)
+
+    def _positionals_split(self) -> bool:
+        """More than one positional and no subcommands: where options between them go astray."""
+        positionals = [a for a in self._actions if not a.option_strings]
+        return len(positionals) > 1 and not any(
+            isinstance(a, argparse._SubParsersAction) or a.nargs in (argparse.PARSER, argparse.REMAINDER)
+            for a in positionals
+        )
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
