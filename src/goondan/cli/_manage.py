@@ -105,9 +105,18 @@ def _unreadable_note(rows: list[tuple[str, dict[str, Any] | None, Any]]) -> None
     """Warn about each listed instance whose ``metadata.json`` cannot be read. Its conversation is
     in ``messages/`` and does not depend on the metadata; the next turn of that instance in
     ``gdn run`` writes a new ``metadata.json`` (its ``createdAt`` then restarts at that turn)."""
+    from ..storage._workspace import INCOMPLETE_STATUS
+
     for _ws, _record, info in rows:
         problem = getattr(info, "problem", None)
-        if problem:
+        if problem and info.status == INCOMPLETE_STATUS:
+            sys.stderr.write(
+                f"warning: instance {info.agent_name}/{info.instance_key} is {INCOMPLETE_STATUS}: {problem} "
+                f"({info.path}). Nothing is lost by deleting it (gdn instance delete "
+                f"{shlex.quote(info.instance_key)} --agent {shlex.quote(info.agent_name)}); its next turn in "
+                "gdn run completes it.\n"
+            )
+        elif problem:
             sys.stderr.write(
                 f"warning: {problem} ({Path(info.path) / 'metadata.json'}): instance "
                 f"{info.agent_name}/{info.instance_key} is listed as {info.status!r}, named from its "

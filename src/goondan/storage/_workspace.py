@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +19,7 @@ from ..errors import GoondanError, StorageError
 from ._atomic import ensure_dir, fsync_dir, replace_atomically
 from ._identity import WORKSPACE_FILE, WorkspaceIdentity, read_workspace_record
 from ._instance import BASE_FILE, EVENTS_FILE, METADATA_FILE, FileInstanceStore
-from ._lease import CODE_LOCKED, InstanceLease
+from ._lease import CODE_LOCKED, InstanceLease, read_holder
 from ._paths import instance_dir_name, parse_instance_dir_name
 from ._reader import FileInstanceReader
 
@@ -74,10 +75,35 @@ def _read_info(directory: Path) -> InstanceInfo | None:
     return _parse_info(directory)[0]
 
 
+#: the status (and ``problem``) of an instance directory that never got its metadata nor any
+#: conversation: its creation was interrupted (a ``gdn run`` killed at that moment); nothing is lost
+#: by deleting it, and its next turn completes it
+INCOMPLETE_STATUS = "incomplete"
+INCOMPLETE_PROBLEM = f"{METADATA_FILE} missing and nothing stored: its creation was interrupted"
+
+
+def _being_created(directory: Path) -> bool:
+    """Whether a live process of this host holds the lease of ``directory`` (an instance being
+    created right now, whose metadata is about to be written). Read from ``lease.json`` only: taking
+    the lock to find out would refuse that very process."""
+    holder = read_holder(directory)
+    pid = holder.get("pid") if holder else None
+    if not isinstance(pid, int) or (holder or {}).get("host") != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        pass
+    return True
+
+
 def _unreadable_info(directory: Path, reason: str) -> InstanceInfo | None:
-    """An instance directory whose metadata cannot be read, named from the directory: only when
-    ``metadata.json`` exists or the conversation has content (an empty directory without metadata
-    is an instance being created, or nothing)."""
+    """An instance directory whose metadata cannot be read, named from the directory. A directory
+    named as an instance without metadata nor conversation is listed too (:data:`INCOMPLETE_STATUS`:
+    a creation that was interrupted, which the user must be able to see and delete), unless a live
+    process holds its lease (an instance being created right now)."""
     times: list[float] = []
     for file in (directory / METADATA_FILE, directory / "messages" / BASE_FILE, directory / "messages" / EVENTS_FILE):
         try:
@@ -86,14 +112,24 @@ def _unreadable_info(directory: Path, reason: str) -> InstanceInfo | None:
             continue
         if file.name == METADATA_FILE or st.st_size > 0:
             times.append(st.st_mtime)
-    if not times:
-        return None
     try:
         agent, key = parse_instance_dir_name(directory.name)
     except ValueError:
+        if not times:
+            return None  # an empty directory not named as an instance: not one of ours
         agent, key = "?", directory.name
+    if not times:
+        if reason != "missing" or _being_created(directory):
+            return None
+        try:
+            times.append(directory.stat().st_mtime)
+        except OSError:
+            return None
+        status, problem = INCOMPLETE_STATUS, INCOMPLETE_PROBLEM
+    else:
+        status, problem = UNREADABLE_STATUS, f"{METADATA_FILE} {reason}"
     first, last = (datetime.fromtimestamp(t, UTC) for t in (min(times), max(times)))
-    return InstanceInfo(agent, key, UNREADABLE_STATUS, first, last, directory, f"{METADATA_FILE} {reason}")
+    return InstanceInfo(agent, key, status, first, last, directory, problem)
 
 
 class FileWorkspaceStore:
@@ -191,8 +227,10 @@ class FileWorkspaceStore:
     def unreadable_instances(self) -> list[InstanceInfo]:
         """Instance directories that :meth:`list_instances` leaves out because their ``metadata.json``
         is corrupt (or missing while the conversation has content), each with ``problem`` set and
-        status :data:`UNREADABLE_STATUS`. The conversation in ``messages/`` does not depend on the
-        metadata: ``gdn instance list`` shows these so that a user does not take them for lost."""
+        status :data:`UNREADABLE_STATUS`; and those whose creation was interrupted (no metadata,
+        nothing stored, no live holder), with status :data:`INCOMPLETE_STATUS`. The conversation in
+        ``messages/`` does not depend on the metadata: ``gdn instance list`` shows these so that a
+        user does not take them for lost (and can delete an incomplete one)."""
         out: list[InstanceInfo] = []
         for directory in self._instance_dirs():
             info, reason = _parse_info(directory)
