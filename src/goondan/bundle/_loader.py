@@ -26,7 +26,7 @@ from ._code import REQUIRED_ATTRIBUTE, EntryModule, HandlerFunction, RegisterBin
 from ._extension_checks import builtin_config_problems
 from ._issues import did_you_mean, join_hints, join_path, parent_path, pydantic_problems
 from ._packages import InstalledPackage, base_package_root, default_distribution, find_package, specifier_problem
-from ._paths import PathProblem, close_path, resolve_inside
+from ._paths import PathProblem, TextProblem, close_path, read_text_file, resolve_inside
 from ._plan import required_tool_message, tool_names
 from ._refs import ObjectRef
 from ._resource import Position, Resource
@@ -404,7 +404,7 @@ class Loader:
                 raise YamlProblem(
                     "E_CONFIG_FILE_TOO_LARGE", f"file is {size} bytes; the limit is {MAX_FILE_BYTES} bytes"
                 )
-            return parse_documents(file.read_bytes())
+            return parse_documents(file.read_bytes(), display)
         except YamlProblem as exc:
             self.errors.append(
                 ConfigIssue(
@@ -804,6 +804,18 @@ class Loader:
             self.errors.append(res.issue(exc.code, f"{res.key}: {exc.message}", field_path, exc.suggestion))
             return None
 
+    def _check_text(self, res: Resource, path: Path, field_path: str) -> None:
+        """A prompt file that is not UTF-8, at its bad byte: found here, not when the agent starts."""
+        shown = self._display(path, res.package)
+        try:
+            read_text_file(path, shown)
+        except TextProblem as exc:
+            issue = res.issue("E_CONFIG_PARSE_ERROR", f"{res.key}: {exc.message}", field_path, exc.suggestion)
+            issue.file, issue.line, issue.column = shown, exc.line, exc.column
+            self.errors.append(issue)
+        except OSError:
+            pass  # unreadable: the start reports it (E_CONFIG_ENTRY_NOT_FOUND)
+
     def _entry_module(self, path: Path) -> EntryModule:
         module = self.entry_modules.get(path)
         if module is None:
@@ -1116,7 +1128,9 @@ class Loader:
                 self._check_extension_config(res, spec, i, use.config, ext)
                 self._check_builtin_config(res, i, use.config, ext)
         if spec.prompt is not None and spec.prompt.system_ref is not None:
-            self._check_path(res, spec.prompt.system_ref, "spec.prompt.systemRef", python=False)
+            prompt_file = self._check_path(res, spec.prompt.system_ref, "spec.prompt.systemRef", python=False)
+            if prompt_file is not None:
+                self._check_text(res, prompt_file, "spec.prompt.systemRef")
         if complete:
             available = tool_names(tools)
             for i, required in enumerate(spec.required_tools):

@@ -106,3 +106,34 @@ def close_path(path: Path, *, depth: int = 3) -> Path | None:
             return fixed
         return close_path(fixed, depth=depth - 1) if depth > 1 else None
     return None
+
+
+def read_text_file(path: Path, shown: str) -> str:
+    """The text of a UTF-8 file a resource names (``systemRef``); raise :class:`TextProblem` naming
+    the first byte that is not UTF-8, with how to convert it (it was a bare UnicodeDecodeError text
+    under ``E_CONFIG_ENTRY_NOT_FOUND``, and ``gdn validate`` passed the file)."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise TextProblem(
+            f"{shown} is not valid UTF-8 (byte 0x{data[exc.start]:02x} at line {line}, column {column})",
+            line,
+            column,
+            f"save {shown} as UTF-8 (an editor's 'Save with encoding', or "
+            f"`iconv -f latin1 -t utf-8 {shown} > {shown}.new`, then rename it over the original)",
+        ) from None
+
+
+class TextProblem(Exception):
+    """A file that is not UTF-8: the message, the 1-based line and column of its first bad byte and
+    the suggestion."""
+
+    def __init__(self, message: str, line: int, column: int, suggestion: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.column = column
+        self.suggestion = suggestion

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._paths import TextProblem, read_text_file
 from ._resource import Resource
 from ._schemas import AgentSpec, SwarmSpec, ToolSpec
 from ._values import resolve_config
@@ -104,8 +105,12 @@ def build_plan(bundle: Bundle, agent: Resource, swarm: Resource | None) -> Agent
         if spec.prompt.system_ref is not None:
             path = agent.resolve_file(spec.prompt.system_ref, "spec.prompt.systemRef", python=False)
             try:
-                prompt = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
+                prompt = read_text_file(path, spec.prompt.system_ref)
+            except TextProblem as exc:
+                raise agent.error(
+                    "E_CONFIG_PARSE_ERROR", f"{agent.key}: {exc.message}", "spec.prompt.systemRef", exc.suggestion
+                ) from None
+            except OSError as exc:
                 raise agent.error(
                     "E_CONFIG_ENTRY_NOT_FOUND",
                     f"{agent.key}: cannot read systemRef file: {exc}",

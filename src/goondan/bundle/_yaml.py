@@ -248,14 +248,29 @@ def _count_unique(root: yaml.Node) -> int:
     return len(seen)
 
 
-def parse_documents(data: bytes) -> list[YamlDocument]:
-    """Parse every document of one file; raise :class:`YamlProblem` for the first problem."""
+def parse_documents(data: bytes, name: str = "FILE") -> list[YamlDocument]:
+    """Parse every document of one file (``name``, as suggestions show it); raise
+    :class:`YamlProblem` for the first problem."""
     if len(data) > MAX_FILE_BYTES:
         raise YamlProblem("E_CONFIG_FILE_TOO_LARGE", f"file is {len(data)} bytes; the limit is {MAX_FILE_BYTES} bytes")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise YamlProblem("E_CONFIG_PARSE_ERROR", f"file is not valid UTF-8: {exc.reason}") from None
+        # the byte's own line and column, and how to fix the encoding: the generic YAML suggestion
+        # (indentation, brackets, tabs) sent the user looking for a syntax error
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        utf16 = data[:2] in (b"\xff\xfe", b"\xfe\xff")
+        source = "utf-16" if utf16 else "latin1"
+        raise YamlProblem(
+            "E_CONFIG_PARSE_ERROR",
+            f"file is not valid UTF-8 (byte 0x{data[exc.start]:02x}: {exc.reason})"
+            + (", it looks like UTF-16" if utf16 else ""),
+            line,
+            column,
+            suggestion="save the file as UTF-8 (an editor's 'Save with encoding', or "
+            f"`iconv -f {source} -t utf-8 {name} > {name}.new`, then rename it over the original)",
+        ) from None
     docs: list[YamlDocument] = []
     try:
         _check_depth(text)

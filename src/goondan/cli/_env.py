@@ -13,11 +13,44 @@ import os
 from pathlib import Path
 
 
-def parse_env_file(path: Path) -> dict[str, str]:
-    """``KEY=value`` pairs of one dotenv file (a bare ``KEY`` without ``=`` sets nothing)."""
+def parse_env_file(path: Path, shown: str | None = None) -> dict[str, str]:
+    """``KEY=value`` pairs of one dotenv file (a bare ``KEY`` without ``=`` sets nothing).
+
+    A file that is not UTF-8 (saved as Latin-1 or UTF-16 by an editor) is a config error naming its
+    line, ``shown`` being the name the message uses; it used to end the command as an internal error.
+    """
     from dotenv import dotenv_values
 
-    return {key: value for key, value in dotenv_values(path, encoding="utf-8").items() if value is not None}
+    try:
+        values = dotenv_values(path, encoding="utf-8")
+    except UnicodeDecodeError:
+        raise _not_utf8(path, shown or str(path)) from None
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _not_utf8(path: Path, shown: str) -> Exception:
+    from ..errors import ConfigError
+
+    line = column = None
+    where = ""
+    try:
+        path.read_bytes().decode("utf-8")  # again, whole: the reader's offset is within its chunk
+    except UnicodeDecodeError as exc:
+        data = exc.object
+        line = data[: exc.start].count(b"\n") + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        where = f" (byte 0x{data[exc.start]:02x} at line {line}, column {column})"
+    except OSError:  # pragma: no cover - it was just read
+        pass
+    return ConfigError(
+        "E_CONFIG_PARSE_ERROR",
+        f"{shown} is not valid UTF-8{where}",
+        file=shown,
+        line=line,
+        column=column,
+        suggestion=f"save {shown} as UTF-8 (from Latin-1: `iconv -f latin1 -t utf-8 {shown} > {shown}.new`, "
+        "check it, then rename it over the original)",
+    )
 
 
 def load_env(bundle_dir: Path, env_file: str | None) -> dict[str, str]:
@@ -28,7 +61,7 @@ def load_env(bundle_dir: Path, env_file: str | None) -> dict[str, str]:
     for name in (".env", ".env.local"):
         candidate = bundle_dir / name
         if candidate.is_file():
-            env.update(parse_env_file(candidate))
+            env.update(parse_env_file(candidate, name))
     if env_file:
         path = Path(env_file)
         if not path.is_file():
@@ -39,7 +72,7 @@ def load_env(bundle_dir: Path, env_file: str | None) -> dict[str, str]:
                 suggestion="Pass an existing file, or drop --env-file to use .env/.env.local.",
                 file=env_file,
             )
-        env.update(parse_env_file(path))
+        env.update(parse_env_file(path, env_file))
     return env
 
 

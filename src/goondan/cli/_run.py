@@ -81,6 +81,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
             text = Path(args.input_file).read_text(encoding="utf-8")
         except OSError as exc:
             raise CliError("E_INVALID_ARGUMENT", f"cannot read --input-file: {exc}", exit_code=EXIT_USAGE) from None
+        except UnicodeDecodeError as exc:  # a Latin-1 or UTF-16 text, or a binary file: not a traceback
+            raise CliError(
+                "E_INVALID_ARGUMENT",
+                f"--input-file {args.input_file} is not UTF-8 text "
+                f"(byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
+                exit_code=EXIT_USAGE,
+                suggestion=f"convert it (`iconv -f latin1 -t utf-8 {args.input_file}`), or send a binary file "
+                f"with --attach {args.input_file} and the request as --input",
+            ) from None
     check_attachments(getattr(args, "attach", None))
     env = load_env(bundle_dir(args.path), args.env_file)
     from ..bundle import load_bundle, load_bundle_for_requests

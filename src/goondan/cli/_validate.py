@@ -82,7 +82,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     try:
         env = load_env(directory, getattr(args, "env_file", None)) if directory.is_dir() else dict(os.environ)
     except ConfigError as exc:  # reported like any other problem of the bundle (exit 4)
-        errors = [ConfigIssue(exc.code, exc.message, file=exc.file, suggestion=exc.suggestion)]
+        errors = [
+            ConfigIssue(
+                exc.code, exc.message, file=exc.file, line=exc.line, column=exc.column, suggestion=exc.suggestion
+            )
+        ]
         warnings = []
     else:
         if getattr(args, "fix", False):
