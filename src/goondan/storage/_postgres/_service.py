@@ -224,6 +224,27 @@ class ServiceClaim:
         return True
 
 
+_NAME_BYTES = 63  # PostgreSQL keeps 63 bytes of application_name (NAMEDATALEN - 1)
+
+
+def _application_name(what: str) -> str:
+    """``goondan service <what>`` within 63 bytes. ``what`` ends with the bundle's path in
+    parentheses, which is what runs over: its start is dropped (``(...nd/my-bot)``) rather than its
+    end, which named the bundle and closed the parenthesis (a refusal read ``by pid 7 on host
+    (/srv/deploy/te, since ...``)."""
+    name = _NAME_PREFIX + what
+    if len(name.encode("utf-8")) <= _NAME_BYTES:
+        return name
+    cut = name.rfind("(")
+    if name.endswith(")") and cut > 0:
+        head = name[: cut + 1] + "..."
+        room = _NAME_BYTES - len(head.encode("utf-8")) - 1
+        if room >= 8:
+            tail = name[cut + 1 : -1].encode("utf-8")[-room:].decode("utf-8", errors="ignore")
+            return f"{head}{tail})"
+    return name.encode("utf-8")[:_NAME_BYTES].decode("utf-8", errors="ignore")
+
+
 def claim_service(db: Database, workspace_id: str, what: str) -> ServiceClaim:
     """Claim ``workspace_id`` for this process's service, or raise ``E_RUN_ACTIVE`` naming the
     holder. ``what`` describes this process for the next one that tries (pid, host, bundle)."""
@@ -231,7 +252,7 @@ def claim_service(db: Database, workspace_id: str, what: str) -> ServiceClaim:
 
     with db.connection("check the store"):  # reachable, schema made: the errors every run gives
         pass
-    name = (_NAME_PREFIX + what)[:63]  # PostgreSQL keeps 63 bytes of application_name
+    name = _application_name(what)
     try:
         conn = _connect(db, name, max(PROBE_CONNECT_S, int(db.pool_timeout)))
     except psycopg.OperationalError as exc:
