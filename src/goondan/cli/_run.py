@@ -90,6 +90,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 suggestion=f"convert it (`iconv -f latin1 -t utf-8 {args.input_file}`), or send a binary file "
                 f"with --attach {args.input_file} and the request as --input",
             ) from None
+    if text is not None and not text.strip() and not getattr(args, "attach", None):
+        # an unset shell variable (--input "$Q") or an empty file: the chat skips a blank line, and a
+        # provider refuses an empty message (or the model answers nothing) only after a turn was stored
+        given = "--input" if args.input_file is None else f"--input-file {args.input_file}"
+        raise CliError(
+            "E_INVALID_ARGUMENT",
+            f"{given} is empty: there is no request to send",
+            exit_code=EXIT_USAGE,
+            suggestion="give the request's text (--input 'what is 2+3?'), attach a file with --attach, "
+            "or leave --input out to chat",
+        )
     check_attachments(getattr(args, "attach", None))
     env = load_env(bundle_dir(args.path), args.env_file)
     from ..bundle import load_bundle, load_bundle_for_requests
