@@ -193,6 +193,18 @@ class _Doc:
         )
 
 
+def _enclosing_bundle(directory: Path) -> Path | None:
+    """The nearest directory above ``directory`` holding a ``goondan.yaml`` (a bundle the user is
+    inside of, e.g. in its ``tools/``), or None; only said in the error's suggestion."""
+    for parent in list(directory.parents)[:8]:
+        try:
+            if (parent / MANIFEST).is_file():
+                return parent
+        except OSError:
+            return None
+    return None
+
+
 class Loader:
     def __init__(
         self,
@@ -314,7 +326,14 @@ class Loader:
                     hint = "rename goondan.yml to goondan.yaml"
                 else:
                     nested = sorted(p.parent for p in target.glob(f"*/{MANIFEST}"))
-                    if nested:
+                    enclosing = _enclosing_bundle(target.resolve())
+                    if enclosing is not None:  # `gdn run` in the bundle's tools/ directory
+                        relative = os.path.relpath(enclosing)  # from where the user is
+                        hint = (
+                            f"{target} is inside the bundle {enclosing}: pass {relative} as the bundle path, "
+                            f"or run the command from {enclosing}"
+                        )
+                    elif nested:
                         hint = f"{target / MANIFEST} is missing; bundles below it: " + ", ".join(
                             str(p) for p in nested[:5]
                         )
