@@ -184,6 +184,7 @@ def open_store(
         raise _invalid(store, "it contains a NUL character", "Give a directory path or a URL.")
     match = _SCHEME.match(url)
     if match is None:
+        _refuse_scheme_typo(url)
         return FileStoreBackend(url)
     scheme = match.group(1).lower()
     rest = url[match.end() :]
@@ -207,6 +208,26 @@ def open_store(
             f"goondan.storage.register_store or the {ENTRY_POINT_GROUP!r} entry point group; "
             "a directory path (without a scheme) selects the filesystem store."
         ),
+    )
+
+
+def _refuse_scheme_typo(path: str) -> None:
+    """A store "path" whose first component is a store scheme (``postgresql//db-host/app``,
+    ``postgres/db-host/app``: the colon forgotten) is a mistyped URL, not a directory: it was taken
+    for one, and the conversations went to ``./postgresql/db-host/app`` instead of the database,
+    silently. Refused unless that directory exists (someone does keep state in a directory of
+    that name)."""
+    head, _, rest = path.partition("/")
+    scheme = head.lower()
+    if scheme not in ("file", "memory", *_POSTGRES, *_REGISTRY) or os.path.isdir(path):
+        return
+    rest = rest.lstrip("/")
+    meant = f"{scheme}:///{rest}" if scheme == "file" else f"{scheme}://{rest}" if rest else f"{scheme}:"
+    shown = path if "@" not in path else f"{head}/***@{path.rsplit('@', 1)[1]}"  # no password printed
+    raise _invalid(
+        shown,
+        f"it reads as the directory {shown!r}, but {head!r} is a store URL scheme and the ':' is missing",
+        f"Write {_redact(meant)!r} for that store, or './{shown}' if you do mean a directory.",
     )
 
 
