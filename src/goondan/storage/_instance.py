@@ -44,7 +44,7 @@ from ._jsonl import (
     torn_warning,
     truncate_file,
 )
-from ._lease import InstanceLease
+from ._lease import InstanceLease, os_error_suggestion
 from ._paths import component_file_name
 
 CODE_WRITE = "E_STORAGE_WRITE"
@@ -264,7 +264,7 @@ class FileInstanceStore:
                 "E_STORAGE_READ",
                 f"could not open {self.path}: {exc}",
                 file=str(self.path),
-                suggestion="Check permissions of the state root (--state-root / GOONDAN_STATE_ROOT).",
+                suggestion=os_error_suggestion(exc),
             ) from exc
 
     def _release_lease(self) -> None:

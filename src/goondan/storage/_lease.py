@@ -86,6 +86,19 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def os_error_suggestion(exc: OSError) -> str:
+    """What to do about an OSError on the state root's files, by its errno."""
+    if exc.errno == errno.EROFS:
+        return (
+            "The state root is on a read-only file system: give a writable directory with --state-root "
+            "or GOONDAN_STATE_ROOT (a container's volume mounted read-only, a read-only remount after "
+            "disk errors)."
+        )
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "The disk (or quota) of the state root is full: free space, or use another --state-root."
+    return "Check permissions of the state root (--state-root / GOONDAN_STATE_ROOT)."
+
+
 def read_holder(directory: Path) -> dict[str, Any] | None:
     """``lease.json`` of an instance directory (``None`` if missing or unreadable)."""
     try:

@@ -19,7 +19,7 @@ from ..errors import GoondanError, StorageError
 from ._atomic import ensure_dir, fsync_dir, replace_atomically
 from ._identity import WORKSPACE_FILE, WorkspaceIdentity, read_workspace_record
 from ._instance import BASE_FILE, EVENTS_FILE, METADATA_FILE, FileInstanceStore
-from ._lease import CODE_LOCKED, InstanceLease, read_holder
+from ._lease import CODE_LOCKED, InstanceLease, os_error_suggestion, read_holder
 from ._paths import instance_dir_name, parse_instance_dir_name
 from ._reader import FileInstanceReader
 
@@ -271,6 +271,13 @@ class FileWorkspaceStore:
             except GoondanError as exc:
                 if exc.code != CODE_LOCKED or not force:
                     raise
+            except OSError as exc:  # a read-only or full state root: nothing was deleted
+                raise StorageError(
+                    "E_STORAGE_WRITE",
+                    f"could not delete {target}: {exc}",
+                    file=str(target),
+                    suggestion=os_error_suggestion(exc),
+                ) from exc
             try:
                 deleted = self._delete_dir(target) or deleted
             finally:
@@ -288,7 +295,12 @@ class FileWorkspaceStore:
         except FileNotFoundError:
             return False
         except OSError as exc:
-            raise StorageError("E_STORAGE_WRITE", f"could not delete {target}: {exc}", file=str(target)) from exc
+            raise StorageError(
+                "E_STORAGE_WRITE",
+                f"could not delete {target}: {exc}",
+                file=str(target),
+                suggestion=os_error_suggestion(exc),
+            ) from exc
         with contextlib.suppress(OSError):
             fsync_dir(self.instances_path)
         shutil.rmtree(doomed, ignore_errors=True)
