@@ -26,7 +26,7 @@ ModelFunction = Callable[[Any], Any]
 
 OverrideValue = ModelFunction | Sequence[Any] | str | Mapping[str, Any]
 
-_FUNCTIONS: dict[str, ModelFunction] = {}
+_FUNCTIONS: dict[str, tuple[str, ModelFunction]] = {}  # token -> (Model name, function)
 _TOKENS = itertools.count(1)
 _LOCK = threading.Lock()
 
@@ -62,22 +62,52 @@ def normalize_reply(value: Any) -> Any:
 
 def call_function(token: str, request: Any) -> Any:
     """Called by the generated model module for every model call of an overridden Model."""
-    fn = _FUNCTIONS.get(token)
-    if fn is None:
+    entry = _FUNCTIONS.get(token)
+    if entry is None:
         raise ModelError(
             "E_MODEL_CALL",
             "this test model's function is gone (its runner was closed)",
             suggestion="Run turns only while the AgentRunner that replaced the model is open.",
         )
+    name, fn = entry
     out = fn(request)
     if inspect.isawaitable(out):
         awaitable = out
 
         async def finish() -> Any:
-            return normalize_reply(await awaitable)
+            return _checked(await awaitable, name, fn)
 
         return finish()
-    return normalize_reply(out)
+    return _checked(out, name, fn)
+
+
+def _checked(out: Any, name: str, fn: ModelFunction) -> Any:
+    """The reply as the python provider takes it; a value that cannot be one names the test's own
+    function or list item: the provider's message named the generated module (``python model
+    model_m3_7f59.py returned int``), a file the user never wrote."""
+    if isinstance(out, str):
+        return normalize_reply(out)
+    if isinstance(out, dict):
+        from ..models._python import parse_model_output
+
+        parse_model_output(out, _describe(fn, name))  # its 'text' or 'toolCalls' of a wrong type, named so
+        return out
+    raise ModelError(
+        "E_MODEL_BAD_RESPONSE",
+        f"{_describe(fn, name)} returned {type(out).__name__}; a reply is a string (the final text) or a dict "
+        "{'text': str | None, 'toolCalls': [{'name', 'args'}]}",
+        suggestion="Return a string, text('...'), tool_call('tool__name', {...}) or the python provider's dict "
+        "(docs/guides/testing.md).",
+    )
+
+
+def _describe(fn: ModelFunction, name: str) -> str:
+    if isinstance(fn, ScriptedReplies):
+        return f"reply {fn.calls} of the list that replaces Model/{name}"
+    code = getattr(fn, "__code__", None)
+    where = f" ({Path(code.co_filename).name}:{code.co_firstlineno})" if code is not None else ""
+    label = getattr(fn, "__qualname__", None) or type(fn).__name__
+    return f"the function {label}{where} that replaces Model/{name}"
 
 
 class ScriptedReplies:
@@ -143,7 +173,7 @@ class ModelOverrides:
     def _function(self, name: str, fn: ModelFunction) -> dict[str, Any]:
         token = f"m{next(_TOKENS)}-{id(self):x}"
         with _LOCK:
-            _FUNCTIONS[token] = fn
+            _FUNCTIONS[token] = (name, fn)
         self._tokens.append(token)
         self._workdir.mkdir(parents=True, exist_ok=True)
         entry = self._workdir / f"model_{token.replace('-', '_')}.py"

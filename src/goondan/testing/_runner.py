@@ -129,6 +129,13 @@ class AsyncAgentRunner:
                 names |= missing
 
     async def start(self) -> None:
+        try:
+            await self._start()
+        except GoondanError as exc:
+            explain(exc)
+            raise
+
+    async def _start(self) -> None:
         from ..runtime import Runtime
 
         if self._executor != "inline" and (self._overrides or self.cassette is not None):
@@ -274,6 +281,27 @@ class AsyncAgentRunner:
             )
 
 
+def explain(exc: GoondanError) -> None:
+    """Add where and how to fix to an error a test sees (PEP 678 notes, which pytest prints): its
+    ``str()`` is only ``[CODE] message``, so a test failed on ``cannot override Model/scriptd``
+    without the "did you mean 'scripted'?" that ``gdn`` prints, and on the first problem of a bundle
+    without the others."""
+    notes: list[str] = []
+    issues = exc.errors if isinstance(exc, ConfigError) else []
+    if len(issues) > 1:
+        notes.append(f"{len(issues)} problems:")
+        for issue in issues:
+            where = f" ({issue.location})" if issue.location else ""
+            notes.append(f"  [{issue.code}] {issue.message}{where}")
+            if issue.suggestion:
+                notes.append(f"    suggestion: {issue.suggestion}")
+    elif exc.suggestion:  # a ConfigError's str() has its file:line already
+        notes.append(f"suggestion: {exc.suggestion}")
+    if notes and not any(note in getattr(exc, "__notes__", ()) for note in notes):
+        for note in notes:
+            exc.add_note(note)
+
+
 def _bundle_env(bundle: Path) -> dict[str, str]:
     """The environment ``gdn run`` would use: the process's, then the bundle's ``.env`` and
     ``.env.local`` (where a developer keeps the provider key a recording needs)."""
@@ -306,7 +334,11 @@ class AgentRunner:
         self._closed = False
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        try:
+            return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        except GoondanError as exc:
+            explain(exc)
+            raise
 
     @property
     def state_root(self) -> Path:

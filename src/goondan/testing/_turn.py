@@ -214,8 +214,15 @@ class Turn:
             lines.append(f"  ... {len(self.messages) - limit} more message(s)")
         for item in self.result.pending_approvals:
             lines.append(f"  waiting for approval: {item.tool_name}({_short(item.args)}) {item.approval_id}")
-        if self.result.error:
-            lines.append(f"  error: {_short(self.result.error)}")
+        error = self.result.error
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            # why the turn failed, whole: cut to 160 characters of sorted JSON it showed the code and
+            # the help link and lost the message ("... returned int; expected ...")
+            lines.append(f"  error: [{error.get('code')}] {error['message']}")
+            if error.get("suggestion"):
+                lines.append(f"    suggestion: {error['suggestion']}")
+        elif error:
+            lines.append(f"  error: {_short(error)}")
         if self.text is not None and not any(m.role == "assistant" and m.text == self.text for m in self.messages):
             lines.append(f"  final text: {_short(self.text)}")
         return "\n".join(lines)
