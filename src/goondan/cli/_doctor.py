@@ -136,6 +136,40 @@ def _store_check(args: argparse.Namespace, env: dict[str, str]) -> tuple[str, st
     return ("store", "ok", f"GOONDAN_STORE {where} answers ({count} workspace(s))", None)
 
 
+def _state_root_check(args: argparse.Namespace, env: dict[str, str]) -> tuple[str, str, str, str | None]:
+    """The state root (``--state-root``, ``GOONDAN_STATE_ROOT``, ``~/.goondan``) must be a directory
+    this user can write, or be creatable: every ``gdn run`` writes there (its run record; the
+    conversations with the filesystem store). A service whose ``User=`` cannot write it (a root-owned
+    /var/lib/goondan), or a read-only volume, failed only at its first request. Nothing is created."""
+    from ._state import state_root
+
+    root = state_root(args, env)
+    fix = "Give a directory this user can write with --state-root or GOONDAN_STATE_ROOT"
+    existing = root
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        return ("state-root", "fail", f"{root}: {existing} is not a directory", f"{fix}.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        why = "is read-only" if _read_only_fs(existing) else "is not writable by this user"
+        return (
+            "state-root",
+            "fail",
+            f"{root}: {existing} {why}",
+            f"{fix} (or make it writable: chown/chmod for the service's user, a volume mounted read-write).",
+        )
+    if existing != root:
+        return ("state-root", "ok", f"{root} (does not exist yet; created on the first run)", None)
+    return ("state-root", "ok", f"{root} is writable", None)
+
+
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
+
+
 def _otlp_check(bundle: Any, env: dict[str, str]) -> tuple[str, str, str, str | None] | None:
     """Where spans would go (``OTEL_*`` over ``Swarm.spec.telemetry``), and whether a TCP
     connection to it opens within 3 s. A warning, not a failure: a receiver that is down never
@@ -249,6 +283,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             add("needs", "ok", "the bundle needs no optional extra and no API key")
         if env.get("GOONDAN_EXECUTOR", "").strip() == "ray" and _find(EXTRAS["ray"][0]):
             add(*_ray_check(env))
+        add(*_state_root_check(args, env))
         # a PostgreSQL URL without psycopg already failed its extra check above
         if env.get("GOONDAN_STORE", "").strip() and ("postgres" not in needs.extras or _find(EXTRAS["postgres"][0])):
             add(*_store_check(args, env))
