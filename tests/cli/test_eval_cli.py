@@ -255,7 +255,7 @@ def test_an_invalid_suite_lists_every_problem_with_its_line(tmp_path: Path) -> N
     err = out.stderr
     assert "[E_EVAL_SUITE_INVALID]" in err
     assert f"{suite}:2: threshold: Input should be less than or equal to 1" in err
-    assert f"{suite}:7: scenarios.0.expect.toolCaled: Extra inputs are not permitted" in err
+    assert f"{suite}:7: scenarios.0.expect.toolCaled: unknown field 'toolCaled'; did you mean 'toolCalled'?" in err
     assert f"{suite}:8: scenarios.0.expect.textRegex: invalid regular expression '('" in err
     assert f"{suite}:9: scenarios.1: a scenario needs exactly one of 'input' or 'turns'" in err
     syntax = write_project(tmp_path, "scenarios: [\n")

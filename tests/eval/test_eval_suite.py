@@ -150,5 +150,6 @@ def test_an_unknown_field_is_reported_at_its_own_line(inputs: list[str], data: s
         with pytest.raises(GoondanError) as info:
             load_suite(path)
     assert (
-        f"s.yaml:{expected_line}: scenarios.{bad}.expect.maxStep: Extra inputs are not permitted" in info.value.message
+        f"s.yaml:{expected_line}: scenarios.{bad}.expect.maxStep: unknown field 'maxStep'; did you mean 'maxSteps'?"
+        in info.value.message
     )

@@ -52,6 +52,16 @@ class Expectations(_Strict):
     def _one_or_many(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
 
+    @field_validator("text_contains", "text_regex", mode="before")
+    @classmethod
+    def _numbers_as_text(cls, value: Any) -> Any:
+        # `textContains: 5` (the sum the answer must state) is a YAML number: the text "5", not
+        # "Input should be a valid list"
+        def text(item: Any) -> Any:
+            return str(item) if isinstance(item, (int, float)) and not isinstance(item, bool) else item
+
+        return [text(v) for v in value] if isinstance(value, list) else text(value)
+
     @field_validator("text_regex")
     @classmethod
     def _regex(cls, value: list[str]) -> list[str]:
@@ -215,6 +225,42 @@ def _aliases() -> dict[str, str]:
     return out
 
 
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model class that validates the mapping at ``loc`` (list indexes skipped)."""
+    import typing
+
+    model: type[BaseModel] = Suite
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = next((f for n, f in model.model_fields.items() if part in (n, f.alias)), None)
+        if field is None:
+            return None
+        stack, found = [field.annotation], None
+        while stack and found is None:
+            annotation = stack.pop()
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                found = annotation
+            else:
+                stack.extend(typing.get_args(annotation))
+        if found is None:
+            return None
+        model = found
+    return model
+
+
+def _unknown_field(name: str, model: type[BaseModel] | None) -> str:
+    """``unknown field 'inptu'; did you mean 'input'? Allowed fields: ...`` (pydantic says "Extra
+    inputs are not permitted", which names neither the mistake nor the fix)."""
+    from .._hints import did_you_mean
+
+    if model is None:
+        return f"unknown field {name!r}"
+    allowed = [f.alias or n for n, f in model.model_fields.items()]
+    hint = did_you_mean(name, allowed)
+    return f"unknown field {name!r}; " + (f"{hint} " if hint else "") + f"Allowed fields: {', '.join(allowed)}"
+
+
 def load_suite(path: str | Path) -> tuple[Suite, Path]:
     """Read and check a suite file; returns the suite and its directory (relative paths start there)."""
     file = Path(path)
@@ -228,7 +274,18 @@ def load_suite(path: str | Path) -> tuple[Suite, Path]:
             + ("does not exist" if not file.exists() else "is not a file"),
             suggestion=f"{hint}Pass the path of a suite YAML file (docs/guides/evaluating.md shows one).",
         )
-    text = file.read_text(encoding="utf-8")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:  # saved as Latin-1 or UTF-16: an error at the byte, not a traceback
+        data = exc.object
+        row = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise GoondanError(
+            "E_EVAL_SUITE_YAML",
+            f"{file}:{row}:{column}: the suite is not valid UTF-8 (byte 0x{data[exc.start]:02x})",
+            suggestion=f"Save it as UTF-8 (`iconv -f latin1 -t utf-8 {file} > {file}.new`, then rename it over "
+            "the original).",
+        ) from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -261,6 +318,8 @@ def load_suite(path: str | Path) -> tuple[Suite, Path]:
             line = _line(lines, tuple(aliases.get(p, p) if isinstance(p, str) else p for p in user_loc))
             dotted = ".".join(str(aliases.get(p, p)) if isinstance(p, str) else str(p) for p in user_loc)
             message = str(error["msg"]).removeprefix("Value error, ")
+            if error["type"] == "extra_forbidden" and user_loc and isinstance(user_loc[-1], str):
+                message = _unknown_field(user_loc[-1], _model_at(user_loc[:-1]))
             problems.append(f"{file}:{line or 1}: {dotted or '(suite)'}: {message}")
         unique = list(dict.fromkeys(problems))
         raise GoondanError(
