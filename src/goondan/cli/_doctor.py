@@ -69,6 +69,25 @@ class Needs:
             reasons.append(why)
 
 
+def _summary_model_needs(needs: Needs, agent: str, binding: Any) -> None:
+    """A compaction's ``summaryModel`` (the fields of a Model spec, inline in the extension's config)
+    needs its provider's extra and key like a Model does: the extension refuses to start without the
+    key (E_EXT_CONFIG at the first ``gdn run``), and doctor said the bundle needed no key at all."""
+    config = getattr(binding, "config", None)
+    spec = config.get("summaryModel") if isinstance(config, dict) else None
+    if not isinstance(spec, dict) or not isinstance(spec.get("provider"), str):
+        return
+    provider = spec["provider"]
+    why = f"{agent} Extension/{binding.name} summaryModel (provider {provider})"
+    if provider in EXTRAS:
+        needs.extra(provider, why)
+    key_env = spec.get("apiKeyEnv")
+    if isinstance(key_env, str) and key_env:
+        needs.key((key_env,), f"{agent} Extension/{binding.name} summaryModel.apiKeyEnv")
+    elif provider in DEFAULT_KEYS and not spec.get("endpoint"):
+        needs.key(DEFAULT_KEYS[provider], why)
+
+
 def bundle_needs(bundle: Any, env: dict[str, str]) -> Needs:
     """Extras and keys of everything the bundle's agents, swarms and connections use."""
     from ..bundle._values import lookup_value_source
@@ -94,6 +113,7 @@ def bundle_needs(bundle: Any, env: dict[str, str]) -> Needs:
         for binding in plan.extensions:
             if binding.resource.package == _BASE and binding.name == "mcp":
                 needs.extra("mcp", f"{agent.key} uses Extension/mcp")
+            _summary_model_needs(needs, agent.key, binding)
     for swarm in bundle.of_kind("Swarm", package=None):
         if getattr(swarm.spec, "telemetry", None) is not None:
             needs.extra("otel", f"{swarm.key} spec.telemetry")
