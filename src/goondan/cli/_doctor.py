@@ -69,6 +69,16 @@ class Needs:
             reasons.append(why)
 
 
+def _reexports_mcp(resource: Any) -> bool:
+    """An Extension of the bundle whose entry re-exports the built-in MCP bridge: what the guides
+    recommend (one Extension per server, since its name is the tool prefix), and it needs the
+    ``mcp`` extra as much as ``Extension/mcp`` does. Read as text, never imported."""
+    try:
+        return "goondan.base.extensions.mcp" in Path(resource.entry_path()).read_text(encoding="utf-8")
+    except Exception:  # no entry, or unreadable: gdn validate reports it
+        return False
+
+
 def _summary_model_needs(needs: Needs, agent: str, binding: Any) -> None:
     """A compaction's ``summaryModel`` (the fields of a Model spec, inline in the extension's config)
     needs its provider's extra and key like a Model does: the extension refuses to start without the
@@ -113,6 +123,8 @@ def bundle_needs(bundle: Any, env: dict[str, str]) -> Needs:
         for binding in plan.extensions:
             if binding.resource.package == _BASE and binding.name == "mcp":
                 needs.extra("mcp", f"{agent.key} uses Extension/mcp")
+            elif binding.resource.package is None and _reexports_mcp(binding.resource):
+                needs.extra("mcp", f"{agent.key} uses Extension/{binding.name} (the MCP bridge)")
             _summary_model_needs(needs, agent.key, binding)
     for swarm in bundle.of_kind("Swarm", package=None):
         if getattr(swarm.spec, "telemetry", None) is not None:
