@@ -41,6 +41,7 @@ from ._local_format import (
     response_schema,
     to_chat_messages,
 )
+from ._options import option_hint
 
 log = logging.getLogger("goondan.models")
 
@@ -106,7 +107,7 @@ def parse_local_options(options: dict[str, Any], root: Path | None, *, locate: b
             raise ModelError(
                 "E_MODEL_CONFIG",
                 f"local model: unknown option {key!r}",
-                suggestion=f"Model.spec.options accepts: {', '.join(sorted(known))}.",
+                suggestion=option_hint(key, sorted(known)) + f"Model.spec.options accepts: {', '.join(sorted(known))}.",
             )
     values: dict[str, Any] = {}
     raw_path = options.get("modelPath")

@@ -55,11 +55,42 @@ def parse_network_options(
             raise ModelError(
                 "E_MODEL_CONFIG",
                 f"{provider} model: unknown option {key!r}",
-                suggestion=f"Model.spec.options accepts: {', '.join(known)}.",
+                suggestion=option_hint(key, known) + f"Model.spec.options accepts: {', '.join(known)}.",
             )
     if values.get("timeout") == 0:
         raise _bad(provider, "timeoutSeconds", "a number > 0")
     return NetworkOptions(**values, extra=extra)
+
+
+# options of the offline providers, left in place when a bundle switches to a real one (`gdn init`'s
+# model says "for a real model, replace the spec with provider: anthropic ...")
+_OFFLINE_OPTIONS = {
+    "rules": "scripted",
+    "entry": "python",
+    "modelPath": "local",
+    "contextSize": "local",
+    "threads": "local",
+    "toolChoice": "local",
+    "maxToolCalls": "local",
+}
+
+
+def option_hint(key: str, known: list[str]) -> str:
+    """The start of an unknown option's suggestion: the provider the option belongs to, or the
+    accepted option it is a misspelling of (``timeout`` for ``timeoutSeconds``); else empty."""
+    owner = _OFFLINE_OPTIONS.get(key)
+    if owner is not None and key not in known:
+        return (
+            f"'{key}' is an option of provider: {owner}, left over from it? Remove it (and options: if "
+            "nothing else is left) when you switch providers. "
+        )
+    import difflib
+
+    near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    if not near:
+        lowered = [k for k in known if k.lower().startswith(key.lower())]
+        near = lowered[:1]
+    return f"did you mean '{near[0]}'? " if near else ""
 
 
 def _bad(provider: str, key: str, expected: str) -> ModelError:
