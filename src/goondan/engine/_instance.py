@@ -267,6 +267,7 @@ class AgentInstance:
         "hub",
         "inbox",
         "instance_key",
+        "killed_on_cancel",
         "lock",
         "logger",
         "model",
@@ -342,6 +343,9 @@ class AgentInstance:
         # held results of a paused turn that was resuming when the process died: they ran, so the
         # start-up repair answers their calls with them instead of E_TOOL_INTERRUPTED
         self._recovered: Mapping[str, Message] = _NO_MESSAGES
+        # the last turn was cancelled and its process killed because it did not stop (the process
+        # executor's cancel escalation): the start-up repair answers its calls E_TOOL_CANCELLED
+        self.killed_on_cancel = False
         # cancellation and steering (docs/architecture.md#cancellation-and-steering)
         self._turn_task: asyncio.Task[Any] | None = None  # the task running the current turn's chain
         self._cancel_requested = False
@@ -384,7 +388,8 @@ class AgentInstance:
 
     def _repair_interrupted_tool_calls(self) -> int:
         """Give every tool call without a result an ``E_TOOL_INTERRUPTED`` error result, so the next
-        provider request is valid. Returns how many calls were answered.
+        provider request is valid (``E_TOOL_CANCELLED`` when :attr:`killed_on_cancel`: the process
+        was killed because its cancelled turn did not stop). Returns how many calls were answered.
 
         The usual case is the tail (the process died while a call ran): results are appended. A call
         unanswered in the middle of the history (left by an older version that aborted a turn between
@@ -401,6 +406,7 @@ class AgentInstance:
             return 0
         messages = list(conversation.next_messages)
         total = sum(len(missing) for _, missing in found)
+        answer = _cancelled_result if self.killed_on_cancel else _interrupted_result
         # where each group of results goes: after the tool messages that follow its assistant message
         insert_after: dict[int, list[Message]] = {}
         for index, missing in found:
@@ -408,7 +414,7 @@ class AgentInstance:
             while j < len(messages) and messages[j].role == "tool":
                 j += 1
             recovered = self._recovered
-            insert_after[j - 1] = [recovered.get(str(p.get("toolCallId"))) or _interrupted_result(p) for p in missing]
+            insert_after[j - 1] = [recovered.get(str(p.get("toolCallId"))) or answer(p) for p in missing]
         if len(found) == 1 and max(insert_after) == len(messages) - 1:
             for message in insert_after[len(messages) - 1]:
                 self._emit({"type": "append", "message": message}, trusted=True)
@@ -418,7 +424,8 @@ class AgentInstance:
                 self._emit({"type": "append", "message": message}, trusted=True)
                 for result in insert_after.get(i, ()):
                     self._emit({"type": "append", "message": result}, trusted=True)
-        self.logger.warning("answered %d interrupted tool call(s) with E_TOOL_INTERRUPTED", total)
+        code = "E_TOOL_CANCELLED" if self.killed_on_cancel else "E_TOOL_INTERRUPTED"
+        self.logger.warning("answered %d interrupted tool call(s) with %s", total, code)
         return total
 
     def _load_model(self) -> None:

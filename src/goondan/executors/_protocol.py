@@ -29,7 +29,9 @@ class ExecutorOptions:
     """Tuning every executor receives (those that do not supervise processes ignore most of it).
 
     ``grace_period_ms`` ``None`` means the swarm's ``policy.shutdown.gracePeriodSeconds``; ``clock``
-    is the supervisor's clock (tests inject a ``ManualClock``)."""
+    is the supervisor's clock (tests inject a ``ManualClock``). ``cancel_grace_ms``: how long a
+    cancelled turn gets to stop before the process executor kills its process (``None``: the
+    default, 3000; ``0``: never)."""
 
     clock: Any = None
     reconcile_interval_ms: float = 5000
@@ -37,6 +39,7 @@ class ExecutorOptions:
     backoff_initial_ms: int = 1000
     backoff_max_ms: int = 300000
     grace_period_ms: int | None = None
+    cancel_grace_ms: int | None = None
 
 
 class ExecutorHost(Protocol):

@@ -30,6 +30,28 @@ if TYPE_CHECKING:
     from ..telemetry import Telemetry
 
 
+ENV_CANCEL_GRACE = "GOONDAN_CANCEL_GRACE_MS"
+
+
+def _cancel_grace_ms(value: Any) -> int | None:
+    """``cancel_grace_ms=``, else ``GOONDAN_CANCEL_GRACE_MS``, else ``None`` (the executor's default):
+    a whole number of milliseconds, ``0`` for never."""
+    what = "cancel_grace_ms"
+    if value is None:
+        raw = os.environ.get(ENV_CANCEL_GRACE, "").strip()
+        if not raw:
+            return None
+        what, value = ENV_CANCEL_GRACE, int(raw) if raw.isdigit() else raw
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise GoondanError(
+            "E_RUNTIME_OPTION",
+            f"{what} must be a whole number of milliseconds (0 or more), got {value!r}",
+            suggestion="Give how long a cancelled turn may take to stop before its agent process is "
+            "killed, e.g. 3000 (the default); 0 never kills it.",
+        )
+    return value
+
+
 class _Host:
     """The facade as its executor sees it (:class:`goondan.executors.ExecutorHost`)."""
 
@@ -58,7 +80,9 @@ class Runtime:
     processes are then never evicted). ``watch=True`` restarts the agents a changed bundle file
     affects. ``clock``, ``reconcile_interval_ms``, ``crash_threshold``,
     ``backoff_initial_ms``/``backoff_max_ms`` and ``grace_period_ms`` tune the process supervisor
-    (tests inject a ``ManualClock``).
+    (tests inject a ``ManualClock``). ``cancel_grace_ms`` (env ``GOONDAN_CANCEL_GRACE_MS``, default
+    3000, ``0``: never): how long a cancelled turn may take to stop before the process executor
+    kills its agent process (see :meth:`cancel`).
     """
 
     def __init__(
@@ -80,6 +104,7 @@ class Runtime:
         backoff_max_ms: int = 300000,
         grace_period_ms: int | None = None,
         watch_interval_ms: float = 300,
+        cancel_grace_ms: int | None = None,
     ) -> None:
         options = ExecutorOptions(
             clock=clock,
@@ -88,6 +113,7 @@ class Runtime:
             backoff_initial_ms=backoff_initial_ms,
             backoff_max_ms=backoff_max_ms,
             grace_period_ms=grace_period_ms,
+            cancel_grace_ms=_cancel_grace_ms(cancel_grace_ms),
         )
         self.executor: Executor = open_executor(resolve_executor_name(executor, isolation), options)
         self._bundle_arg = bundle
@@ -392,7 +418,10 @@ class Runtime:
         every executor: the model call is cancelled, tool processes are killed, every call left
         without a result gets ``E_TOOL_CANCELLED``, and the turn commits with
         ``finish_reason="cancelled"`` (its awaited request returns that result). Returns False when
-        no turn was running there."""
+        no turn was running there. Returns at once: with the process executor, a turn still running
+        ``cancel_grace_ms`` later (code that ignores cancellation, such as a synchronous tool) has
+        its agent process killed, and its request resolves ``cancelled`` once a fresh process has
+        answered its calls; the inline executor cannot stop such code (docs/guides/approvals.md)."""
         name, key = self._resolve_target(agent, instance_key)
         return await self.executor.cancel(name, key)
 

@@ -277,6 +277,9 @@ async def _serve(sock: socket.socket, spec: dict[str, Any], ctx: Any) -> int:
         # opening the conversation is part of starting: a store that cannot be reached (a database
         # that is down) is reported as what it is, not as a process that died before it was ready
         instance = ctx.build_instance(agent, key, hub=hub, listeners=listeners, delta_listeners=deltas)
+        # the previous process was killed because its cancelled turn did not stop: the calls that
+        # turn left without a result are answered as cancelled, which is what its caller was told
+        instance.killed_on_cancel = bool(spec.get("killedOnCancel"))
         await instance.start()
     except BaseException as exc:
         send(StartError(error_dict(exc)))

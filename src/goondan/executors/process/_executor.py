@@ -26,7 +26,7 @@ from ...messages import Message
 from ...results import PendingApproval, TurnResult
 from .._listeners import Listeners
 from .._protocol import ExecutorHost, ExecutorOptions, RuntimeEventListener
-from ._orchestrator import InstanceHandle, Orchestrator
+from ._orchestrator import CANCEL_GRACE_MS, InstanceHandle, Orchestrator
 
 if TYPE_CHECKING:
     from ...storage import InstanceInfo
@@ -107,6 +107,9 @@ class ProcessExecutor:
         ctx = host.context
         opts = self.options
         ttl = ctx.ttl_seconds
+        # a cancelled turn that does not stop has its process killed; not when the conversation
+        # lives only in that process's memory (persist off): killing it would lose the conversation
+        cancel_grace = opts.cancel_grace_ms if opts.cancel_grace_ms is not None else CANCEL_GRACE_MS
         self._orch = Orchestrator(
             spawner_factory=self._make_spawner,
             swarm_name=ctx.swarm_name,
@@ -124,6 +127,7 @@ class ProcessExecutor:
             on_process_gone=self._process_gone,
             limits=ctx.agent_limits,
             output_path=self._output_path,
+            cancel_grace_ms=cancel_grace if ctx.persist else None,
         )
         # agent processes send runtime events and text deltas only while someone here listens
         self._listeners.changed = self._orch.listeners_changed

@@ -11,6 +11,11 @@ them, brokers inter-agent calls and knows nothing about turns beyond "one at a t
 - ``close()`` stops every process gracefully (each finishes its turn within the grace period);
   ``close(interrupt=True)`` (Ctrl+C) has them cancel their turn instead, SIGKILLing a process that
   does not stop within ``INTERRUPT_GRACE_MS + INTERRUPT_EXIT_MS``.
+- ``cancel()`` tells the process to cancel its running turn. A turn that has not ended
+  ``cancel_grace_ms`` later (a synchronous tool blocking the process's event loop cannot even read
+  the message) has its process SIGKILLed: the turn's request resolves ``cancelled``, a fresh process
+  starts at once and answers the calls left without a result ``E_TOOL_CANCELLED`` (the history on
+  disk is valid before the request resolves), and the events queued behind the turn run there.
 - A queued event counts as taken by a process only once it answers ``turn_accepted``, which it does
   when the turn's user message is on disk: a process that dies before that leaves the event to the
   next one.
@@ -90,6 +95,14 @@ SHUTDOWN_REASONS = ("restart", "config_change", "orchestrator_shutdown", "idle_t
 # long to acknowledge, then this long again to exit, before it is SIGKILLed.
 INTERRUPT_GRACE_MS = 1000
 INTERRUPT_EXIT_MS = EXIT_MS
+# A cancelled turn stops within milliseconds wherever it awaits (a model stream, an async tool, a
+# tool's subprocess); one still running this long after the cancel is stuck in code that ignores it,
+# and its process is killed. Long enough for a tool's own clean-up on cancellation (closing a
+# connection, a rollback), short enough for an operator waiting on ``/cancel``; the same order as
+# the bound of gdn run's Ctrl+C (cli/_interrupt.py).
+CANCEL_GRACE_MS = 3000
+# What the request of a turn whose process was killed on cancel resolves with (a TurnResult dict).
+_KILLED_ON_CANCEL = {"turnId": "", "finishReason": "cancelled", "text": None, "responseMessage": None, "error": None}
 
 
 def backoff_ms(crashes: int, threshold: int, initial_ms: int, max_ms: int) -> int:
@@ -150,6 +163,12 @@ class InstanceHandle:
         # its process reported why it could not start (``start_error``): the exit that follows is
         # that process giving up on purpose (``return 3``), not a crash
         self.start_failed = False
+        # cancel escalation (Orchestrator.cancel): the cancelled turn whose process is being killed;
+        # requests that resolve ``cancelled`` once the next process repaired the history; whether
+        # that next process must answer the calls left without a result as cancelled
+        self.killing: _Work | None = None
+        self.killed_turns: list[_Work] = []
+        self.killed_on_cancel = False
 
     @property
     def name(self) -> str:
@@ -201,6 +220,7 @@ class Orchestrator:
         on_process_gone: Callable[[InstanceHandle], None] | None = None,
         limits: AgentLimits | None = None,
         output_path: Callable[[str, str], Path | None] | None = None,
+        cancel_grace_ms: float | None = CANCEL_GRACE_MS,
     ) -> None:
         self._spawner_factory = spawner_factory
         self.spawner: Any = None
@@ -214,6 +234,8 @@ class Orchestrator:
         # crashLoopBackOff: the shared supervisor's policy; a completed turn or a clean exit resets it
         self.backoff = BackoffPolicy(backoff_initial_ms, backoff_max_ms, crash_threshold)
         self.grace_period_ms = grace_period_ms
+        # how long a cancelled turn gets before its process is killed; None or 0: never killed
+        self.cancel_grace_ms = cancel_grace_ms
         self.ttl_ms = ttl_ms
         self.reconcile_interval_ms = reconcile_interval_ms
         self.listeners = listeners if listeners is not None else []
@@ -361,14 +383,44 @@ class Orchestrator:
 
         The record names the dispatched turn's ticket: a turn the process got but has not started
         yet (a short window) starts cancelled instead of the cancel finding nothing. Only the
-        dispatched turn is cancelled: events still queued here run afterwards as usual."""
+        dispatched turn is cancelled: events still queued here run afterwards as usual.
+
+        A turn still running ``cancel_grace_ms`` later has its process killed (:meth:`_escalate`).
+        Returns at once: the escalation runs on this loop's timer."""
         h = self.handles.get((agent, key))
         if h is None or h.current is None or h.conn is None:
             return False
+        if h.killing is not None:  # already cancelled and being killed: its request resolves soon
+            return True
+        work, pid = h.current, h.pid
         try:
-            return bool(h.conn.send_record(CancelTurn("api", h.current.ticket), ORCHESTRATOR, h.agent))
+            sent = bool(h.conn.send_record(CancelTurn("api", work.ticket), ORCHESTRATOR, h.agent))
         except IpcError:
             return False
+        grace = self.cancel_grace_ms
+        if sent and grace and pid is not None:
+            loop = self._loop if self._loop is not None else asyncio.get_running_loop()
+            loop.call_later(grace / 1000, self._escalate, h, work, pid)
+        return sent
+
+    def _escalate(self, h: InstanceHandle, work: _Work, pid: int) -> None:
+        """``cancel_grace_ms`` after a cancel: if that turn still runs in that process, the process
+        is stuck (a synchronous tool, a loop that never awaits) and is SIGKILLed. The exit
+        (:meth:`_finish_exit`) resolves the turn ``cancelled`` once a fresh process has answered
+        its calls; events queued behind it run in that process."""
+        if h.current is not work or h.pid != pid or h.spawner is None or h.killing is not None:
+            return  # the turn ended (cancelled, or finished meanwhile), or its process is gone
+        log.warning(
+            "%s: the cancelled turn did not stop within %.1f s (code that ignores cancellation, such "
+            "as a synchronous tool, blocks it): its process %d is killed",
+            h.name,
+            (self.cancel_grace_ms or 0) / 1000,
+            pid,
+        )
+        h.killing = work
+        if h.status == "processing":
+            h.status = "draining"  # nothing more is dispatched to it (_pump); its exit is not a crash
+        h.spawner.kill(pid, signal.SIGKILL)
 
     def status(self, agent: str, key: str) -> str | None:
         h = self.handles.get((agent, key))
@@ -434,6 +486,8 @@ class Orchestrator:
         slot = self._slots.create()
         if slot is not None:
             spec["acceptSlot"] = slot.path
+        if h.killed_on_cancel:
+            spec["killedOnCancel"] = True
         try:
             spawned = await spawner.spawn(spec)
         except BaseException as exc:
@@ -546,6 +600,7 @@ class Orchestrator:
 
     def _on_agent_ready(self, h: InstanceHandle, ready: asyncio.Future[None], steering: bool = False) -> None:
         h.steering = steering
+        h.killed_on_cancel = False  # it started: the calls of the killed turn are answered on disk
         if h.accept_slot is not None:  # the process mapped it before it said ready: see _accept
             h.accept_slot.unlink()
         if h.status == "spawning":
@@ -649,10 +704,13 @@ class Orchestrator:
         if h.conn is not None:
             h.conn.close()
             h.conn = None
+        killing, h.killing = h.killing, None
         # steered messages the process held but had not made durable go to the next process, after
         # the turn they were sent to (if that one is redelivered too) and before the queue
         for steered in reversed(h.steered.values()):
-            if steered.accepted:
+            if steered.accepted and killing is not None:
+                h.killed_turns.append(steered)  # it joined the turn that was cancelled
+            elif steered.accepted:
                 self._fail(steered, GoondanError("E_AGENT_PROCESS_EXITED", f"the process of {h.name} exited mid-turn"))
             else:
                 h.queue.appendleft(steered)
@@ -662,7 +720,12 @@ class Orchestrator:
             work, h.current = h.current, None
             if not work.accepted and slot is not None:
                 work.accepted = slot.read() == work.ticket  # see _accept
-            if work.accepted and h.interrupted:
+            if work is killing:
+                # killed because it did not stop after a cancel: cancelled, even if it had not
+                # started (it must not run in the next process)
+                h.killed_turns.append(work)
+                h.killed_on_cancel = True
+            elif work.accepted and h.interrupted:
                 self._fail(work, GoondanError("E_RUNTIME_CLOSED", f"interrupted: the turn of {h.name} was stopped"))
             elif work.accepted:
                 self._fail(work, GoondanError("E_AGENT_PROCESS_EXITED", f"the process of {h.name} exited mid-turn"))
@@ -739,10 +802,33 @@ class Orchestrator:
             h.exited.set_result(code)
         if self._on_process_gone is not None:
             self._on_process_gone(h)
-        if h.queue and h.stop_task is None and h.status != "crashLoopBackOff" and not self.closing:
+        if h.killed_turns:
+            self._after_cancel_kill(h)
+        elif h.queue and h.stop_task is None and h.status != "crashLoopBackOff" and not self.closing:
             self._spawn(h)
         if self._old_spawners:
             self._track(self._retire_spawners())
+
+    def _after_cancel_kill(self, h: InstanceHandle) -> None:
+        """The process of a cancelled turn was killed: start the next one at once (it answers the
+        calls the turn left without a result ``E_TOOL_CANCELLED``, see ``killedOnCancel``) and
+        resolve the cancelled requests once it is ready, so that their callers find a valid history
+        on disk; if it cannot start (or the runtime closes), they resolve at once and the next
+        start repairs the history."""
+        turns, h.killed_turns = h.killed_turns, []
+
+        def settle(_: Any = None) -> None:
+            for work in turns:
+                if not work.future.done():
+                    work.future.set_result(dict(_KILLED_ON_CANCEL))
+
+        if h.stop_task is None and not self.closing:
+            self._spawn(h)
+        ready = h.ready
+        if ready is not None and not ready.done() and h.alive:
+            ready.add_done_callback(settle)
+        else:
+            settle()
 
     # --- dispatch --------------------------------------------------------------------------------
 
