@@ -174,6 +174,10 @@ async def _serve(fd: int) -> int:
         # webhook's error event) while the server finishes the requests in flight, instead of a
         # body cut off mid-stream
         ctx._fail_streams("gdn run is stopping")
+        # and so are the events waiting for a whole reply (replyMode sync): answered now with
+        # E_CONNECTOR_STOPPED, they were left to the server's shutdown grace and then cancelled,
+        # a plain-text 500 and a CancelledError traceback (gdn run killed while a turn ran)
+        ctx._fail_pending("gdn run stopped before the reply was ready")
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
