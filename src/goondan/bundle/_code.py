@@ -49,6 +49,11 @@ class EntryModule:
     handler_functions: dict[str, HandlerFunction] = field(default_factory=dict)
     #: what a single module-level ``register`` binding is, when the tree tells (an Extension's entry)
     register: RegisterBinding | None = None
+    #: ``handlers`` bound once to a literal that is not a dict (``[add]``): (what it is, line)
+    handlers_not_dict: tuple[str, int] | None = None
+    #: export name -> (the literal, line) for entries of the literal ``handlers`` that are no function
+    #: (``{"add": "add"}``)
+    handler_literals: dict[str, tuple[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -156,6 +161,38 @@ def _handler_keys(tree: ast.Module, statements: list[ast.stmt]) -> tuple[list[st
         if named and getattr(node.value, "id", None) == "handlers" and not read_only:  # type: ignore[attr-defined]
             return None, None
     return keys, stmt.lineno
+
+
+_LITERALS = {
+    ast.List: "a list",
+    ast.Tuple: "a tuple",
+    ast.Set: "a set",
+    ast.ListComp: "a list",
+    ast.SetComp: "a set",
+}
+
+
+def _handlers_shape(statements: list[ast.stmt]) -> tuple[tuple[str, int] | None, dict[str, tuple[str, int]]]:
+    """``handlers`` bound once to a literal that cannot be the dict the runtime reads (``[add]``,
+    ``"add"``), and the entries of a dict literal whose value is a constant (``{"add": "add"}``): the
+    runtime said only "must define handlers" or "no handler for export add", when the agent started."""
+    assignments = [s for s in statements if "handlers" in _bindings(s)]
+    if len(assignments) != 1 or not isinstance(assignments[0], ast.Assign | ast.AnnAssign):
+        return None, {}
+    value = assignments[0].value
+    if value is None:
+        return None, {}
+    kind = _LITERALS.get(type(value))
+    if kind is None and isinstance(value, ast.Constant):
+        kind = f"the {type(value.value).__name__} {value.value!r}"
+    if kind is not None:
+        return (kind, assignments[0].lineno), {}
+    literals: dict[str, tuple[str, int]] = {}
+    if isinstance(value, ast.Dict):
+        for key, target in zip(value.keys, value.values, strict=True):
+            if isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(target, ast.Constant):
+                literals[key.value] = (repr(target.value), target.lineno)
+    return None, literals
 
 
 def _handler_functions(statements: list[ast.stmt]) -> dict[str, HandlerFunction]:
@@ -290,6 +327,7 @@ def inspect_entry(path: Path) -> EntryModule:
     if module.handler_keys is not None:
         module.handler_functions = _handler_functions(statements)
     module.register = _register_binding(statements)
+    module.handlers_not_dict, module.handler_literals = _handlers_shape(statements)
     return module
 
 

@@ -880,6 +880,36 @@ class Loader:
                 )
             )
             return
+        if isinstance(res.spec, ToolSpec) and module.handlers_not_dict is not None:
+            kind, line = module.handlers_not_dict
+            example = ", ".join(f"{e.name!r}: {e.name}" for e in res.spec.exports[:3])
+            issue = res.issue(
+                "E_CONFIG_TOOL_HANDLER_MISSING",
+                f"{res.key}: `handlers` at {shown}:{line} is {kind}; it must be a dict from each export name "
+                "to its function",
+                field_path,
+                f"write `handlers = {{{example}}}` in {shown}",
+            )
+            issue.file, issue.line, issue.column = shown, line, 1
+            self.errors.append(issue)
+            return
+        if isinstance(res.spec, ToolSpec) and module.handler_literals:
+            for i, export in enumerate(res.spec.exports):
+                literal = module.handler_literals.get(export.name)
+                if literal is None:
+                    continue
+                value, line = literal
+                quoted = value.startswith(("'", '"'))
+                name = value[1:-1] if quoted else export.name
+                self.errors.append(
+                    res.issue(
+                        "E_CONFIG_TOOL_HANDLER_MISSING",
+                        f"{res.key}: export {export.name!r}: `handlers` at {shown}:{line} maps it to {value}, "
+                        "not to a function",
+                        f"spec.exports[{i}].name",
+                        f"name the function itself{', without quotes' if quoted else ''}: `{export.name!r}: {name}`",
+                    )
+                )
         if isinstance(res.spec, ToolSpec) and module.handler_keys is not None:
             keys = module.handler_keys
             listing = ", ".join(repr(k) for k in keys) or "none"
