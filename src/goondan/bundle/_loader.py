@@ -357,7 +357,9 @@ class Loader:
             self._fail("E_CONFIG_FILE_NOT_FOUND", f"cannot open bundle {str(target)!r}: {exc}")
             return None
         near = close_path(target)
-        hint = f"did you mean {os.path.relpath(near)}? " if near is not None else ""
+        # as the user wrote it: an absolute path gets one back (relpath gave ../../../../work/x)
+        shown_near = (str(near) if Path(target).is_absolute() else os.path.relpath(near)) if near is not None else ""
+        hint = f"did you mean {shown_near}? " if near is not None else ""
         if near is not None:
             create = ""
         elif "examples" in Path(target).parts:  # README's first command, run outside a checkout
