@@ -191,6 +191,19 @@ def _a(value: Any) -> str:
     return f"an {name}" if name[0] in "aeio" else f"a {name}"
 
 
+def _loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only."""
+    import ipaddress
+
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False  # a hostname: it may resolve to any interface
+
+
 async def run(ctx: Any) -> None:
     secret = ctx.secret("signingSecret", "WEBHOOK_SECRET", "SIGNING_SECRET")
     required = str(ctx.setting("requireSignature", "true" if secret else "false")).strip().lower()
@@ -268,8 +281,18 @@ async def run(ctx: Any) -> None:
             return HttpResponse.json(status, {"ok": False, "error": error})
         return HttpResponse.json(200, {"ok": True, "text": reply.text})
 
-    server = await serve_http(handle, ctx.setting("host", "127.0.0.1"), int(ctx.setting("port", "8080")))
+    host = ctx.setting("host", "127.0.0.1")
+    server = await serve_http(handle, host, int(ctx.setting("port", "8080")))
     ctx.logger.info("webhook listening on %s", server.sockets[0].getsockname())
+    if not secret and "requireSignature" not in ctx.config and not _loopback(host):
+        # an operator who opened the port to the network and forgot the secret: say so once, loudly
+        ctx.logger.warning(
+            "webhook on %s:%s accepts unsigned requests from anyone who can reach it (no signingSecret): "
+            'set signingSecret: {valueFrom: {env: WEBHOOK_SECRET}}, or requireSignature: {value: "false"} '
+            "if a proxy in front of it authenticates the callers",
+            host,
+            server.port,
+        )
     ctx.ready()
     async with server:
         await asyncio.Event().wait()
