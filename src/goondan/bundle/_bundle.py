@@ -48,6 +48,7 @@ class Bundle:
         for res in resources:
             self._index.setdefault((res.package, res.kind, res.name), res)
         self.packages: set[str | None] = {None, *(r.package for r in resources)}
+        self.unread_yaml: list[Path] = []  # the loader's: YAML files it did not read (see _unread)
 
     def __repr__(self) -> str:
         return f"<Bundle {self.root} resources={len(self.resources)}>"
@@ -87,10 +88,16 @@ class Bundle:
         if len(swarms) == 1:
             return swarms[0]
         if not swarms:
+            from ._unread import not_read, unread_definition
+
+            unread = unread_definition(self.unread_yaml, "Swarm", None)
+            shown = unread.relative_to(self.root).as_posix() if unread is not None else ""
             raise ConfigError(
                 "E_CONFIG_SWARM_NOT_FOUND",
                 "the bundle defines no Swarm",
-                suggestion="add a Swarm resource (kind: Swarm) listing your agents",
+                suggestion="add a Swarm resource (kind: Swarm) listing your agents"
+                if unread is None
+                else "its Swarm is in " + not_read(shown, "Swarm"),
             )
         raise ConfigError(
             "E_CONFIG_SWARM_AMBIGUOUS",

@@ -45,6 +45,7 @@ from ._schemas import (
     ToolSpec,
     schema_slips,
 )
+from ._unread import MAX_UNREAD, not_read, unread_definition
 from ._values import (
     SecretValue,
     env_missing_message,
@@ -234,6 +235,9 @@ class Loader:
         self.checked_models: set[int] = set()
         self.unavailable: set[str] = set()  # dependencies that could not be loaded (already reported)
         self.unreadable = 0  # local files that could not be read or parsed
+        # YAML files of the local bundle that are not read (not named after a kind: researcher.yaml):
+        # looked into only to explain a reference that is not found
+        self.unread_yaml: list[Path] = []
         self.local_documents = 0  # non-empty documents in the local bundle's files
 
     # ------------------------------------------------------------------ entry point
@@ -270,13 +274,16 @@ class Loader:
             and not (self.root / "__init__.py").is_file()
         ):
             # only when every file was read: a file that failed to parse may well hold the Swarm
+            unread = unread_definition(self.unread_yaml, "Swarm", None)
             self.warnings.append(
                 ConfigIssue(
                     "E_CONFIG_SWARM_MISSING",
                     "the bundle defines no Swarm, so there is nothing to run",
                     path=MANIFEST,
                     file=MANIFEST,
-                    suggestion="add a Swarm resource with entryAgent and agents",
+                    suggestion="add a Swarm resource with entryAgent and agents"
+                    if unread is None
+                    else "its Swarm is in " + not_read(self._display(unread, None), "Swarm"),
                     severity="warning",
                 )
             )
@@ -284,7 +291,9 @@ class Loader:
             self._warn_unused_agents(local)
         if self.errors:
             return None
-        return Bundle(self.root, self.local_package, self.resources, self.env)
+        bundle = Bundle(self.root, self.local_package, self.resources, self.env)
+        bundle.unread_yaml = self.unread_yaml
+        return bundle
 
     def _warn_unused_agents(self, local: list[Resource]) -> None:
         """A warning for each local Agent that no Swarm lists: it can never run, which is most often a
@@ -406,7 +415,11 @@ class Loader:
             for filename in sorted(filenames):
                 candidate = here / filename
                 stem, dot, suffix = filename.rpartition(".")
-                if not dot or suffix.lower() not in ("yaml", "yml") or stem.lower() not in _STEMS:
+                if not dot or suffix.lower() not in ("yaml", "yml"):
+                    continue
+                if stem.lower() not in _STEMS:
+                    if root == self.root and len(self.unread_yaml) < MAX_UNREAD:
+                        self.unread_yaml.append(candidate)
                     continue
                 if candidate == manifest or filename == MANIFEST:
                     continue
@@ -1144,6 +1157,11 @@ class Loader:
                 if candidates
                 else f"define a {ref.kind} named {ref.name!r} (the bundle has no {ref.kind})"
             )
+        unread = (
+            unread_definition(self.unread_yaml, ref.kind, ref.name) if scope in (None, self.local_package) else None
+        )
+        if unread is not None:
+            hint = f"{ref.key} is defined in " + not_read(self._display(unread, None), ref.kind)
         where = f" in package {scope}" if scope else ""
         self.errors.append(
             res.issue(
