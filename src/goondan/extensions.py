@@ -234,6 +234,8 @@ class ExtensionEvents:
     def on(self, event: str, handler: Callable[..., object]) -> Callable[[], None]:
         """Subscribe; returns the function that unsubscribes. Async handlers are awaited in order
         for runtime events; a handler's exception is logged, never raised to the emitter."""
+        if isinstance(event, str) and event not in _RESERVED_EVENTS:
+            _warn_if_misspelt(self._name, event)
         return self._bus.on(event, handler, self._name)
 
     def emit(self, event: str, *args: Any) -> None:
@@ -249,6 +251,27 @@ class ExtensionEvents:
                 "subscribe to runtime events with api.events.on.",
             )
         self._bus.emit(event, *args)
+
+
+def _warn_if_misspelt(extension: str, event: str) -> None:
+    """``api.events.on("turn.complete", ...)`` subscribed to an event nobody emits, silently: the
+    handler never ran. A name close to a runtime event's, or in its namespace (``turn.``, ``step.``,
+    ``tool.``; an extension's own events are named after it), is logged as a warning with the name
+    meant. Once per subscription, at register() time."""
+    import difflib
+
+    near = difflib.get_close_matches(event, RUNTIME_EVENT_TYPES, n=1, cutoff=0.8)
+    if not near and not event.startswith(("turn.", "step.", "tool.")):
+        return
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    log.warning(
+        "extension '%s' subscribed to %r, which is no runtime event: its handler runs only if an extension "
+        "emits it. %sRuntime events: %s",
+        extension,
+        event,
+        hint,
+        ", ".join(RUNTIME_EVENT_TYPES),
+    )
 
 
 # --- state --------------------------------------------------------------------------------------
