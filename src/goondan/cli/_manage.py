@@ -38,6 +38,11 @@ class _Scope:
         record = read_workspace_record(root / "workspaces" / str(run.get("workspace")))
         if record is not None:
             return self.owns(record)
+        # no workspace.json yet (written with the first conversation): the run's own identity says
+        # which bundle it serves; a Package-named bundle's run was not found before its first request
+        identity = run.get("identity")
+        if isinstance(identity, dict):
+            return self.owns({"package": identity.get("package"), "bundle": identity.get("bundle")})
         return not self.package and run.get("bundle") == self.bundle
 
 

@@ -191,8 +191,15 @@ def build_parser() -> argparse.ArgumentParser:
         "restart",
         common,
         "restart the agents of a running `gdn run`",
-        "Ask a running `gdn run` (same --state-root) to restart its agents: all of them and its\n"
-        "connectors, or one with --agent. --fresh also clears their conversation state.",
+        "Ask a running `gdn run` (same --state-root) of the bundle in PATH to restart its agents: all\n"
+        "of them and its connectors, or one with --agent. --fresh also clears their conversation state.",
+    )
+    rs.add_argument(
+        "path",
+        nargs="?",
+        metavar="PATH",
+        help="bundle directory whose run to restart (default: the current directory when it holds a "
+        "goondan.yaml, else the one run)",
     )
     rs.add_argument("-a", "--agent", metavar="NAME", help="restart only this agent")
     rs.add_argument("--fresh", action="store_true", help="clear conversation state of the restarted agents")
