@@ -434,6 +434,9 @@ def error_from_exception(
     only code, message and suggestion: see :func:`result_output_part`)."""
     if isinstance(exc, Exception):
         message = str(exc) or type(exc).__name__
+        if isinstance(exc, KeyError) and not isinstance(exc, GoondanError):
+            # str(KeyError('x')) is "'x'": the model and `gdn logs` got a bare quoted word
+            message = f"{type(exc).__name__}: {message}"
         err: dict[str, Any] = {"name": type(exc).__name__, "message": truncate_message(message, limit)}
         for attr, key in (
             ("code", "code"),
