@@ -71,6 +71,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("goondan.runtime")
 
+
+def _log_failure(logger: logging.Logger, what: str, exc: Exception) -> None:
+    """A failure on a path that already fails (the store's): a coded error (a full disk, a store
+    that went away) says what and what to do in one line, its traceback only at debug level (-vv);
+    anything else keeps its traceback. Every turn of a chat on a full disk printed two."""
+    if isinstance(exc, GoondanError):
+        logger.error("%s: %s", what, exc)
+        logger.debug("%s", what, exc_info=exc)
+    else:
+        logger.exception(what)
+
+
 MAX_CONSECUTIVE_RETRIES = 2
 # shared by instances that have none: never changed in place (a loaded value replaces it)
 _NO_PARAMS: dict[str, Any] = {}
@@ -645,8 +657,8 @@ class AgentInstance:
         """Flush on a path that already raises (an interrupted or failed turn): log what fails."""
         try:
             self.flush_runtime_events()
-        except Exception:
-            self.logger.exception("could not write %d runtime event(s)", len(self._event_buffer))
+        except Exception as exc:
+            _log_failure(self.logger, f"could not write {len(self._event_buffer)} runtime event(s)", exc)
 
     async def _deliver_event(self, record: dict[str, Any]) -> None:
         await self.bus.deliver(record["type"], copy_json(record))
@@ -961,8 +973,8 @@ class AgentInstance:
         for state in self.states.values():
             try:
                 state.save_if_changed()
-            except Exception:
-                self.logger.exception("saving extension state failed")
+            except Exception as exc:
+                _log_failure(self.logger, "saving extension state failed", exc)
                 raise
 
     # --- core turn: the step loop ------------------------------------------------------------
@@ -1837,8 +1849,8 @@ class AgentInstance:
             for state in self.states.values():
                 try:
                     state.save_if_changed()
-                except Exception:
-                    self.logger.exception("saving extension state failed")
+                except Exception as exc:
+                    _log_failure(self.logger, "saving extension state failed", exc)
             if self.model is not None:
                 try:
                     await self.model.aclose()
