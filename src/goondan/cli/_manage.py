@@ -217,7 +217,10 @@ def _shown_status(info: Any) -> str:
     """``processing`` as stored, unless the process that held the instance is gone: a ``gdn run``
     killed mid-turn (SIGKILL, a crash, an inline tool blocking past Ctrl+C) cannot write ``idle``,
     and the list said ``processing`` for a turn no one runs. Shown as ``interrupted``; the next run
-    recovers the turn. Only for instance directories of this host's file store."""
+    recovers the turn. For instance directories of this host's file store (the holder's pid), and
+    for a store that lists whether a lease is held (PostgreSQL, any machine)."""
+    if info.status == "processing" and getattr(info, "held", None) is False:
+        return "interrupted"  # a store that knows its leases (PostgreSQL): nobody runs that turn
     if info.status != "processing" or info.path == Path():
         return str(info.status)
     import os

@@ -40,6 +40,10 @@ class InstanceInfo:
     updated_at: datetime
     path: Path
     problem: str | None = None
+    #: whether a runtime holds the instance's lease now, where the store tells it with the listing
+    #: (PostgreSQL: a session holds its lock); None where it does not. A ``processing`` instance
+    #: nobody holds is a turn whose runtime was killed (shown as ``interrupted``).
+    held: bool | None = None
 
 
 #: the status shown for an instance whose ``metadata.json`` cannot be read

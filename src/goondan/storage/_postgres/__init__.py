@@ -30,6 +30,17 @@ from ._db import LEASE_EXPIRY_S, Database, forget_shared, missing_extra, redact,
 from ._instance import PostgresInstanceStore, _delete_data
 from ._reader import PostgresInstanceReader
 
+#: the instances of a workspace, and whether a session holds each one's lease: the one-key advisory
+#: lock on its row id (pg_locks shows it as classid = high 32 bits, objid = low 32 bits, objsubid 1)
+_LIST_INSTANCES = (
+    "SELECT i.agent_name, i.instance_key, i.status, i.created_at, i.updated_at, EXISTS (SELECT 1 FROM pg_locks l"
+    " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
+    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " AND l.classid = (i.id >> 32)::oid AND l.objid = (i.id & 4294967295)::oid)"
+    " FROM goondan_instances i WHERE i.workspace_id = %s AND i.status IS NOT NULL"
+    " ORDER BY i.agent_name, i.instance_key"
+)
+
 
 class PostgresWorkspaceStore:
     """The instances of one workspace in the database."""
@@ -89,15 +100,12 @@ class PostgresWorkspaceStore:
     def list_instances(self) -> list[InstanceInfo]:
         """Every instance of this workspace that wrote its metadata, sorted by (agent, key)."""
         with self._db.connection("list instances") as conn:
-            rows = conn.execute(
-                "SELECT agent_name, instance_key, status, created_at, updated_at FROM goondan_instances"
-                " WHERE workspace_id = %s AND status IS NOT NULL ORDER BY agent_name, instance_key",
-                (self.workspace_id,),
-            ).fetchall()
+            rows = conn.execute(_LIST_INSTANCES, (self.workspace_id,)).fetchall()
         out: list[InstanceInfo] = []
-        for agent, key, status, created, updated in rows:
+        for agent, key, status, created, updated, held in rows:
             try:
-                out.append(InstanceInfo(agent, key, status, parse_iso(created), parse_iso(updated), Path()))
+                info = InstanceInfo(agent, key, status, parse_iso(created), parse_iso(updated), Path(), held=bool(held))
+                out.append(info)
             except (TypeError, ValueError):
                 continue
         out.sort(key=lambda i: (i.agent_name, i.instance_key))  # Python's order, not the collation's
