@@ -1,10 +1,11 @@
 """`gdn instance list` on a PostgreSQL store shows `interrupted` for an instance whose turn nobody
 runs any more (its `gdn run` was killed mid-turn), as it does for the filesystem store; it said
-`processing` until the next turn, from every machine. An instance whose runtime is alive stays
-`processing`. Real `gdn run` processes, a real PostgreSQL server."""
+`processing` until the next turn, from every machine (and `--json` says what the table says). An
+instance whose runtime is alive stays `processing`. Real `gdn run` processes, a real PostgreSQL server."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -74,6 +75,14 @@ def test_a_turn_whose_gdn_run_was_killed_is_listed_interrupted(tmp_path: Path, p
         while (status := _status(tmp_path, root, postgres_url)) != "interrupted":
             assert status == "processing" and time.monotonic() < deadline, status  # was processing for good
             time.sleep(0.5)
+        listed = subprocess.run(
+            [sys.executable, "-m", "goondan", "instance", "list", str(root), "--store", postgres_url, "--json"],
+            capture_output=True,
+            text=True,
+            env={**_env(), "GOONDAN_STATE_ROOT": str(tmp_path / "other-machine")},
+            timeout=60,
+        )
+        assert json.loads(listed.stdout)["status"] == "interrupted", listed.stdout  # --json says what the table does
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -176,7 +176,7 @@ def cmd_instance_list(args: argparse.Namespace) -> int:
                 "swarm": record.get("swarm") if record else None,
                 "agentName": info.agent_name,
                 "instanceKey": info.instance_key,
-                "status": info.status,
+                "status": _shown_status(info),  # as the table says: `interrupted`, not a stale `processing`
                 "createdAt": info.created_at.isoformat(),
                 "updatedAt": info.updated_at.isoformat(),
                 "running": ws in running,
