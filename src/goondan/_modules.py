@@ -195,10 +195,23 @@ def module_name_for(path: Path, root: Path | None = None) -> str:
 
 
 def import_path(path: Path | str, root: Path | None = None) -> ModuleType:
-    """Import (once) and return the module at ``path``. Exceptions from the module propagate.
+    """Import (once) and return the module at ``path``. Exceptions from the module propagate;
+    ``sys.exit()`` at its top level (a script's ``sys.exit(main())``, a module-level
+    ``parser.parse_args()`` refusing gdn's own arguments) is raised as ``E_USER_CODE_EXIT``, an
+    error of that module's load like any other: as SystemExit it ended ``gdn run`` silently with
+    the module's exit code (inline) or killed the fork server (``[E_FORKSERVER] 3``).
 
     ``root`` is the bundle (or package) root; by default the nearest directory holding a goondan.yaml.
     """
+    try:
+        return _import_path(path, root)
+    except SystemExit as exc:
+        from ._usercode import exit_error
+
+        raise exit_error(f"importing {Path(path).name}", exc) from exc
+
+
+def _import_path(path: Path | str, root: Path | None) -> ModuleType:
     path = Path(path).resolve()
     name = module_name_for(path, root)
     module = sys.modules.get(name)
