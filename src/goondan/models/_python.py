@@ -147,6 +147,43 @@ _RETURN_SHAPE = (
 )
 
 
+_RESPONSE_KEYS = ("text", "toolCalls", "usage", "finishReason")
+_CALL_KEYS = ("id", "name", "args")
+# what a Python developer writes from the OpenAI or Anthropic APIs
+_MEANT = {
+    "tool_calls": "toolCalls",
+    "toolcalls": "toolCalls",
+    "tools": "toolCalls",
+    "finish_reason": "finishReason",
+    "content": "text",
+    "message": "text",
+    "arguments": "args",
+    "input": "args",
+    "parameters": "args",
+    "kwargs": "args",
+}
+
+
+def _refuse_unknown(value: dict[str, Any], known: tuple[str, ...], where: str, prefix: str) -> None:
+    """A response (or one of its calls) with a key the provider does not read: ``{'tool_calls': [...]}``
+    was an empty response, retried three times and ended as "I could not produce a usable response",
+    and ``{'name': ..., 'arguments': {...}}`` a call without arguments."""
+    unknown = [key for key in value if key not in known]
+    if not unknown:
+        return
+    from .._hints import did_you_mean
+
+    key = unknown[0]
+    meant = _MEANT.get(str(key).lower())
+    hint = f"did you mean {meant!r}?" if meant in known else did_you_mean(str(key), known)
+    raise ModelError(
+        "E_MODEL_BAD_RESPONSE",
+        f"{where} returned {prefix}with unknown key(s) {', '.join(repr(k) for k in unknown)}; "
+        f"it reads only {', '.join(known)}",
+        suggestion=(f"{hint} " if hint else "") + _RETURN_SHAPE,
+    )
+
+
 def parse_model_output(out: Any, where: str) -> ModelResponse:
     """Turn the dict a python/scripted model returns into a :class:`ModelResponse`.
 
@@ -174,12 +211,16 @@ def parse_model_output(out: Any, where: str) -> ModelResponse:
             suggestion="Return 'toolCalls' as a list of calls, one dict per call: "
             "[{'name': 'calc__add', 'args': {'a': 1}}].",
         )
+    if not raw_calls and (text is None or len(out) > 1):  # not on a plain {'text': ...}: no cost there
+        _refuse_unknown(out, _RESPONSE_KEYS, where, "a response ")
     calls: list[ModelToolCall] = []
     issues: list[str] = []
     for index, raw in enumerate(raw_calls):
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw.get("name"):
             issues.append(f"toolCalls[{index}] needs a string 'name'")
             continue
+        if "args" not in raw:  # {'name': ..., 'arguments': {...}} called the tool with no arguments
+            _refuse_unknown(raw, _CALL_KEYS, where, f"toolCalls[{index}] ")
         call_id = raw.get("id")
         calls.append(
             ModelToolCall(
