@@ -22,10 +22,44 @@ def parse_env_file(path: Path, shown: str | None = None) -> dict[str, str]:
     from dotenv import dotenv_values
 
     try:
+        _refuse_unparsed(path, shown or str(path))  # before dotenv, which logs its own cryptic warning
         values = dotenv_values(path, encoding="utf-8")
     except UnicodeDecodeError:
         raise _not_utf8(path, shown or str(path)) from None
     return {key: value for key, value in values.items() if value is not None}
+
+
+def _refuse_unparsed(path: Path, shown: str) -> None:
+    """A line that is not ``KEY=value`` (``TOKEN: abc``, ``TOKEN abc``, an unclosed quote) is a config
+    error at its line: dotenv logged "could not parse statement starting at line 1" and skipped it,
+    and the bundle then said TOKEN "is not set ... put TOKEN=... in the bundle's .env file", which
+    the user believed they had done."""
+    import io
+    import re
+
+    from dotenv.parser import parse_stream
+
+    from ..errors import ConfigError
+
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except OSError:  # pragma: no cover - dotenv just read it
+        return
+    bad = next((b for b in parse_stream(io.StringIO(text)) if b.error), None)
+    if bad is None:
+        return
+    line = bad.original.string.splitlines()[0] if bad.original.string.strip() else bad.original.string
+    match = re.match(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s*[:\s]\s*(\S.*?)\s*$", line)
+    example = f" ({match.group(1)}={match.group(2)})" if match and "=" not in line else ""
+    raise ConfigError(
+        "E_CONFIG_PARSE_ERROR",
+        f"{shown}:{bad.original.line}: not a KEY=value line: {line.strip()!r}",
+        file=shown,
+        line=bad.original.line,
+        column=1,
+        suggestion=f"write it as KEY=value{example}; quote a value with spaces, # or a quote in it "
+        '(KEY="a b"), or start the line with # to make it a comment',
+    )
 
 
 def _not_utf8(path: Path, shown: str) -> Exception:
