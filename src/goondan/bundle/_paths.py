@@ -43,7 +43,7 @@ def resolve_inside(root: Path, relative: str, *, python: bool, what: str = "entr
         raise PathProblem(
             "E_CONFIG_SCHEMA_INVALID",
             f"{what} {relative!r} must be a Python file (.py)",
-            "point it at a .py module",
+            _python_file_meant(base, relative) + "point it at a .py module, as a path relative to the bundle root",
         )
     try:
         is_file = target.is_file()
@@ -62,6 +62,20 @@ def resolve_inside(root: Path, relative: str, *, python: bool, what: str = "entr
             f"{hint}check the path; it is relative to the directory holding goondan.yaml",
         )
     return target
+
+
+def _python_file_meant(base: Path, relative: str) -> str:
+    """``did you mean './tools/calc.py'? `` for an entry written without ``.py`` (``./tools/calc``) or
+    as a module name (``tools.calc``, ``tools.calc.py``), when that file exists; else empty."""
+    stem = relative.removesuffix(".py")
+    for candidate in (stem + ".py", stem.replace(".", "/") + ".py"):
+        path = PurePosixPath(candidate.removeprefix("./"))
+        try:
+            if (base / path).is_file() and (base / path).resolve().is_relative_to(base):
+                return f"did you mean './{path.as_posix()}'? "
+        except (OSError, ValueError):
+            continue
+    return ""
 
 
 _MAX_LISTED = 2000  # entries of one directory compared with a misspelt name (a huge one is skipped)
