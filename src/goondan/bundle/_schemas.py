@@ -531,7 +531,19 @@ class ToolExport(Spec):
     @classmethod
     def _json_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
         if value.get("type") != "object":
-            raise PydanticCustomError("parameters", "parameters must be a JSON Schema with type: object")
+            # say what it has: `parameters: {properties: ...}` without its type is the usual case
+            found = "has no 'type'" if "type" not in value else f"has type {value['type']!r}"
+            fix = (
+                "add `type: object` beside its properties"
+                if "type" not in value
+                else "write `type: object`; put a single value in a property (properties: {value: {type: ...}})"
+            )
+            raise PydanticCustomError(
+                "parameters",
+                "parameters must be a JSON Schema with type: object (the arguments are an object of named "
+                "properties); this one {found}",
+                {"found": found, "suggestion": fix},
+            )
         return _checked_json_schema(value, "parameters", "parameters")
 
 
