@@ -410,6 +410,8 @@ class Orchestrator:
         its calls; events queued behind it run in that process."""
         if h.current is not work or h.pid != pid or h.spawner is None or h.killing is not None:
             return  # the turn ended (cancelled, or finished meanwhile), or its process is gone
+        if self.closing or h.interrupted or h.stop_task is not None:
+            return  # a close or an interrupt (Ctrl+C) under way stops this process on its own terms
         log.warning(
             "%s: the cancelled turn did not stop within %.1f s (code that ignores cancellation, such "
             "as a synchronous tool, blocks it): its process %d is killed",
