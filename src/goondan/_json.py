@@ -163,7 +163,46 @@ def to_frozen_json(value: Any, _depth: int = 0) -> Any:
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
-    return str(value)
+    plain = _plain_object(value)
+    return str(value) if plain is _NOT_PLAIN else to_frozen_json(plain, _depth + 1)
+
+
+_NOT_PLAIN: Any = object()
+
+
+def _plain_object(value: Any) -> Any:
+    """The JSON form of an object a tool commonly returns, or ``_NOT_PLAIN``: a pydantic model its
+    ``model_dump(mode="json")``, a dataclass instance its fields, a set or frozenset a list, an enum
+    member its value, a date/time its ISO text. Their ``str()`` (what anything else becomes) would
+    hand the model ``Point(x=1, y=2)`` or ``2026-11-24 21:00:00`` instead of data. Only reached for
+    values that are not plain JSON, so a tool returning dicts and lists pays nothing."""
+    import dataclasses
+    import datetime
+    import enum
+
+    try:
+        dump = getattr(value, "model_dump", None)
+        if callable(dump) and not isinstance(value, type):
+            try:
+                return dump(mode="json")
+            except TypeError:  # a model_dump of another library, without pydantic's mode argument
+                return dump()
+    except Exception:  # a model that cannot serialize itself: its str(), as before
+        return _NOT_PLAIN
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if isinstance(value, set | frozenset):
+        items = list(value)
+        try:
+            items.sort()
+        except TypeError:  # mixed types: the set's own order
+            pass
+        return items
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    return _NOT_PLAIN
 
 
 def json_type_name(value: Any) -> str:
@@ -248,7 +287,8 @@ def json_problem(value: Any, path: str = "$", max_depth: int = MAX_RECORD_DEPTH)
 
 def to_json_value(value: Any, _depth: int = 0) -> Any:
     """Coerce a tool/handler result into JSON: tuples become lists, non-finite floats strings,
-    unknown objects their ``str``. Used where the spec says "output coerced to JSON". Deeper than
+    pydantic models, dataclasses, sets, enums and dates their JSON form (:func:`_plain_object`),
+    other objects their ``str``. Used where the spec says "output coerced to JSON". Deeper than
     :data:`MAX_VALUE_DEPTH` is :class:`JsonDepthError`."""
     t = type(value)
     if value is None or t is bool or t is int or t is str:
@@ -265,7 +305,8 @@ def to_json_value(value: Any, _depth: int = 0) -> Any:
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
-    return str(value)
+    plain = _plain_object(value)
+    return str(value) if plain is _NOT_PLAIN else to_json_value(plain, _depth + 1)
 
 
 def repair_text(text: str) -> str:
