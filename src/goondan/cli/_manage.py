@@ -162,6 +162,8 @@ def cmd_instance_list(args: argparse.Namespace) -> int:
         for ws, record, info in _instances(backend, args.workspace, scope)
         if args.agent is None or info.agent_name == args.agent
     ]
+    from ..storage._lease import shown_status
+
     rows.sort(key=lambda row: row[2].updated_at, reverse=True)
     if args.limit and not args.all:
         rows = rows[: args.limit]
@@ -176,7 +178,7 @@ def cmd_instance_list(args: argparse.Namespace) -> int:
                 "swarm": record.get("swarm") if record else None,
                 "agentName": info.agent_name,
                 "instanceKey": info.instance_key,
-                "status": _shown_status(info),  # as the table says: `interrupted`, not a stale `processing`
+                "status": shown_status(info),  # as the table says: `interrupted`, not a stale `processing`
                 "createdAt": info.created_at.isoformat(),
                 "updatedAt": info.updated_at.isoformat(),
                 "running": ws in running,
@@ -201,7 +203,7 @@ def cmd_instance_list(args: argparse.Namespace) -> int:
             _bundle_label(record),
             info.agent_name,
             info.instance_key,
-            _shown_status(info),
+            shown_status(info),
             info.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
             f"pid {running[ws]['pid']}" if ws in running else "-",
         )
@@ -211,34 +213,6 @@ def cmd_instance_list(args: argparse.Namespace) -> int:
     for row in table:
         sys.stdout.write("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
     return EXIT_OK
-
-
-def _shown_status(info: Any) -> str:
-    """``processing`` as stored, unless the process that held the instance is gone: a ``gdn run``
-    killed mid-turn (SIGKILL, a crash, an inline tool blocking past Ctrl+C) cannot write ``idle``,
-    and the list said ``processing`` for a turn no one runs. Shown as ``interrupted``; the next run
-    recovers the turn. For instance directories of this host's file store (the holder's pid), and
-    for a store that lists whether a lease is held (PostgreSQL, any machine)."""
-    if info.status == "processing" and getattr(info, "held", None) is False:
-        return "interrupted"  # a store that knows its leases (PostgreSQL): nobody runs that turn
-    if info.status != "processing" or info.path == Path():
-        return str(info.status)
-    import os
-    import socket
-
-    from ..storage._lease import read_holder
-
-    holder = read_holder(Path(info.path))
-    pid = holder.get("pid") if holder else None
-    if not isinstance(pid, int) or (holder or {}).get("host") != socket.gethostname():
-        return str(info.status)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return "interrupted"
-    except OSError:
-        pass
-    return str(info.status)
 
 
 def _confirm(matches: list[tuple[str, dict[str, Any] | None, Any]]) -> bool:

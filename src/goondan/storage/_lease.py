@@ -296,6 +296,30 @@ class InstanceLease:
             self.release()
 
 
+def shown_status(info: Any) -> str:
+    """The status an instance listing shows (``gdn instance list``, Studio): ``processing`` as
+    stored, unless the process that held the instance is gone: a ``gdn run`` killed mid-turn
+    (SIGKILL, a crash, an inline tool blocking past Ctrl+C) cannot write ``idle``, and the list said
+    ``processing`` for a turn no one runs. Shown as ``interrupted``; the next run recovers the turn.
+    For instance directories of this host's file store (the holder's pid), and for a store that
+    lists whether a lease is held (PostgreSQL, any machine)."""
+    if info.status == "processing" and getattr(info, "held", None) is False:
+        return "interrupted"  # a store that knows its leases (PostgreSQL): nobody runs that turn
+    if info.status != "processing" or info.path == Path():
+        return str(info.status)
+    holder = read_holder(Path(info.path))
+    pid = holder.get("pid") if holder else None
+    if not isinstance(pid, int) or (holder or {}).get("host") != socket.gethostname():
+        return str(info.status)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "interrupted"
+    except OSError:
+        pass
+    return str(info.status)
+
+
 __all__ = [
     "CODE_LOCKED",
     "CODE_LOST",
@@ -306,4 +330,5 @@ __all__ = [
     "locked_error",
     "lost_error",
     "read_holder",
+    "shown_status",
 ]

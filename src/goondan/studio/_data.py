@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import GoondanError
 from ..storage import InstanceReader, StoreBackend, WorkspaceStore
+from ..storage._lease import shown_status
 from ._conversation import LOOK_AROUND, conversation_rows
 from ._trace import AGENT_TOOL_PREFIX, build_trace
 
@@ -238,7 +239,7 @@ class StudioData:
                     "bundle": label,
                     "agent": info.agent_name,
                     "key": info.instance_key,
-                    "status": info.status,
+                    "status": shown_status(info),  # `interrupted`, not a stale `processing`
                     "createdAt": info.created_at.isoformat().replace("+00:00", "Z"),
                     "updatedAt": info.updated_at.isoformat().replace("+00:00", "Z"),
                     "_sort": info.updated_at.timestamp(),
@@ -268,6 +269,8 @@ class StudioData:
             item = {**{k: v for k, v in row.items() if k != "_sort"}, **summary, "bundle": row["bundle"]}
             if "problem" in row:  # no metadata to read: what the listing made of the directory stands
                 item.update(status=row["status"], createdAt=row["createdAt"], updatedAt=row["updatedAt"])
+            elif row["status"] == "interrupted" and item["status"] == "processing":
+                item["status"] = "interrupted"  # the stored status outlived the process that ran the turn
             items.append(item)
         return {"total": len(rows), "offset": offset, "items": items}
 
@@ -301,6 +304,13 @@ class StudioData:
         view = self.view(workspace, agent, key)
         view.refresh()
         out = view.summary()
+        if out["status"] == "processing":  # as the list shows it: `interrupted` when nobody runs that turn
+            row = next(
+                (r for r in self._all_instances() if (r["workspace"], r["agent"], r["key"]) == (workspace, agent, key)),
+                None,
+            )
+            if row is not None and row["status"] == "interrupted":
+                out["status"] = "interrupted"
         if out["status"] == "unknown" and not out["turns"] and not out["messages"]:
             raise GoondanError(
                 "E_STUDIO_NOT_FOUND",
