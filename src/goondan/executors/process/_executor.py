@@ -204,18 +204,22 @@ class ProcessExecutor:
         ctx = self._context
         if not ctx.persist:
             return
+        # the store may be out of reach (a database that is down, which may be why the process
+        # died): the caller already has the failure of the turn itself, and listings show a stale
+        # ``processing`` whose holder is gone as ``interrupted`` (storage._lease.shown_status)
         try:
             store = ctx.workspace.instance(handle.agent, handle.key)
         except GoondanError as exc:
-            # the store is out of reach (a database that is down): the caller already has the
-            # failure of the turn itself; there is no status to correct that anyone could read
             log.debug("could not mark %s idle: %s", handle.name, exc.message)
             return
-        meta = store.read_metadata()
-        if meta is not None and meta.get("status") != "idle":
-            with contextlib.suppress(Exception):
+        try:
+            meta = store.read_metadata()
+            if meta is not None and meta.get("status") != "idle":
                 store.write_metadata(agent_name=handle.agent, instance_key=handle.key, status="idle")
-        store.close()
+        except GoondanError as exc:
+            log.debug("could not mark %s idle: %s", handle.name, exc.message)
+        finally:
+            store.close()
 
     async def _self_restart(self, handle: InstanceHandle, reason: str) -> None:
         log.info("%s requested a restart (%s)", handle.name, reason)
