@@ -92,3 +92,21 @@ def test_a_control_request_naming_another_bundle_is_refused_by_the_running_sessi
     wrong = dict(hello["identity"], bundle=str(tmp_path / "elsewhere"))
     reply = control_request(sock, {"op": "request", "input": "x", "identity": wrong}, timeout=10)
     assert not reply["ok"] and reply["error"]["code"] == "E_CONTROL_IDENTITY"
+
+
+def test_a_request_for_the_same_bundle_in_another_store_is_answered_from_that_store(
+    tmp_path: Path, running_a: tuple[Path, str, subprocess.Popen[str]]
+) -> None:
+    """`--store` names where the conversation lives: a running session that serves the bundle from
+    another store does not hold it, and answering through it silently ignored `--store`."""
+    bundle, state, session = running_a
+    other = tmp_path / "other-store"
+    proc = gdn(tmp_path, "run", str(bundle), "--input", "hi", "-v", "--state-root", state, "--store", str(other))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "from A: hi\n"
+    assert "delegating to running" not in proc.stderr
+    assert f"the running gdn run (pid {session.pid}) serves this bundle from {state}" in proc.stderr
+    assert list(other.glob("workspaces/*/instances/*/messages/base.jsonl")), sorted(other.rglob("*"))
+    same = gdn(tmp_path, "run", str(bundle), "--input", "again", "-v", "--state-root", state, "--store", state)
+    assert f"delegating to running gdn run (pid {session.pid})" in same.stderr  # the same store: its to answer
+    assert session.poll() is None

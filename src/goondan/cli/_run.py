@@ -51,7 +51,15 @@ from ._output import (
     unknown_agent,
 )
 from ._shared_workspace import warn_if_shared
-from ._state import active_runs, socket_path, state_root, state_root_arg, store_backend, write_run
+from ._state import (
+    active_runs,
+    socket_path,
+    state_root,
+    state_root_arg,
+    store_backend,
+    store_label,
+    write_run,
+)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -177,6 +185,16 @@ def _delegate_to_active_run(
     identity = run_identity(bundle, swarm.name, swarm.spec.instance_key or swarm.name)
     runs = [r for r in active_runs(state_root(args, dict(env))) if r.get("workspace") == workspace]
     run = next((r for r in runs if r.get("identity") == identity), None)
+    if run is not None and run.get("store") is not None:
+        wanted = store_label(store_backend(args, dict(env)))
+        if run["store"] != wanted:
+            # its instances live in another store: nothing this request touches is held by it
+            _verbose(
+                args,
+                f"the running gdn run (pid {run.get('pid')}) serves this bundle from {run['store']}, "
+                f"not {wanted}: answering here",
+            )
+            return None
     if run is None:
         for other in runs:
             _verbose(
@@ -408,6 +426,7 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
                     "bundle": identity["bundle"],
                     "identity": identity,
                     "socket": str(sock),
+                    "store": store_label(rt.store),  # a request for another store is not its to answer
                     "mode": "connectors" if supervisor else "session",
                     "connectors": [{"connection": p.name, "connector": p.connector} for p in plans],
                 },
