@@ -145,10 +145,16 @@ def test_bash_completion_offers_files_only_where_a_path_goes(tmp_path: Path) -> 
     assert "complete -c gdn -n '__gdn_path help' -a 'init validate run" in fish
 
 
-@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
+def _require(shell: str) -> None:
+    """These tests run the real shell: without it they fail and say what to install (skipping them
+    hid them on a CI image that lacked the shells)."""
+    assert shutil.which(shell), f"{shell} is not installed: apt-get install {shell} (.ci/run does)"
+
+
 def test_the_zsh_script_loads_and_completes_through_bashcompinit(tmp_path: Path) -> None:
     """zsh runs _gdn through bashcompinit, whose compgen calls it under `emulate -L sh` (0-based
     arrays): the same words as bash (zsh filters them by the prefix itself)."""
+    _require("zsh")
     script = tmp_path / "gdn.zsh"
     script.write_text(gdn(tmp_path, "completion", "zsh").stdout)
     probe = (
@@ -167,8 +173,8 @@ def test_the_zsh_script_loads_and_completes_through_bashcompinit(tmp_path: Path)
     ], done.stdout
 
 
-@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed")
 def test_the_fish_script_completes_in_a_real_fish(tmp_path: Path) -> None:
+    _require("fish")
     script = tmp_path / "gdn.fish"
     script.write_text(gdn(tmp_path, "completion", "fish").stdout)
     (tmp_path / "team").mkdir()
@@ -194,10 +200,10 @@ def test_zsh_and_fish_scripts_cover_every_command(tmp_path: Path) -> None:
         assert f"-n '__gdn_path \"\"' -a {name} " in fish
     assert "complete -c gdn -n '__gdn_path package' -a add" in fish
     assert "-n '__gdn_path validate' -l format -x -a 'text json github'" in fish
-    if shutil.which("fish"):
-        script = tmp_path / "gdn.fish"
-        script.write_text(fish)
-        assert subprocess.run(["fish", "--no-execute", str(script)]).returncode == 0
+    _require("fish")
+    script = tmp_path / "gdn.fish"
+    script.write_text(fish)
+    assert subprocess.run(["fish", "--no-execute", str(script)]).returncode == 0
 
 
 def test_words_after_the_bundle_path_of_gdn_run_suggest_input(tmp_path: Path) -> None:
