@@ -89,10 +89,16 @@ def _lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").split() if path.exists() else []
 
 
-def _history(state_root: Path, agent: str = "a") -> list[dict[str, Any]]:
+def _base(state_root: Path, agent: str = "a") -> list[dict[str, Any]]:
+    """The committed history (base.jsonl) alone: events.jsonl may already hold a later turn's events."""
     messages = pk.instance_dir(state_root, agent, "k") / "messages"
-    base = [r["data"] for r in pk.read_jsonl(messages / "base.jsonl")]
-    events = messages / "events.jsonl"
+    return [r["data"] for r in pk.read_jsonl(messages / "base.jsonl")]
+
+
+def _history(state_root: Path, agent: str = "a") -> list[dict[str, Any]]:
+    """The committed history once every turn has ended: no residual events are left."""
+    base = _base(state_root, agent)
+    events = pk.instance_dir(state_root, agent, "k") / "messages" / "events.jsonl"
     assert not events.exists() or not events.read_text(encoding="utf-8").strip(), "a turn left residual events"
     return base
 
@@ -125,8 +131,10 @@ def test_a_cancelled_turn_stuck_in_a_synchronous_tool_has_its_process_killed_and
             returned = time.monotonic() - started
             result = await asyncio.wait_for(turn, grace + 10)
             took = time.monotonic() - started
-            # the history is valid on disk when the cancelled request resolves
-            at_resolve = _history(state_root)
+            # the history is valid on disk when the cancelled request resolves: the answered call is
+            # committed (the queued turn may already be running in the fresh process, writing its
+            # own events, so only the committed base is read here)
+            at_resolve = _base(state_root)
             behind = await asyncio.wait_for(queued, 30)
             after = await rt.request("next", instance_key="k")
             return {
@@ -151,6 +159,7 @@ def test_a_cancelled_turn_stuck_in_a_synchronous_tool_has_its_process_killed_and
     assert _said_pid(out["behind"]) != first
     assert _said_pid(out["after"]) == out["last_pid"] != first
     # the call was answered once, as cancelled (what its caller was told), and never run again
+    assert [m["role"] for m in out["at_resolve"][:3]] == ["user", "assistant", "tool"], out["at_resolve"]
     tool_results = [m for m in out["at_resolve"] if m["role"] == "tool"]
     assert len(tool_results) == 1, out["at_resolve"]
     part = tool_results[0]["content"][0]
