@@ -68,3 +68,17 @@ def test_a_summary_model_without_generate_or_that_does_not_compile_fails_validat
     summarizer.write_text(source.replace("def generate(", "def generate(:"))
     checked = gdn(tmp_path, "validate", str(bundle))
     assert checked.returncode == 4 and "[E_CONFIG_ENTRY_SYNTAX]" in checked.stdout, checked.stdout
+
+
+def test_a_max_messages_out_of_range_is_one_error_without_the_retained_tail_warning(tmp_path: Path) -> None:
+    # maxMessages: 0 broke the schema's minimum and also warned "make retainLastMessages at most -1"
+    bundle = _recipe(tmp_path)
+    manifest = bundle / "goondan.yaml"
+    for value in ("0", "-5"):
+        manifest.write_text(manifest.read_text().replace("maxMessages: 6 ", f"maxMessages: {value} ", 1))
+        checked = gdn(tmp_path, "validate", str(bundle))
+        assert checked.returncode == 4, checked.stdout
+        assert f"config.maxMessages: {value} is less than the minimum of 1" in checked.stdout
+        assert "errors=1, warnings=0" in checked.stdout, checked.stdout
+        assert "at most -" not in checked.stdout
+        manifest.write_text(manifest.read_text().replace(f"maxMessages: {value} ", "maxMessages: 6 ", 1))

@@ -113,6 +113,8 @@ def _retain_problems(config: Mapping[str, Any]) -> list[ConfigProblem]:
         cfg.get("appendSummary"), bool
     ):
         return []  # reported by the schema (or a value from the environment)
+    if cfg["maxMessages"] < 1 or cfg["retainLastMessages"] < 0:
+        return []  # out of range: the schema's error; a warning would suggest a negative retainLastMessages
     limits = Limits(int(cfg["maxMessages"]), 1, int(cfg["retainLastMessages"]), bool(cfg["appendSummary"]))
     if not tail_never_fits(limits):
         return []
