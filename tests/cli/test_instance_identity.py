@@ -91,6 +91,44 @@ def test_a_copied_bundle_is_warned_that_it_shares_the_original_s_conversations(t
     assert back.returncode == 0 and back.stderr == ""
 
 
+def test_a_copied_bundle_started_beside_the_running_original_is_told_to_rename_its_package(tmp_path: Path) -> None:
+    """E_RUN_ACTIVE told the copy to send its request with `gdn run COPY --input TEXT` "(that process
+    answers)": the original's process refuses another directory's requests, so that advice led on to
+    E_INSTANCE_LOCKED. It now names the shared Package and the copy's manifest to rename it in."""
+    state = tmp_path / "state"
+    original = write_bundle(tmp_path / "bot", ECHO_BUNDLE)
+    copy = tmp_path / "bot-v2"
+    shutil.copytree(original, copy)
+    chat = subprocess.Popen(
+        [sys.executable, "-m", "goondan", "run", str(original), "--state-root", str(state)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env_for(tmp_path),
+        cwd=tmp_path,
+    )
+    assert chat.stdin is not None and chat.stdout is not None
+    try:
+        chat.stdin.write("first\n")
+        chat.stdin.flush()
+        assert chat.stdout.readline() == "echo: first\n"
+        second = gdn(tmp_path, "run", str(copy), "--state-root", str(state), stdin="x\n")
+        assert second.returncode == 1 and "[E_RUN_ACTIVE]" in second.stderr, second.stderr
+        assert f"bundle '{original.resolve()}'): that bundle has this one's Package name ('cli-suite')" in second.stderr
+        assert f"give it a Package name of its own (metadata.name in {copy / 'goondan.yaml'})" in second.stderr
+        assert "--input TEXT` (that process answers)" not in second.stderr
+        # the same directory started twice keeps the advice that works for it
+        twice = gdn(tmp_path, "run", str(original), "--state-root", str(state), stdin="x\n")
+        assert twice.returncode == 1 and "--input TEXT` (that process answers)" in twice.stderr, twice.stderr
+        chat.stdin.close()
+        assert chat.wait(30) == 0
+    finally:
+        if chat.poll() is None:
+            chat.kill()
+            chat.wait()
+
+
 def test_instance_list_shows_the_bundle_and_defaults_to_the_current_one(tmp_path: Path) -> None:
     state = tmp_path / "state"
     mine = write_bundle(tmp_path / "mine", NO_PACKAGE)

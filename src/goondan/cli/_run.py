@@ -384,12 +384,7 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
     # checked before the runtime starts: two runtimes must never own the same instance files
     for run in active_runs(root):
         if run.get("workspace") == workspace:
-            raise CliError(
-                "E_RUN_ACTIVE",
-                f"swarm instance {instance_key!r} is already running (pid {run['pid']}, bundle {run.get('bundle')!r})",
-                suggestion=f"Send it one request with `gdn run {args.path} --input TEXT` (that process "
-                "answers), restart it with `gdn restart`, or stop it first.",
-            )
+            raise _run_active(args, bundle, instance_key, run)
     claim = _claim_service(args, env, workspace)
     stop = asyncio.Event()
     lost = _keep_claim(claim, stop)
@@ -482,6 +477,29 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
                 sock.unlink()
             if claim is not None:
                 claim.release()
+
+
+def _run_active(args: argparse.Namespace, bundle: Any, instance_key: str, run: Mapping[str, Any]) -> CliError:
+    """E_RUN_ACTIVE for a session that serves this workspace already. When it serves another
+    directory (a copied bundle: the workspace follows the Package name), that process refuses this
+    bundle's ``--input``, so the way on is a Package name of its own, not a request through it."""
+    message = f"swarm instance {instance_key!r} is already running (pid {run['pid']}, bundle {run.get('bundle')!r})"
+    other = run.get("bundle")
+    if isinstance(other, str) and other != str(Path(bundle.root).resolve()):
+        manifest = Path(bundle.root) / "goondan.yaml"
+        return CliError(
+            "E_RUN_ACTIVE",
+            f"{message}: that bundle has this one's Package name "
+            f"({getattr(bundle, 'package_name', None)!r}), so both use one workspace",
+            suggestion=f"To run this bundle on its own, give it a Package name of its own (metadata.name "
+            f"in {manifest}); otherwise stop the gdn run of {other} first.",
+        )
+    return CliError(
+        "E_RUN_ACTIVE",
+        message,
+        suggestion=f"Send it one request with `gdn run {args.path} --input TEXT` (that process "
+        "answers), restart it with `gdn restart`, or stop it first.",
+    )
 
 
 def _claim_service(args: argparse.Namespace, env: Mapping[str, str], workspace: str) -> Any:
