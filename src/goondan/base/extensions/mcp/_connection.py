@@ -10,8 +10,8 @@ the transport's read stream (stdio: EOF on its stdout; http: the transport task 
 connection ``dead`` at that moment lets the bridge reconnect *before* sending the next request,
 which is safe because nothing was sent to the dead server.
 
-stdio servers' stderr goes to a pipe read by a thread that logs it (debug) and keeps the last few
-KB, so a server that fails to start is reported with what it printed.
+stdio servers' stderr goes to a pipe read by a thread that logs it (INFO: ``gdn run -v`` shows it) and
+keeps the last few KB, so a server that fails to start is reported with what it printed.
 
 Why two change feeds: a server says its tools, resources or prompts changed in the way its protocol
 era allows. Handshake-era servers (before 2026-07-28) send ``notifications/*/list_changed`` on the
@@ -134,7 +134,9 @@ class _StderrTail:
                     self._size += len(line)
                     while self._size > _STDERR_TAIL and len(self._chunks) > 1:
                         self._size -= len(self._chunks.popleft())
-                logger.debug("[%s stderr] %s", label, line.decode("utf-8", "replace").rstrip())
+                # INFO, so `gdn run -v` shows what the server printed: the traceback of a tool that
+                # raised (the SDK sends the model only "Error executing tool NAME")
+                logger.info("[%s stderr] %s", label, line.decode("utf-8", "replace").rstrip())
 
     def release_writer(self) -> None:
         """Drop our copy of the write end (the child keeps its own), so EOF follows the child's exit."""
