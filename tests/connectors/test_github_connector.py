@@ -104,3 +104,48 @@ def test_github_webhooks_are_verified_mapped_and_answered_on_the_pull_request(
         "number": "",
         "ref": "refs/heads/main",
     }
+
+
+def test_a_form_encoded_delivery_is_refused_naming_the_content_type_to_set(tmp_path: Path, fake_api: FakeApi) -> None:
+    # GitHub sends application/x-www-form-urlencoded (payload=...) unless the webhook says JSON; the
+    # refusal said only "the body is not JSON"
+    from urllib.parse import urlencode
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    bundle = connector_bundle(tmp_path / "b", connection(port, fake_api.url))
+    pr = {"action": "opened", "pull_request": {"title": "x", "number": 1}, "repository": REPO, "sender": SENDER}
+    body = urlencode({"payload": json.dumps(pr)}).encode()
+    headers = {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
+        "X-GitHub-Event": "pull_request",
+        "X-GitHub-Delivery": "d1",
+    }
+    with gdn_run(tmp_path, bundle, GH_SECRET=SECRET) as run:
+        run.wait_ready()
+        status, answer = post(url, body, headers)
+        assert status == 400 and answer["reason"] == "invalid_payload", answer
+        assert "set the webhook's content type to application/json" in answer["error"]
+        json_body, json_headers = signed("pull_request", pr, "d2")
+        assert post(url, json_body, {**json_headers, "Content-Type": "application/json"})[0] == 202
+        run.stop()
+
+
+def test_a_comment_github_refuses_is_logged_with_its_answer_and_what_to_check(
+    tmp_path: Path, fake_api: FakeApi
+) -> None:
+    # it logged "posting the comment failed: 401 b'{...}'", bytes and no hint at the token
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    fake_api.routes["/repos/acme/app/issues/12/comments"] = lambda r: (401, {"message": "Bad credentials"})
+    bundle = connector_bundle(tmp_path / "b", connection(port, fake_api.url))
+    pr = {"action": "opened", "pull_request": {"title": "x", "number": 12}, "repository": REPO, "sender": SENDER}
+    with gdn_run(tmp_path, bundle, GH_SECRET=SECRET) as run:
+        run.wait_ready()
+        assert post(url, *signed("pull_request", pr, "d1"))[0] == 202
+        line = wait_for(lambda: next((x for x in run.stderr_lines if "posting the comment" in x), None))
+        run.stop()
+    assert 'acme/app#12 failed: HTTP 401 {"message": "Bad credentials"}' in line, line
+    assert "token must be a GitHub token allowed to comment on acme/app" in line
+    assert "b'" not in line

@@ -135,7 +135,19 @@ async def run(ctx: Any) -> None:
                 safe=True,  # a 429 / 503 from GitHub means the comment was not created
             )
             if resp.status >= 400:
-                ctx.logger.warning("posting the comment failed: %s %s", resp.status, resp.body[:200])
+                hint = (
+                    f"; the Connection's token must be a GitHub token allowed to comment on {props['repo']}"
+                    if resp.status in (401, 403, 404)
+                    else ""
+                )
+                ctx.logger.warning(
+                    "posting the comment on %s#%s failed: HTTP %s %s%s (the reply stays in the conversation)",
+                    props["repo"],
+                    props["number"],
+                    resp.status,
+                    resp.body[:200].decode("utf-8", "replace"),
+                    hint,
+                )
         except OSError as exc:
             ctx.logger.warning("posting the comment failed: %s", exc)
 
@@ -170,6 +182,15 @@ async def run(ctx: Any) -> None:
         try:
             payload = req.json()
         except ValueError:
+            if (req.header("content-type") or "").startswith("application/x-www-form-urlencoded"):
+                # GitHub's default content type for a new webhook: the most likely mistake
+                ctx.logger.warning("rejected: a form-encoded delivery; the webhook's content type must be JSON")
+                return HttpResponse.refusal(
+                    400,
+                    "invalid_payload",
+                    "the body is form-encoded, not JSON: set the webhook's content type to application/json "
+                    "(Settings -> Webhooks)",
+                )
             return HttpResponse.refusal(400, "invalid_payload", "the body is not JSON")
         event = _event(kind, payload) if isinstance(payload, dict) else None
         if event is None:
