@@ -3,8 +3,11 @@
 Both go through one routing path (:meth:`AgentsHub.request`), so the rules are the same whichever
 way a call starts: the target instance is spawned on demand, the caller's trace id and ``auth`` are
 carried over, the callee turn's parent span is the caller's span, and every call carries the call
-stack so that a cycle (A→B→A, through tools, middleware or both, and self-calls) fails at once with
-``CIRCULAR_CALL_DETECTED`` instead of deadlocking until a timeout.
+stack so that a cycle of waiting calls (A→B→A, through tools, middleware or both, and self-calls)
+fails at once with ``CIRCULAR_CALL_DETECTED`` instead of deadlocking until a timeout. A send or an
+async request waits on nobody, so it never closes a cycle, and the agents before it on the stack do
+not wait on what follows (a worker may answer a coordinator's ``agents__send`` with a request or a
+send of its own).
 
 The call stack also bounds how deep a chain may go (``Swarm.spec.policy.maxCallDepth``, default 8
 hops): without it a chain that uses a new instance key on every hop never closes a cycle and forks
@@ -162,6 +165,18 @@ def _node(agent: str, key: str) -> str:
     return f"{agent}@{key}"
 
 
+# An event's metadata key: how many leading entries of its call stack do not wait for its turn
+# (the entries up to and including the sender of an agents__send or of an async request). Absent
+# when every entry waits.
+WAITS_FROM_KEY = "__goondanAgentCallWaitsFrom"
+
+
+def waiting_from(meta: Mapping[str, Any]) -> int:
+    """Where the agents that wait on this event's turn start in its call stack (0: all of them)."""
+    value = meta.get(WAITS_FROM_KEY)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 class SwarmDirectory(Protocol):
     @property
     def swarm_name(self) -> str: ...
@@ -292,6 +307,7 @@ class AgentsHub:
         call_source: str,
         parent_span: str | None,
         correlation_id: str | None,
+        waits: bool,
     ) -> dict[str, Any]:
         inbound = turn_state.input_event
         inbound_meta = inbound.get("metadata") or {}
@@ -299,7 +315,11 @@ class AgentsHub:
         stack = [str(s) for s in stack] if isinstance(stack, list) else []
         stack = [*stack, _node(caller.agent_name, caller.instance_key)]
         target_node = _node(target, key)
-        if target_node in stack:
+        # Only the agents that wait on this call can close a cycle: the stack's entries from
+        # ``waits_from`` on (a send or an async request before them waits on nobody). A call that does
+        # not wait itself (send, async request) cannot deadlock: it starts a new run of waiters.
+        waits_from = waiting_from(inbound_meta)
+        if waits and target_node in stack[waits_from:]:
             chain = " -> ".join([*stack, target_node])
             raise AgentRequestError(
                 "CIRCULAR_CALL_DETECTED",
@@ -310,6 +330,10 @@ class AgentsHub:
             )
         check_call_depth(stack, target_node, self._directory.max_call_depth, target)
         meta: dict[str, Any] = copy_json(metadata) if isinstance(metadata, dict) else {}
+        if not waits:
+            meta[WAITS_FROM_KEY] = len(stack)
+        elif waits_from:
+            meta[WAITS_FROM_KEY] = waits_from
         meta.update(
             {
                 "__goondanAgentCallStack": stack,
@@ -378,6 +402,7 @@ class AgentsHub:
             call_source=call_source,
             parent_span=parent_span,
             correlation_id=correlation_id,
+            waits=not async_,
         )
         timeout = normalize_timeout(timeout_ms)
         if async_:
@@ -521,6 +546,7 @@ class AgentsHub:
             call_source=call_source,
             parent_span=parent_span,
             correlation_id=None,
+            waits=False,
         )
         task = asyncio.get_running_loop().create_task(self._run_send(target, key, event))
         self.track(task)
@@ -650,6 +676,7 @@ class ToolRuntime(_AgentsCaller):
 
 
 __all__ = [
+    "WAITS_FROM_KEY",
     "AgentLimits",
     "AgentRequestResult",
     "AgentSendResult",
@@ -662,4 +689,5 @@ __all__ = [
     "check_call_depth",
     "delivery_failed",
     "request_failed",
+    "waiting_from",
 ]

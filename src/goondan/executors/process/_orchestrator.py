@@ -23,7 +23,8 @@ them, brokers inter-agent calls and knows nothing about turns beyond "one at a t
   ``policy.lifecycle.ttlSeconds`` (graceful shutdown, history kept; the next event respawns them) and
   respawns crashed ones once their backoff has passed.
 - Inter-agent requests: a target on the caller's call stack (``__goondanAgentCallStack``, which
-  agent processes extend on every hop, tool or middleware) is answered at once with
+  agent processes extend on every hop, tool or middleware) that waits on the caller (past the stack's
+  ``__goondanAgentCallWaitsFrom``, set after a send or an async request) is answered at once with
   ``CIRCULAR_CALL_DETECTED``; otherwise the target is spawned on demand and its final text comes back
   as a ``response`` event with ``metadata.inReplyTo`` = the request's correlation id.
 """
@@ -50,6 +51,7 @@ from ...engine._agents import (
     check_call_depth,
     delivery_failed,
     request_failed,
+    waiting_from,
 )
 from ...errors import AgentRequestError, ExtensionError, GoondanError
 from ._accept import AcceptSlots, HostSlot
@@ -1008,13 +1010,14 @@ class Orchestrator:
         target = rec.target
         key = rec.instance_key or caller.key
         corr = (event.get("replyTo") or {}).get("correlationId")
-        stack = (event.get("metadata") or {}).get("__goondanAgentCallStack") or []
+        meta = event.get("metadata") or {}
+        stack = meta.get("__goondanAgentCallStack") or []
         chain = [str(s) for s in stack] if isinstance(stack, list) else []
         caller_node = f"{caller.agent}@{caller.key}"
         if caller_node not in chain:
             chain.append(caller_node)
         node = f"{target}@{key}"
-        if node in chain:
+        if node in chain[waiting_from(meta) :]:  # only the agents waiting on this call close a cycle
             self._error_response(
                 caller, corr, target, "CIRCULAR_CALL_DETECTED", f"Circular call detected: {' -> '.join([*chain, node])}"
             )
