@@ -61,3 +61,37 @@ def test_a_suite_not_in_utf8_is_an_error_at_its_byte(tmp_path: Path) -> None:
     assert run.returncode == 3, run.stderr
     assert "[E_EVAL_SUITE_YAML] suite.yaml:4:14: the suite is not valid UTF-8 (byte 0xe9)" in run.stderr
     assert "iconv -f latin1 -t utf-8 suite.yaml" in run.stderr and "INTERNAL_ERROR" not in run.stderr
+
+
+JUDGED = """\
+name: judged
+bundle: ./quickstart
+judge:
+  model: {provider: python, model: judge, options: {entry: ./judge.py}}
+scenarios:
+  - name: adds
+    input: add 2 and 3
+    rubric:
+      - {name: gives the sum, criterion: The answer states that the sum is 5.}
+"""
+
+
+def test_a_judge_that_raises_fails_its_criterion_and_v_prints_the_judges_traceback(tmp_path: Path) -> None:
+    # the criterion failed with "[E_MODEL_CALL] python model generate() raised KeyError: 'contnt'", and
+    # nothing, -v included, showed where in judge.py
+    (tmp_path / "judge.py").write_text('def generate(request):\n    return request.messages[-1]["contnt"]\n')
+    run = _eval(tmp_path, JUDGED)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "rubric  gives the sum  ([E_MODEL_CALL] python model generate() raised KeyError: 'contnt')" in run.stdout
+    assert "Traceback" not in run.stderr
+    verbose = subprocess.run(
+        [sys.executable, "-m", "goondan", "eval", "suite.yaml", "-v", "--state-root", str(tmp_path / "state")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert verbose.returncode == 1, verbose.stdout + verbose.stderr
+    assert "traceback of the judge grading 'gives the sum':" in verbose.stderr
+    assert 'judge.py", line 2, in generate' in verbose.stderr and "KeyError: 'contnt'" in verbose.stderr

@@ -10,6 +10,7 @@ bare number) because small models and hand-written judges do not always comply.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -19,6 +20,8 @@ from typing import Any
 
 from ..errors import GoondanError
 from ._suite import Criterion, Judge
+
+log = logging.getLogger("goondan.eval")
 
 SCORE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -105,6 +108,8 @@ class JudgeModel:
         try:
             response = await self.adapter.generate(request)
         except GoondanError as exc:
+            if exc.__cause__ is not None:  # the judge's own code raised (a python judge): its traceback for -v
+                log.info("traceback of the judge grading %r:", criterion.name, exc_info=exc.__cause__)
             return Grade(0.0, "", error=f"[{exc.code}] {exc.message}")
         grade = parse_grade(response.text or "")
         grade.usage = response.usage
