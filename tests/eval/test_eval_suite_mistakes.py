@@ -4,6 +4,7 @@ suite saved as Latin-1 is an error at its byte, not an INTERNAL_ERROR."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -95,3 +96,30 @@ def test_a_judge_that_raises_fails_its_criterion_and_v_prints_the_judges_traceba
     assert verbose.returncode == 1, verbose.stdout + verbose.stderr
     assert "traceback of the judge grading 'gives the sum':" in verbose.stderr
     assert 'judge.py", line 2, in generate' in verbose.stderr and "KeyError: 'contnt'" in verbose.stderr
+
+
+def _keep_state(tmp_path: Path, where: str) -> subprocess.CompletedProcess[str]:
+    shutil.copytree(EXAMPLES / "quickstart", tmp_path / "quickstart", dirs_exist_ok=True)
+    (tmp_path / "suite.yaml").write_text(SUITE)
+    return subprocess.run(
+        [sys.executable, "-m", "goondan", "eval", "suite.yaml", "--keep-state", where],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "GOONDAN_STATE_ROOT": str(tmp_path / "state"), "HOME": str(tmp_path / "home")},
+    )
+
+
+def test_a_keep_state_directory_that_cannot_be_made_is_a_usage_error_before_any_scenario(tmp_path: Path) -> None:
+    # every scenario failed its "runs" check with a FileNotFoundError and gdn eval exited 1 (below threshold)
+    (tmp_path / "taken").write_text("a file")
+    for where, problem in (("taken", "it is a file, not a directory"), ("taken/runs", "it cannot be created")):
+        run = _keep_state(tmp_path, where)
+        assert run.returncode == 2, run.stdout + run.stderr
+        assert f"[E_INVALID_ARGUMENT] --keep-state {where}: {problem}" in run.stderr
+        assert "no scenario was run" in run.stderr and run.stdout == ""
+    kept = _keep_state(tmp_path, "runs/new")  # a new directory (and its parents) is made, as before
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert (tmp_path / "runs" / "new" / "adds").is_dir()

@@ -104,6 +104,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     overrides = _overrides(args.model_override or [])
     if args.output:
         _check_output(args.output)
+    if args.keep_state:
+        _check_keep_state(args.keep_state)
 
     import asyncio
 
@@ -177,6 +179,32 @@ def _check_output(output: str) -> None:
             f"--output {output}: {problem}; no scenario was run",
             exit_code=EXIT_USAGE,
             suggestion="Pass --output a file in an existing directory you can write to (e.g. --output report.json).",
+        )
+
+
+def _check_keep_state(keep_state: str) -> None:
+    """``--keep-state DIR`` must be a directory gdn eval can create and write before the suite runs:
+    otherwise every scenario failed its "runs" check (a FileNotFoundError each) and gdn eval exited 1,
+    as if the agent were worse."""
+    import os
+    from pathlib import Path
+
+    target = Path(keep_state)
+    problem: str | None
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        problem = "it is a file, not a directory"
+    except OSError as exc:
+        problem = f"it cannot be created: {exc.strerror or exc}"
+    else:
+        problem = None if os.access(target, os.W_OK | os.X_OK) else "it is not writable"
+    if problem:
+        raise CliError(
+            "E_INVALID_ARGUMENT",
+            f"--keep-state {keep_state}: {problem}; no scenario was run",
+            exit_code=EXIT_USAGE,
+            suggestion="Pass --keep-state a directory you can write to (e.g. --keep-state eval-runs).",
         )
 
 
