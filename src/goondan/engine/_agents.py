@@ -240,6 +240,15 @@ class SpawnRegistry:
 
 
 def delivery_failed(target: str, exc: BaseException) -> AgentRequestError:
+    if isinstance(exc, GoondanError) and exc.code == "E_AGENT_PROCESS_EXITED":
+        # the target took the request and its process died under the turn: not a start failure
+        return AgentRequestError(
+            "AGENT_REQUEST_FAILED",
+            f"agent '{target}' failed to handle the request: [{exc.code}] {exc.message}",
+            target=target,
+            suggestion=f"`gdn logs --agent {target} -v` shows that turn up to where the process ended (a tool "
+            "or model that exits it: os._exit, a signal, the OOM killer); the next request starts a new one.",
+        )
     detail = exc.message if isinstance(exc, GoondanError) else f"{type(exc).__name__}: {exc}"
     code = f" [{exc.code}]" if isinstance(exc, GoondanError) else ""
     return AgentRequestError(

@@ -91,6 +91,21 @@ from ._supervisor import EXIT_MS, BackoffPolicy, graceful_stop
 
 log = logging.getLogger("goondan.executors.process")
 
+
+def _exited_mid_turn(name: str, code: int) -> GoondanError:
+    """The error of a turn whose agent process ended under it (a tool or model that called
+    os._exit, a signal, the OOM killer): how it ended, in the words of a shell."""
+    how = f"killed by {_signal_name(-code)}" if code < 0 else f"exit code {code}"
+    return GoondanError("E_AGENT_PROCESS_EXITED", f"the process of {name} exited mid-turn ({how})")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 STATUSES = ("spawning", "idle", "processing", "draining", "terminated", "crashed", "crashLoopBackOff")
 SHUTDOWN_REASONS = ("restart", "config_change", "orchestrator_shutdown", "idle_timeout", "interrupt")
 # An interrupt (Ctrl+C) does not wait for the turn: the process is told to cancel it and gets this
@@ -715,7 +730,7 @@ class Orchestrator:
             if steered.accepted and killing is not None:
                 h.killed_turns.append(steered)  # it joined the turn that was cancelled
             elif steered.accepted:
-                self._fail(steered, GoondanError("E_AGENT_PROCESS_EXITED", f"the process of {h.name} exited mid-turn"))
+                self._fail(steered, _exited_mid_turn(h.name, code))
             else:
                 h.queue.appendleft(steered)
         h.steered.clear()
@@ -732,7 +747,7 @@ class Orchestrator:
             elif work.accepted and h.interrupted:
                 self._fail(work, GoondanError("E_RUNTIME_CLOSED", f"interrupted: the turn of {h.name} was stopped"))
             elif work.accepted:
-                self._fail(work, GoondanError("E_AGENT_PROCESS_EXITED", f"the process of {h.name} exited mid-turn"))
+                self._fail(work, _exited_mid_turn(h.name, code))
             else:
                 # never started there: the next process takes it, in its place at the head of the queue
                 h.queue.appendleft(work)
