@@ -12,7 +12,7 @@ import contextlib
 import inspect
 import logging
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args, overload
 
@@ -297,9 +297,65 @@ def _snapshot(value: Any) -> bytes:
     return _NULL if value is None else _compact(dumps(value))
 
 
+class _Ready:
+    """What ``api.state.set()`` returns (and the base of what ``get()`` returns): the work is done
+    when the call returns, and awaiting gives its result. ``api.state.set(value)`` without ``await``
+    was a coroutine never run: the state was silently not saved, with no word in an agent process.
+
+    It also has a coroutine's ``send``/``throw``/``close``, so ``asyncio.run``, ``create_task`` and
+    ``gather`` take it like the coroutine these methods returned before."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self._value
+        yield  # a generator: awaiting it returns at once, without suspending
+
+    def send(self, _value: Any) -> Any:
+        raise StopIteration(self._value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        raise typ if val is None else val
+
+    def close(self) -> None:
+        return None
+
+
+_DONE = _Ready(None)
+
+_GET_NOT_AWAITED = "api.state.get() must be awaited: write `value = await api.state.get()`"
+
+
+class _StateValue(_Ready):
+    """What ``api.state.get()`` returns: awaiting it gives the value (a copy taken at the call). Used
+    as the value without ``await`` (``api.state.get() or {}``, ``s["n"] = 1``) it says so, where the
+    coroutine it was said ``'coroutine' object does not support item assignment``."""
+
+    __slots__ = ()
+
+    def _not_awaited(self, *_args: Any) -> Any:
+        raise TypeError(_GET_NOT_AWAITED)
+
+    __bool__ = __len__ = __iter__ = __contains__ = __getitem__ = __setitem__ = __delitem__ = _not_awaited
+
+    def __getattr__(self, name: str) -> Any:  # value.get(...), value.items(): not found, so named
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise AttributeError(f"{_GET_NOT_AWAITED} (its result has no attribute {name!r})")
+
+    def __repr__(self) -> str:
+        return "<api.state.get() not awaited>"
+
+
 class ExtensionState:
     """``api.state``: one JSON value per extension per agent instance. Restored when the instance
-    starts, written at turn end only when it changed."""
+    starts, written at turn end only when it changed.
+
+    ``get`` and ``set`` do their work when called and return an awaitable of the result, so
+    ``await api.state.set(v)`` is the documented call and a forgotten ``await`` loses nothing."""
 
     __slots__ = ("_backend", "_name", "_saved", "_value")
 
@@ -309,19 +365,24 @@ class ExtensionState:
         self._value: Any = backend.load_extension_state(name)
         self._saved: bytes = _snapshot(self._value)
 
-    async def get(self) -> Any:
+    def get(self) -> Awaitable[Any]:
         """The current value (a copy: changing it changes nothing until ``set``), or ``None``."""
-        return copy_json(self._value)
+        return _StateValue(copy_json(self._value))
 
-    async def set(self, value: Any) -> None:
+    def set(self, value: Any) -> Awaitable[None]:
+        """Store ``value`` (any JSON value); saved when the turn ends. Raises E_EXT_STATE_INVALID
+        for anything else."""
         problem = json_problem(value, "state")
         if problem:
+            if isinstance(value, _StateValue):
+                problem = _GET_NOT_AWAITED
             raise GoondanError(
                 "E_EXT_STATE_INVALID",
                 f"extension '{self._name}' state must be JSON: {problem}",
                 suggestion="Store only dicts, lists, strings, numbers, booleans and None.",
             )
         self._value = copy_json(value)
+        return _DONE
 
     def value(self) -> Any:
         return self._value
