@@ -261,3 +261,44 @@ def schema_hint(schema: dict[str, Any] | None) -> str:
         "Fix arguments to match the tool schema, then call this tool again: "
         f"required=[{', '.join(map(str, required))}], allowed=[{', '.join(map(str, props))}]"
     )
+
+
+_JSON_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
+_schema_problems: dict[bytes, str | None] = {}
+
+
+def schema_problem(schema: Any) -> str | None:
+    """Why ``schema`` is not a valid JSON Schema (Draft 2020-12), or None when it is: ``at
+    properties.limit.type: 'integr' is not a JSON type (string, ...); did you mean 'integer'?``.
+
+    For schemas written by users' code (an extension's ``CONFIG_SCHEMA``, ``api.tools.register``'s
+    ``parameters``), which the validator otherwise rejects only when it first validates something,
+    with ``jsonschema``'s own error (``Unknown type 'integr' for validator with schema: ...``). The
+    metaschema check takes about a millisecond, so the answer is kept per distinct schema."""
+    try:
+        key = dumps(schema)
+    except Exception:  # not JSON: the caller's own check says so
+        key = None
+    if key is not None and key in _schema_problems:
+        return _schema_problems[key]
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    problem: str | None = None
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        where = ".".join(str(p) for p in exc.path)
+        problem = exc.message
+        if exc.path and exc.path[-1] == "type" and isinstance(exc.instance, str):
+            from ._hints import did_you_mean
+
+            problem = f"{exc.instance!r} is not a JSON type ({', '.join(_JSON_TYPES)})"
+            hint = did_you_mean(exc.instance, _JSON_TYPES)
+            problem += f"; {hint}" if hint else ""
+        problem = f"at {where}: {problem}" if where else problem
+    if key is not None:
+        if len(_schema_problems) > 1024:
+            _schema_problems.clear()
+        _schema_problems[key] = problem
+    return problem

@@ -505,8 +505,17 @@ def _check_config(name: str, module: Any, config: dict[str, Any]) -> None:
     schema = getattr(module, "CONFIG_SCHEMA", None)
     if schema is None:
         return
-    from ._argcheck import check_args
+    from ._argcheck import check_args, schema_problem
 
+    problem = schema_problem(schema)
+    if problem is not None:  # checking the config with it raised jsonschema's own error (INTERNAL_ERROR inline)
+        raise ExtensionError(
+            "E_EXT_LOAD",
+            f"extension {name}: its CONFIG_SCHEMA is not a valid JSON Schema {problem}",
+            extension_name=name,
+            suggestion="Fix CONFIG_SCHEMA in the extension module; it is JSON Schema Draft 2020-12 "
+            "(https://json-schema.org/understanding-json-schema/reference).",
+        )
     issues = [i.replace("args", "config", 1) for i in check_args(schema, config)]
     if issues:
         raise ExtensionError(

@@ -1308,6 +1308,22 @@ class Loader:
             builtin = Path(__file__).resolve().parent.parent / "base"
             if schema is None and res.package == BASE_PACKAGE and path.is_relative_to(builtin):
                 schema = _builtin_schema(path, builtin)
+        if schema is not None:
+            from goondan._argcheck import schema_problem
+
+            problem = schema_problem(schema)
+            if problem is not None:  # checking a config with it raised jsonschema's own error (INTERNAL_ERROR)
+                code = "E_CONNECTOR_CONFIG" if res.kind == "Connector" else "E_CONFIG_EXTENSION_CONFIG_INVALID"
+                self.errors.append(
+                    res.issue(
+                        code,
+                        f"{res.key}: the CONFIG_SCHEMA of {entry} is not a valid JSON Schema {problem}",
+                        "spec.entry",
+                        "fix CONFIG_SCHEMA in the module; it is JSON Schema Draft 2020-12 "
+                        "(https://json-schema.org/understanding-json-schema/reference)",
+                    )
+                )
+                schema = None
         self.config_schemas[id(res)] = schema
         return schema
 
