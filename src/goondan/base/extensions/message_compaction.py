@@ -129,6 +129,8 @@ def register(api: ExtensionApi, config: dict[str, Any]) -> None:
             except Exception as exc:
                 reason = f"{type(exc).__name__}: {exc}"
                 api.logger.error("message-compaction: summary model failed, using the static summary: %s", reason)
+                if exc.__cause__ is not None:  # -v: where a python summary model's own code failed
+                    api.logger.info("message-compaction: traceback of the summary model:", exc_info=exc.__cause__)
                 metadata["compaction.summarySource"] = "static"
                 metadata["compaction.summaryError"] = reason[:500]
             else:
