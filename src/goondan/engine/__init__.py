@@ -5,6 +5,7 @@ where an instance lives and carry events to it; the engine never imports them (a
 
 from . import _approvals as approvals
 from ._agents import (
+    UNANSWERED,
     AgentLimits,
     AgentRequestResult,
     AgentSendResult,
@@ -14,11 +15,13 @@ from ._agents import (
     SpawnRegistry,
     delivery_failed,
     request_failed,
+    request_unanswered,
 )
 from ._instance import AgentInstance, RuntimeEventListener, flush_all_runtime_events
 from ._swarm import SwarmContext
 
 __all__ = [
+    "UNANSWERED",
     "AgentInstance",
     "AgentLimits",
     "AgentRequestResult",
@@ -33,4 +36,5 @@ __all__ = [
     "delivery_failed",
     "flush_all_runtime_events",
     "request_failed",
+    "request_unanswered",
 ]

@@ -28,7 +28,7 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._ids import new_id, now_iso
@@ -272,6 +272,38 @@ def request_failed(target: str, error: Mapping[str, Any] | None) -> AgentRequest
         f"agent '{target}' failed to handle the request: {detail}{error.get('message') or 'unknown error'}",
         target=target,
         suggestion=f"`gdn logs --agent {target} -v` shows what failed (its turn.failed event, with the traceback).",
+    )
+
+
+# turn endings that leave a request without an answer (besides "error", see request_failed)
+UNANSWERED = frozenset({"cancelled", "awaiting_approval"})
+
+
+def request_unanswered(target: str, finish_reason: str, pending: Iterable[Any] = ()) -> AgentRequestError:
+    """The error a caller gets when the target's turn ended without an answer: it was cancelled, or
+    it paused for a person's approval (``pending``: its PendingApproval objects or their dicts).
+    Without it the caller read an empty response as if the target had answered."""
+    if finish_reason == "awaiting_approval":
+        calls = []
+        for item in pending:
+            data = item.to_dict() if hasattr(item, "to_dict") else item
+            if isinstance(data, Mapping):
+                calls.append(f"{data.get('toolName')} (approval {data.get('approvalId')})")
+        waiting = ", ".join(calls) or "a tool call"
+        return AgentRequestError(
+            "AGENT_AWAITING_APPROVAL",
+            f"agent '{target}' has not answered: its turn waits for a person to approve {waiting}",
+            target=target,
+            suggestion="A person decides with `gdn approvals list` and `gdn approvals approve ID` (or deny); the "
+            f"turn then finishes in {target}'s own conversation, not as the answer to this call. Do not ask "
+            f"{target} again before that: a new request denies the waiting call.",
+        )
+    return AgentRequestError(
+        "AGENT_REQUEST_CANCELLED",
+        f"agent '{target}' has not answered: its turn was cancelled",
+        target=target,
+        suggestion="Someone cancelled that turn (rt.cancel, Ctrl+C in gdn run, a connector's /cancel); ask again "
+        "if the work is still needed.",
     )
 
 
@@ -698,5 +730,6 @@ __all__ = [
     "check_call_depth",
     "delivery_failed",
     "request_failed",
+    "request_unanswered",
     "waiting_from",
 ]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._modules import forget_path
 from ..engine import (
+    UNANSWERED,
     AgentInstance,
     AgentLimits,
     AgentsHub,
@@ -24,6 +25,7 @@ from ..engine import (
     SwarmContext,
     delivery_failed,
     request_failed,
+    request_unanswered,
 )
 from ..errors import GoondanError
 from ._listeners import Listeners
@@ -279,6 +281,8 @@ class InlineExecutor:
         result = await asyncio.shield(self._run(instance, event))
         if result.finish_reason == "error":
             raise request_failed(target, result.error)
+        if result.finish_reason in UNANSWERED:
+            raise request_unanswered(target, result.finish_reason, result.pending_approvals)
         return result.text or ""
 
     async def run_send(self, target: str, key: str, event: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...engine import SwarmContext, delivery_failed, request_failed
+from ...engine import UNANSWERED, SwarmContext, delivery_failed, request_failed, request_unanswered
 from ...errors import AgentRequestError, GoondanError
 from ...messages import Message
 from ...results import PendingApproval, TurnResult
@@ -317,6 +317,8 @@ class ProcessExecutor:
             raise delivery_failed(target, exc) from exc
         if result.get("finishReason") == "error":
             raise request_failed(target, result.get("error"))
+        if result.get("finishReason") in UNANSWERED:
+            raise request_unanswered(target, result["finishReason"], result.get("pendingApprovals") or ())
         return str(result.get("text") or "")
 
     async def run_send(self, target: str, key: str, event: dict[str, Any]) -> None:

@@ -45,12 +45,14 @@ from typing import Any
 
 from ..._ids import new_id, now_iso
 from ...engine._agents import (
+    UNANSWERED,
     AgentLimits,
     SpawnLimiter,
     SpawnRegistry,
     check_call_depth,
     delivery_failed,
     request_failed,
+    request_unanswered,
     waiting_from,
 )
 from ...errors import AgentRequestError, ExtensionError, GoondanError
@@ -1067,8 +1069,13 @@ class Orchestrator:
                 self._error_response(caller, corr, target, failed.code, failed.message, failed.suggestion)
                 return
             result = f.result()
-            if result.get("finishReason") == "error":
-                failed = request_failed(target, result.get("error"))
+            reason = result.get("finishReason")
+            if reason == "error" or reason in UNANSWERED:
+                failed = (
+                    request_failed(target, result.get("error"))
+                    if reason == "error"
+                    else request_unanswered(target, str(reason), result.get("pendingApprovals") or ())
+                )
                 self._error_response(caller, corr, target, failed.code, failed.message, failed.suggestion)
                 return
             self._reply(
