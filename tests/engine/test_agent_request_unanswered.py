@@ -101,9 +101,7 @@ def test_a_worker_paused_for_approval_does_not_answer_with_an_empty_response(tmp
 
 
 @pytest.mark.parametrize("executor", ["inline", "process"])
-def test_a_worker_whose_turn_is_cancelled_does_not_answer_with_an_empty_response(
-    tmp_path: Path, executor: str
-) -> None:
+def test_a_worker_whose_turn_is_cancelled_does_not_answer_with_an_empty_response(tmp_path: Path, executor: str) -> None:
     root = _bundle(tmp_path / "b")
 
     async def main() -> Any:
