@@ -372,13 +372,25 @@ class ToolRegistry:
         if params is None:
             params = {"type": "object", "properties": {}}
         if not isinstance(params, Mapping) or params.get("type", "object") != "object":
+            found = type(params).__name__ if not isinstance(params, Mapping) else f"type {params['type']!r}"
             raise GoondanError(
                 "E_TOOL_DEFINITION_INVALID",
-                f"tool {name!r} parameters must be a JSON Schema of type 'object'",
+                f"tool {name!r} parameters must be a JSON Schema of type 'object'; this one is {found}",
+                suggestion="Write {'type': 'object', 'properties': {...}}; put a single value in a property.",
             )
         problem = json_problem(dict(params), "parameters")
         if problem:
             raise GoondanError("E_TOOL_DEFINITION_INVALID", f"tool {name!r}: {problem}")
+        from ._argcheck import schema_problem
+
+        problem = schema_problem(params)  # kept per distinct schema: instances register the same tools
+        if problem is not None:  # else every call failed with jsonschema's own "Unknown type ..." error
+            raise GoondanError(
+                "E_TOOL_DEFINITION_INVALID",
+                f"tool {name!r}: parameters is not a valid JSON Schema {problem}",
+                suggestion="Fix the schema; it is JSON Schema Draft 2020-12 "
+                "(https://json-schema.org/understanding-json-schema/reference).",
+            )
         description = item.get("description", "")
         catalog_item: ToolCatalogItem = {
             "name": str(name),

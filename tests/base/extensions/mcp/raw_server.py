@@ -12,7 +12,9 @@ from typing import Any
 FINE = {"name": "fine", "description": "Works.", "inputSchema": {"type": "object", "properties": {}}}
 SPOIL = {"name": "spoil", "description": "List 'odd' from now on.", "inputSchema": {"type": "object"}}
 ODD = {"name": "odd", "description": "Takes a list.", "inputSchema": {"type": "array", "items": {"type": "string"}}}
-TOOLS = [FINE, SPOIL, *([ODD] if "--odd" in sys.argv else [])]
+# with --bad-schema: an object schema that is no JSON Schema (a misspelt type), which the MCP schema allows
+BAD = {"name": "bad", "description": "Typo.", "inputSchema": {"type": "object", "properties": {"n": {"type": "numbr"}}}}
+TOOLS = [FINE, SPOIL, *([ODD] if "--odd" in sys.argv else []), *([BAD] if "--bad-schema" in sys.argv else [])]
 
 
 def send(message: dict[str, Any]) -> None:

@@ -22,7 +22,7 @@ from goondan.base.extensions.mcp._bridge import (
 from goondan.base.extensions.mcp._config import CONFIG_SCHEMA, ConfigProblem, ServerConfig, parse_config
 from goondan.base.extensions.skills._synced_message import sync_system_message
 from goondan.base.extensions.tool_search import extension_name
-from goondan.errors import ExtensionError
+from goondan.errors import ExtensionError, GoondanError
 from goondan.types import ExtensionApi, StepContext, StepResult, ToolContext, ToolDefinition, TurnContext, TurnResult
 
 DEFAULT_EXTENSION_NAME = "mcp"
@@ -286,7 +286,11 @@ class _Exposed:
             result = await bridge.use(f"tool '{original}'", lambda c: c.call_tool(original, args))
             return tool_output(result)
 
-        self.api.tools.register(item, handler)
+        try:
+            self.api.tools.register(item, handler)
+        except GoondanError as exc:  # an input schema that is no JSON Schema: that tool alone is left out
+            self.api.logger.warning("MCP server %s: tool %s is not offered: %s", self.name, original, exc.message)
+            return False
         self.tool_items[original] = item
         return True
 

@@ -1,0 +1,56 @@
+"""``api.tools.register`` refuses ``parameters`` that are not a valid JSON Schema (a misspelt type,
+``required`` given as a string) when the extension registers, naming the keyword: ``gdn run`` exits
+3 with E_EXT_INIT wrapping E_TOOL_DEFINITION_INVALID. Before, the tool registered and every call of
+it failed, the model reading jsonschema's own ``Unknown type 'numbr' for validator with schema: ...``
+while ``gdn run`` exited 0. Real ``gdn run`` with both executors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kit
+
+MODEL = """\
+def generate(request):
+    if request.messages[-1]["role"] == "tool":
+        return {"text": "tool said " + str(request.messages[-1]["content"][0]["output"]["value"])}
+    return {"toolCalls": [{"name": "x__ping", "args": {"n": 1}}]}
+"""
+
+EXTENSION = """\
+def register(api):
+    parameters = {"type": "object", "properties": {"n": {"type": "numbr"}}}
+    api.tools.register({"name": "x__ping", "description": "Ping.", "parameters": parameters}, lambda ctx, args: "pong")
+"""
+
+
+def _run(tmp_path: Path, executor: str) -> subprocess.CompletedProcess[str]:
+    docs = [
+        kit.package_doc("tool-schema"),
+        kit.python_model_doc(),
+        kit.extension_doc("x", "./x.py"),
+        kit.agent_doc("a", extensions=["x"]),
+        kit.swarm_doc(["a"]),
+    ]
+    bundle = kit.write_bundle(tmp_path / "b", *docs, files={"model.py": MODEL, "x.py": EXTENSION})
+    env = {k: v for k, v in os.environ.items() if k != "GOONDAN_STATE_ROOT"}
+    env.update({"HOME": str(tmp_path), "NO_COLOR": "1", "GOONDAN_STATE_ROOT": str(tmp_path / "state")})
+    command = [sys.executable, "-m", "goondan", "run", str(bundle), "--executor", executor, "--input", "go"]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+
+
+@pytest.mark.parametrize("executor", ["inline", "process"])
+def test_a_tool_whose_parameters_are_no_json_schema_is_refused_at_register(tmp_path: Path, executor: str) -> None:
+    run = _run(tmp_path, executor)
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert (
+        "[E_TOOL_DEFINITION_INVALID] tool 'x__ping': parameters is not a valid JSON Schema at properties.n.type: "
+        "'numbr' is not a JSON type" in run.stderr
+    )
+    assert "did you mean 'number'?" in run.stderr
+    assert "Traceback" not in run.stderr
