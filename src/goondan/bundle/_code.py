@@ -292,6 +292,28 @@ def _literal_schema(statements: list[ast.stmt]) -> dict[str, Any] | None:
     return None
 
 
+def _reexported_schema(statements: list[ast.stmt]) -> dict[str, Any] | None:
+    """``CONFIG_SCHEMA`` of a module that re-exports a built-in's (``from goondan.base.extensions.mcp
+    import CONFIG_SCHEMA, register``, the one-line entry of an MCP server's Extension): the built-in is
+    our own code, so it is imported; the user's module is not. A name bound again is left alone."""
+    if sum(_bindings(stmt).count("CONFIG_SCHEMA") for stmt in statements) != 1:
+        return None
+    for stmt in statements:
+        if not (isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.module):
+            continue
+        if stmt.module != "goondan.base" and not stmt.module.startswith("goondan.base."):
+            continue
+        if any(a.name == "CONFIG_SCHEMA" and a.asname in (None, "CONFIG_SCHEMA") for a in stmt.names):
+            import importlib
+
+            try:
+                schema = getattr(importlib.import_module(stmt.module), "CONFIG_SCHEMA", None)
+            except Exception:  # no such built-in (a typo the run reports), an optional dependency missing
+                return None
+            return copy.deepcopy(schema) if isinstance(schema, dict) else None
+    return None
+
+
 def inspect_entry(path: Path) -> EntryModule:
     """Compile ``path`` (never run it) and read what its module level defines."""
     module = EntryModule(path)
@@ -323,7 +345,7 @@ def inspect_entry(path: Path) -> EntryModule:
     module.names = {name for stmt in statements for name in _bindings(stmt)}
     module.opaque = _is_opaque(tree, statements)
     module.handler_keys, module.handlers_line = _handler_keys(tree, statements)
-    module.config_schema = _literal_schema(statements)
+    module.config_schema = _literal_schema(statements) or _reexported_schema(statements)
     if module.handler_keys is not None:
         module.handler_functions = _handler_functions(statements)
     module.register = _register_binding(statements)
