@@ -94,6 +94,11 @@ def os_error_suggestion(exc: OSError) -> str:
             "or GOONDAN_STATE_ROOT (a container's volume mounted read-only, a read-only remount after "
             "disk errors)."
         )
+    if exc.errno in (errno.EEXIST, errno.ENOTDIR):  # a directory the state root needs is a file
+        return (
+            f"{exc.filename or 'A part of the path'} is a file, not a directory: give a directory with "
+            "--state-root or GOONDAN_STATE_ROOT."
+        )
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return "The disk (or quota) of the state root is full: free space, or use another --state-root."
     return "Check permissions of the state root (--state-root / GOONDAN_STATE_ROOT)."

@@ -184,7 +184,10 @@ class FileWorkspaceStore:
                 replace_atomically(self.path / WORKSPACE_FILE, dumps_pretty(wanted))
         except OSError as exc:
             raise StorageError(
-                "E_STORAGE_WRITE", f"could not write {self.path / WORKSPACE_FILE}: {exc}", file=str(self.path)
+                "E_STORAGE_WRITE",
+                f"could not write {self.path / WORKSPACE_FILE}: {exc}",
+                file=str(self.path),
+                suggestion=os_error_suggestion(exc),
             ) from exc
         self._recorded = True
 
