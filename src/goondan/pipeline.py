@@ -667,10 +667,14 @@ class PipelineRegistry:
                 suggestion="Pass an `async def mw(ctx)` function.",
             )
         if isinstance(priority, bool) or not isinstance(priority, int | float):
+            where = f"extension '{extension}': " if extension else ""
+            meant = priority.get("priority", 0) if isinstance(priority, dict) else 5  # the v0.9 {priority: 5}
             raise ExtensionError(
                 "E_EXT_INIT",
-                f"middleware priority must be a number, got {priority!r}",
+                f"{where}{type} middleware priority must be a number, got {priority!r}",
                 extension_name=extension,
+                suggestion=f"Pass a number: api.pipeline.register({type!r}, {getattr(fn, '__name__', 'mw')}, "
+                f"priority={meant!r}) (lower is outer).",
             )
         if not _takes_one_argument(fn):
             from .tools import handler_call_problem  # the error path only
@@ -729,14 +733,17 @@ class ExtensionPipeline:
         self._extension = extension
 
     # one overload per middleware type, so a type checker pairs each type with its context
+    # priority may also be passed by position: register("step", fn, 5), or the v0.9 register("step",
+    # fn, {"priority": 5}), which is refused naming the number to pass (it was a TypeError about
+    # positional arguments, reported as an error raised inside register())
     @overload
-    def register(self, type: Literal["turn"], fn: TurnMiddleware, *, priority: int = 0) -> None: ...
+    def register(self, type: Literal["turn"], fn: TurnMiddleware, priority: int = 0) -> None: ...
     @overload
-    def register(self, type: Literal["step"], fn: StepMiddleware, *, priority: int = 0) -> None: ...
+    def register(self, type: Literal["step"], fn: StepMiddleware, priority: int = 0) -> None: ...
     @overload
-    def register(self, type: Literal["toolCall"], fn: ToolCallMiddleware, *, priority: int = 0) -> None: ...
+    def register(self, type: Literal["toolCall"], fn: ToolCallMiddleware, priority: int = 0) -> None: ...
 
-    def register(self, type: str, fn: Callable[[Any], Any], *, priority: int = 0) -> None:
+    def register(self, type: str, fn: Callable[[Any], Any], priority: int = 0) -> None:
         """Add a middleware; lower ``priority`` is outer, ties keep registration order."""
         self._registry.register(type, fn, priority=priority, extension=self._extension)
 
