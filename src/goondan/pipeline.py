@@ -506,7 +506,20 @@ class StepContext(_LayerContext[StepState, StepResult]):
     @tool_catalog.setter
     def tool_catalog(self, value: list[ToolCatalogItem]) -> None:
         if not isinstance(value, list):
-            value = list(value)
+            try:
+                value = list(value)
+            except TypeError:
+                raise TypeError(
+                    f"ctx.tool_catalog must be a list of catalog items, got {type(value).__name__}; "
+                    "to offer no tools, set []"
+                ) from None
+        for i, item in enumerate(value):  # a list of names failed later, in the model call or provider
+            if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+                raise TypeError(
+                    f"ctx.tool_catalog[{i}] is {type(item).__name__} {item!r:.60}, not a catalog item "
+                    "({'name', 'description', 'parameters'}); keep the items you want: "
+                    "ctx.tool_catalog = [t for t in ctx.tool_catalog if t['name'] != ...]"
+                )
         self._s.tool_catalog = value
 
     @property
