@@ -118,6 +118,45 @@ class FrozenList(list[Any]):
         return (list, (copy_json(self),))
 
 
+_SCHEMA_READ_ONLY_HINT = (
+    "a tool's parameters schema is shared by every step and read-only; give the catalog item a changed "
+    "copy instead: item['parameters'] = {**item['parameters'], 'properties': {...}}"
+)
+
+
+def _schema_read_only(*_args: Any, **_kwargs: Any) -> Any:
+    raise TypeError(_SCHEMA_READ_ONLY_HINT)
+
+
+class FrozenSchema(FrozenDict):
+    """A tool's frozen ``parameters`` (and its sub-schemas): editing one in place (a step middleware
+    adding a property) says what to do for a schema; the message hint of :class:`FrozenDict` told
+    the user to emit a 'replace' event."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _schema_read_only
+    __ior__ = _schema_read_only
+
+
+class FrozenSchemaList(FrozenList):
+    """A list inside a :class:`FrozenSchema` (``required``, ``enum``, ``anyOf``)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = append = extend = insert = pop = remove = clear = _schema_read_only
+    sort = reverse = __iadd__ = __imul__ = _schema_read_only
+
+
+def freeze_schema(value: Any, _depth: int = 0) -> Any:
+    """A frozen deep copy of a JSON Schema, as :func:`freeze_json` but with the schema's hint."""
+    if _depth > MAX_RECORD_DEPTH:
+        raise JsonDepthError(MAX_RECORD_DEPTH, "schema")
+    if isinstance(value, dict):
+        return FrozenSchema({k: freeze_schema(v, _depth + 1) for k, v in value.items()})
+    if isinstance(value, list):
+        return FrozenSchemaList([freeze_schema(v, _depth + 1) for v in value])
+    return value
+
+
 _LEAF_TYPES = frozenset({str, int, float, bool, type(None)})
 
 

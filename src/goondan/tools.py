@@ -32,6 +32,7 @@ from ._json import (
     JsonDepthError,
     encoded_size,
     freeze_json,
+    freeze_schema,
     json_problem,
     repair_json,
     to_frozen_json,
@@ -273,7 +274,7 @@ def resource_tool_entries(
         item: ToolCatalogItem = {
             "name": name,
             "description": export.get("description", ""),
-            "parameters": freeze_json(export.get("parameters") or {"type": "object", "properties": {}}),
+            "parameters": freeze_schema(export.get("parameters") or {"type": "object", "properties": {}}),
         }
         entries.append(
             ToolEntry(
@@ -395,7 +396,7 @@ class ToolRegistry:
         catalog_item: ToolCatalogItem = {
             "name": str(name),
             "description": description if isinstance(description, str) else str(description),
-            "parameters": freeze_json(dict(params)),
+            "parameters": freeze_schema(dict(params)),
         }
         limit = item.get("errorMessageLimit", DEFAULT_ERROR_MESSAGE_LIMIT)
         self.add(
