@@ -591,6 +591,18 @@ def _register_call(register: Callable[..., Any]) -> tuple[bool, str | None]:
     return verdict
 
 
+SLOW_REGISTER_SECONDS = 10.0
+
+
+def _slow_register(name: str) -> None:
+    log.warning(
+        "extension %s: register() has not returned after %g s; the agent starts only when it does. If it waits "
+        "for something that may never answer, give that wait a timeout (`gdn run -v` shows what it logs)",
+        name,
+        SLOW_REGISTER_SECONDS,
+    )
+
+
 async def register_extension(name: str, module: Any, api: ExtensionApi, config: dict[str, Any]) -> None:
     register = getattr(module, "register", None)
     if not callable(register):
@@ -615,7 +627,13 @@ async def register_extension(name: str, module: Any, api: ExtensionApi, config: 
         with captured(f"extension {name} register()", api.logger):
             result = register(api, copy_json(config)) if takes_config else register(api)
             if inspect.isawaitable(result):
-                await result
+                # an async register() awaiting something that never answers held the agent's start
+                # without a word, for good; the warning says which one waits (it is not cancelled)
+                timer = asyncio.get_running_loop().call_later(SLOW_REGISTER_SECONDS, _slow_register, name)
+                try:
+                    await result
+                finally:
+                    timer.cancel()
     except BaseException as exc:
         if isinstance(exc, asyncio.CancelledError):
             stray = stray_cancel(f"register() of extension {name}", "E_USER_CODE_CANCELLED", exc)
