@@ -329,6 +329,10 @@ async def _one_shot(args: argparse.Namespace, bundle: Any, text: RequestInput, e
             async with status_line(rt, args):  # a terminal's status line; nothing on pipes (cli/_spinner.py)
                 result = await _request_cancellable(rt, args, text)
             report_superseded(rt, *where, waiting)
+            if result.finish_reason == "cancelled":
+                # Ctrl+C: what the cancelled turn was waiting on (a worker's turn it asked) stops with
+                # the run as after a second Ctrl+C, instead of being waited for up to the grace period
+                await rt.close(interrupt=True)
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n")
     elif result.text is not None and result.finish_reason != "cancelled":

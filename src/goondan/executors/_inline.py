@@ -91,6 +91,11 @@ class InlineExecutor:
             return
         if interrupt:
             await self._cancel_background()
+            # turns the caller's task does not own run on: a worker's turn a cancelled request was
+            # waiting on (run shielded, so that a caller that gives up leaves it running). Cancelled
+            # here, or closing its instance would wait for it to finish
+            for instance in list(self._instances.values()):
+                instance.cancel_turn()
         else:
             try:
                 await hub.drain()

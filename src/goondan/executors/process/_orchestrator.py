@@ -994,7 +994,7 @@ class Orchestrator:
 
     def _reply(self, caller: InstanceHandle, reply: Response | ErrorResponse) -> None:
         if caller.conn is None:
-            log.warning("response for %s dropped: its process is gone", caller.name)
+            self._dropped(caller)
             return
         try:
             sent = caller.conn.send_record(reply, ORCHESTRATOR, caller.agent)
@@ -1012,7 +1012,14 @@ class Orchestrator:
             )
             sent = caller.conn.send_record(reply, ORCHESTRATOR, caller.agent)
         if not sent:
-            log.warning("response for %s dropped: its process is gone", caller.name)
+            self._dropped(caller)
+
+    def _dropped(self, caller: InstanceHandle) -> None:
+        # expected while the runtime closes or interrupts (Ctrl+C stops the caller first): not a warning
+        quiet = self.closing or caller.interrupted
+        log.log(
+            logging.DEBUG if quiet else logging.WARNING, "response for %s dropped: its process is gone", caller.name
+        )
 
     def _error_response(
         self, caller: InstanceHandle, corr: Any, target: str, code: str, text: str, suggestion: str | None = None
