@@ -50,6 +50,9 @@ RUNTIME_EVENT_TYPES = (
     "tool.failed",
 )
 
+# how deep handlers may emit events from within handlers (see EventBus.emit)
+MAX_EMIT_DEPTH = 32
+
 # what api.events.emit refuses: every runtime event type (goondan.types.RuntimeEventType)
 _RESERVED_EVENTS = frozenset(get_args(RuntimeEventType))
 
@@ -71,11 +74,12 @@ class EventBus:
     """In-process pub/sub shared by the extensions of one agent instance. Handler errors are logged
     and never reach the emitter or other handlers."""
 
-    __slots__ = ("_handlers", "_tasks")
+    __slots__ = ("_depth", "_handlers", "_tasks")
 
     def __init__(self) -> None:
         self._handlers: dict[str, list[tuple[str | None, Callable[..., Any]]]] = {}
         self._tasks: set[asyncio.Task[Any]] | None = None  # running async handlers; made by the first one
+        self._depth = 0  # emits under way on this stack: handlers emitting events
 
     def on(self, event: str, handler: Callable[..., Any], owner: str | None = None) -> Callable[[], None]:
         if not isinstance(event, str) or not event:
@@ -101,17 +105,37 @@ class EventBus:
     def has_handlers(self, event: str) -> bool:
         return bool(self._handlers.get(event))
 
-    def emit(self, event: str, *args: Any) -> None:
-        """Fire-and-forget: sync handlers run now, async handlers are scheduled."""
-        for owner, handler in list(self._handlers.get(event, ())):
-            try:
-                result = handler(*args)
-                if inspect.isawaitable(result):
-                    self._schedule(result, event, owner)
-            except (Exception, SystemExit) as exc:  # sys.exit() in a handler must not end the host
-                _handler_failed(event, owner, handler, exc)
-            except KeyboardInterrupt as exc:  # nor its own KeyboardInterrupt (not a Ctrl+C)
-                _handler_interrupted(event, owner, handler, exc)
+    def emit(self, event: str, *args: Any, emitter: str | None = None) -> None:
+        """Fire-and-forget: sync handlers run now, async handlers are scheduled.
+
+        Handlers that emit (the event they handle, or two emitting each other's) nest on the stack;
+        at :data:`MAX_EMIT_DEPTH` the emit is refused (E_EVENT_RECURSION). Without that the loop ran
+        until RecursionError, caught and logged at every level near the stack's limit, where the
+        logging itself fails: an agent process stopped answering (gdn run hung)."""
+        handlers = self._handlers.get(event)
+        if not handlers:
+            return
+        if self._depth >= MAX_EMIT_DEPTH:
+            who = f"extension '{emitter}'" if emitter else "an extension"
+            raise GoondanError(
+                "E_EVENT_RECURSION",
+                f"{who} emitted {event!r} {MAX_EMIT_DEPTH} levels deep from event handlers: a handler emits the "
+                "event it handles (or handlers emit each other's events), which never ends",
+                suggestion="Emit a different event from the handler, or emit only when something changed.",
+            )
+        self._depth += 1
+        try:
+            for owner, handler in list(handlers):
+                try:
+                    result = handler(*args)
+                    if inspect.isawaitable(result):
+                        self._schedule(result, event, owner)
+                except (Exception, SystemExit) as exc:  # sys.exit() in a handler must not end the host
+                    _handler_failed(event, owner, handler, exc)
+                except KeyboardInterrupt as exc:  # nor its own KeyboardInterrupt (not a Ctrl+C)
+                    _handler_interrupted(event, owner, handler, exc)
+        finally:
+            self._depth -= 1
 
     async def deliver(self, event: str, *args: Any) -> None:
         """Like :meth:`emit` but awaits async handlers, so runtime events reach subscribers in order."""
@@ -250,7 +274,7 @@ class ExtensionEvents:
                 suggestion=f"Emit an event of your own, named after the extension (e.g. '{self._name}.done'); "
                 "subscribe to runtime events with api.events.on.",
             )
-        self._bus.emit(event, *args)
+        self._bus.emit(event, *args, emitter=self._name)
 
 
 def _warn_if_misspelt(extension: str, event: str) -> None:
