@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._hints import did_you_mean, join_hints
 from .._ids import new_id, now_iso
 from .._json import copy_json
 from ..errors import AgentRequestError, GoondanError
@@ -275,6 +276,17 @@ def request_failed(target: str, error: Mapping[str, Any] | None) -> AgentRequest
     )
 
 
+def agent_not_found(target: str, swarm: str, names: Iterable[str]) -> AgentRequestError:
+    """A call to an agent the swarm does not have: the near name first (a typo), then all of them."""
+    names = sorted(names)
+    return AgentRequestError(
+        "AGENT_NOT_FOUND",
+        f"agent '{target}' is not part of swarm '{swarm}'",
+        target=target,
+        suggestion=join_hints(did_you_mean(target, names), f"Call one of: {', '.join(names)}."),
+    )
+
+
 # turn endings that leave a request without an answer (besides "error", see request_failed)
 UNANSWERED = frozenset({"cancelled", "awaiting_approval"})
 
@@ -407,12 +419,7 @@ class AgentsHub:
             raise AgentRequestError("AGENT_NOT_FOUND", "target must be a non-empty agent name", target=None)
         names = self._directory.agent_names
         if target not in names:
-            raise AgentRequestError(
-                "AGENT_NOT_FOUND",
-                f"agent '{target}' is not part of swarm '{self._directory.swarm_name}'",
-                target=target,
-                suggestion=f"Call one of: {', '.join(sorted(names))}.",
-            )
+            raise agent_not_found(target, self._directory.swarm_name, names)
         return target
 
     async def request(

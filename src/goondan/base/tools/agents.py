@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from goondan._hints import did_you_mean, join_hints
 from goondan.base.tools._common import (
     ToolExecutionError,
     args_dict,
@@ -107,7 +108,7 @@ async def send(ctx: ToolContext, input: Any) -> dict[str, Any]:
             raise ToolExecutionError(
                 "AGENT_NOT_FOUND",
                 f"agent '{target}' is not part of this swarm",
-                suggestion=f"Send to one of: {', '.join(available)}.",
+                suggestion=join_hints(did_you_mean(target, available), f"Send to one of: {', '.join(available)}."),
             )
         raise ToolExecutionError(
             "AGENT_SEND_REJECTED",

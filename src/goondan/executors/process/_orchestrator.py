@@ -49,6 +49,7 @@ from ...engine._agents import (
     AgentLimits,
     SpawnLimiter,
     SpawnRegistry,
+    agent_not_found,
     check_call_depth,
     delivery_failed,
     request_failed,
@@ -1047,9 +1048,8 @@ class Orchestrator:
             )
             return
         if target not in self.agent_names:
-            self._error_response(
-                caller, corr, target, "AGENT_NOT_FOUND", f"agent '{target}' is not part of swarm '{self.swarm_name}'"
-            )
+            missing = agent_not_found(target, self.swarm_name, self.agent_names)
+            self._error_response(caller, corr, target, missing.code, missing.message, missing.suggestion)
             return
         try:
             check_call_depth(chain, node, self.limiter.limits.max_call_depth, target)
