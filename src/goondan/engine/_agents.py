@@ -268,11 +268,15 @@ def request_failed(target: str, error: Mapping[str, Any] | None) -> AgentRequest
     error = error or {}
     code = error.get("code")
     detail = f"[{code}] " if code else ""
+    suggestion = f"`gdn logs --agent {target} -v` shows what failed (its turn.failed event, with the traceback)."
+    if code == "E_IPC_FRAME_TOO_LARGE" and error.get("suggestion"):
+        # the turn itself completed (there is no turn.failed): its answer could not reach the caller
+        suggestion = str(error["suggestion"])
     return AgentRequestError(
         "AGENT_REQUEST_FAILED",
         f"agent '{target}' failed to handle the request: {detail}{error.get('message') or 'unknown error'}",
         target=target,
-        suggestion=f"`gdn logs --agent {target} -v` shows what failed (its turn.failed event, with the traceback).",
+        suggestion=suggestion,
     )
 
 
