@@ -742,7 +742,9 @@ def result_output_part(result: ToolCallResult) -> dict[str, Any]:
     shaped ``{type: text|json, value}`` is kept). Middleware may have replaced the executor's output
     with any value, so it is coerced to JSON here, in the same pass that freezes it."""
     if result.status == "error":
-        err = result.error or {}
+        err: Any = result.error
+        if not isinstance(err, Mapping):  # a middleware's own ToolCallResult(..., error="denied"): its text
+            err = {} if err is None else {"message": str(err)}
         value: dict[str, Any] = {"code": err.get("code") or "E_TOOL_ERROR", "message": err.get("message", "")}
         if err.get("suggestion"):
             value["suggestion"] = err["suggestion"]

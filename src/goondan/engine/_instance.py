@@ -1510,6 +1510,8 @@ class AgentInstance:
         """The ``error`` of a ``tool.completed`` record with status error: code, message and, when a
         handler raised, its traceback (kept here and shown with -v; never sent to the model)."""
         err = result.error if isinstance(result.error, dict) else {}
+        if result.error is not None and not err:  # a middleware's own ToolCallResult(..., error="denied")
+            err = {"message": str(result.error)}
         record = {"code": err.get("code") or "E_TOOL_ERROR", "message": str(err.get("message", ""))}
         trace = err.get("traceback")
         if isinstance(trace, str) and trace:
