@@ -149,3 +149,42 @@ def test_a_comment_github_refuses_is_logged_with_its_answer_and_what_to_check(
     assert 'acme/app#12 failed: HTTP 401 {"message": "Bad credentials"}' in line, line
     assert "token must be a GitHub token allowed to comment on acme/app" in line
     assert "b'" not in line
+
+
+def test_a_path_without_its_leading_slash_is_served(tmp_path: Path, fake_api: FakeApi) -> None:
+    # `path: hook` (as the webhook connector already took it) made every delivery a 404
+    port = free_port()
+    conn = connection(port, fake_api.url).replace("  config:\n", '  config:\n    path: { value: "hook" }\n', 1)
+    bundle = connector_bundle(tmp_path / "b", conn)
+    pr = {"action": "opened", "pull_request": {"title": "x", "number": 3}, "repository": REPO, "sender": SENDER}
+    with gdn_run(tmp_path, bundle, GH_SECRET=SECRET) as run:
+        run.wait_ready()
+        assert post(f"http://127.0.0.1:{port}/hook", *signed("pull_request", pr, "d1"))[0] == 202
+        assert post(f"http://127.0.0.1:{port}/hook/", *signed("pull_request", {**pr, "x": 1}, "d2"))[0] == 202
+        assert post(f"http://127.0.0.1:{port}/other", *signed("pull_request", {**pr, "x": 2}, "d3"))[0] == 404
+        run.stop()
+
+
+def test_a_misspelt_or_bad_config_key_is_reported_by_validate_at_its_line(tmp_path: Path) -> None:
+    # `prot` was ignored (the connector listened on 8789) and `port: 80a` failed the start with
+    # "ValueError: invalid literal for int() with base 10"
+    import subprocess
+    import sys
+
+    from cn_testkit import gdn_env
+
+    for wrong, said in (
+        ('    prot: { value: "8800" }\n', "config.prot: unexpected property"),
+        ('    port: { value: "80a" }\n', "config.port: expected integer but got string (got '80a')"),
+    ):
+        conn = connection(8800, "http://127.0.0.1:1").replace('    port: { value: "8800" }\n', wrong, 1)
+        bundle = connector_bundle(tmp_path / "b", conn)
+        checked = subprocess.run(
+            [sys.executable, "-m", "goondan", "validate", str(bundle)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=gdn_env(tmp_path, GH_SECRET=SECRET),
+        )
+        assert checked.returncode == 4, checked.stdout + checked.stderr
+        assert "[E_CONNECTOR_CONFIG]" in checked.stdout and said in checked.stdout, checked.stdout

@@ -139,8 +139,9 @@ def wrong_route(req: HttpRequest, path: str) -> HttpResponse | None:
     """The refusal a webhook connector serving ``POST path`` answers first: 404 ``not_found`` for
     another path (which is not named: an obscure path may be part of the secret), 405
     ``method_not_allowed`` (with ``Allow: POST``) for another method; ``None`` when neither."""
-    # '/hook' and '/hook/' are one path: a Connection's config and its callers spell it both ways
-    if (req.path.rstrip("/") or "/") != (path.rstrip("/") or "/"):
+    # '/hook', '/hook/' and 'hook' are one path: a Connection's config and its callers spell it every
+    # way ('hook' in github's, slack's or discord's config made every request a 404)
+    if "/" + req.path.strip("/") != "/" + path.strip().strip("/"):
         return HttpResponse.refusal(404, "not_found", "nothing is served at this path")
     if req.method != "POST":
         return HttpResponse.refusal(405, "method_not_allowed", "use POST", {"Allow": "POST"})

@@ -17,6 +17,7 @@ import socket
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 from .._http_client import aclose_shared
 from ..errors import GoondanError
@@ -61,6 +62,27 @@ async def _first(conn: FrameChannel) -> ConnectorStart | None:
         log.error("connector host: skipped a %s message before start", record.KIND)
 
 
+def _unknown_secrets(module: Any, connector: str, secrets: Any) -> dict[str, str] | None:
+    """A Connection secret the connector never reads, when its module says which it reads (``SECRETS``):
+    ``signingSecrt`` left the webhook without its secret, so it accepted unsigned requests, silently."""
+    known = getattr(module, "SECRETS", None)
+    if not isinstance(known, tuple | list | frozenset | set) or not known:
+        return None
+    names = [str(name) for name in known]
+    unknown = sorted(str(key) for key in secrets if str(key) not in names)
+    if not unknown:
+        return None
+    from .._hints import did_you_mean, join_hints
+
+    listing = f"Connector/{connector} reads: {', '.join(names)}"
+    return {
+        "code": "E_CONNECTOR_CONFIG",
+        "message": f"spec.secrets.{unknown[0]} is not a secret Connector/{connector} reads"
+        + (f" (nor {', '.join(unknown[1:])})" if unknown[1:] else ""),
+        "suggestion": join_hints(did_you_mean(unknown[0], names), listing) or listing,
+    }
+
+
 async def _serve(fd: int) -> int:
     sock = socket.socket(fileno=fd)
     # frames are handled in the read callback: a streamed delta reaches the HTTP client's socket
@@ -97,6 +119,12 @@ async def _serve(fd: int) -> int:
     if run is None or not inspect.iscoroutinefunction(run):
         message = f"{entry} must define `async def run(ctx)`"
         send(StartError({"code": "E_CONNECTOR_LOAD", "message": message}))
+        await conn.drain()
+        return 1
+
+    refused = _unknown_secrets(module, start.connector, start.secrets)
+    if refused is not None:
+        send(StartError(refused))
         await conn.drain()
         return 1
 

@@ -30,6 +30,36 @@ from goondan.connectors import (
     wrong_route,
 )
 
+# The Connection secrets this connector reads: another name under spec.secrets fails the start
+# (E_CONNECTOR_CONFIG), instead of leaving the secret unset.
+SECRETS = ("publicKey", "DISCORD_PUBLIC_KEY")
+
+# The Connection's config (all strings: ValueSources), checked by gdn validate and gdn run's load:
+# a misspelt key (`prot`) was ignored and the connector listened on its default port.
+CONFIG_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "host": {"type": "string", "default": "127.0.0.1", "description": "Address to listen on."},
+        "port": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 65535,
+            "default": 8788,
+            "description": "Port to listen on (0: a free one).",
+        },
+        "path": {
+            "type": "string",
+            "default": "/",
+            "description": "The one path that takes events (others: 404); 'hook' and '/hook/' are '/hook'.",
+        },
+        "apiBase": {
+            "type": "string",
+            "default": "https://discord.com/api/v10",
+            "description": "Base URL of the platform's API.",
+        },
+    },
+}
+
 ATTACHMENT_OPTION = 11  # an application command option of type ATTACHMENT: its value is an attachment id
 
 

@@ -30,6 +30,41 @@ from goondan.connectors import (
     wrong_route,
 )
 
+# The Connection secrets this connector reads: another name under spec.secrets fails the start
+# (E_CONNECTOR_CONFIG), instead of leaving the secret unset.
+SECRETS = ("webhookSecret", "signingSecret", "GITHUB_WEBHOOK_SECRET", "WEBHOOK_SECRET", "token", "GITHUB_TOKEN")
+
+# The Connection's config (all strings: ValueSources), checked by gdn validate and gdn run's load:
+# a misspelt key (`prot`) was ignored and the connector listened on its default port.
+CONFIG_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "host": {"type": "string", "default": "127.0.0.1", "description": "Address to listen on."},
+        "port": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 65535,
+            "default": 8789,
+            "description": "Port to listen on (0: a free one).",
+        },
+        "path": {
+            "type": "string",
+            "default": "/",
+            "description": "The one path that takes events (others: 404); 'hook' and '/hook/' are '/hook'.",
+        },
+        "apiBase": {
+            "type": "string",
+            "default": "https://api.github.com",
+            "description": "Base URL of the platform's API.",
+        },
+        "attachmentPrefixes": {
+            "type": "string",
+            "description": "Comma-separated URL prefixes of the files a comment links to that are downloaded "
+            "(default: GitHub's upload hosts).",
+        },
+    },
+}
+
 _NAMES = {
     "push": "github_push",
     "pull_request": "github_pull_request",

@@ -18,6 +18,32 @@ from urllib.parse import quote
 
 from goondan.connectors import download_part, http_request
 
+# The Connection secrets this connector reads: another name under spec.secrets fails the start
+# (E_CONNECTOR_CONFIG), instead of leaving the secret unset.
+SECRETS = ("botToken", "TELEGRAM_BOT_TOKEN", "BOT_TOKEN", "TELEGRAM_TOKEN")
+
+# The Connection's config (all strings: ValueSources), checked by gdn validate and gdn run's load:
+# a misspelt key was ignored, and `pollTimeout: 30s` failed at start with Python's ValueError.
+CONFIG_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "apiBase": {"type": "string", "default": "https://api.telegram.org", "description": "Bot API base URL."},
+        "pollTimeout": {
+            "type": "integer",
+            "minimum": 0,
+            "default": 30,
+            "description": "Seconds a getUpdates long poll waits.",
+        },
+        "retryDelay": {
+            "type": "number",
+            "minimum": 0,
+            "default": 1,
+            "description": "Seconds before retrying a failed poll (doubled up to maxRetryDelay).",
+        },
+        "maxRetryDelay": {"type": "number", "minimum": 0, "default": 30, "description": "Longest retry delay."},
+    },
+}
+
 
 def _files(message: dict[str, Any]) -> list[dict[str, Any]]:
     """The message's photo (its largest size) and document, as ``{file_id, name, mime_type}``."""

@@ -46,6 +46,10 @@ from goondan.connectors import (
 )
 from goondan.errors import GoondanError
 
+# The Connection secrets this connector reads: another name under spec.secrets fails the start
+# (E_CONNECTOR_CONFIG), instead of leaving the secret unset.
+SECRETS = ("signingSecret", "WEBHOOK_SECRET", "SIGNING_SECRET")
+
 _SIG_HEADERS = ("x-signature-256", "x-hub-signature-256", "x-signature")
 _INVALID_SIGNATURE = "missing or wrong signature: X-Signature-256 must be the hex HMAC-SHA256 of the body"
 REPLY_MODES = ("sync", "async", "stream")
