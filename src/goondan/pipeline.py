@@ -635,6 +635,8 @@ def _takes_one_argument(fn: Any) -> bool:
     return required <= 1 and kw_required == 0 and (code.co_argcount >= 1 or bool(code.co_flags & 0x04))
 
 
+_GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR
+
 # the table of a registry nothing was registered in (never changed: register() replaces it)
 _NO_ENTRIES: dict[str, list[_Entry]] = {t: [] for t in MIDDLEWARE_TYPES}
 
@@ -702,6 +704,19 @@ class PipelineRegistry:
                     extension_name=extension,
                     suggestion=f"Define it as `async def {name}(ctx): ...` and call `await ctx.next()` inside (the "
                     "v0.9 `next` argument is `ctx.next` in goondan.ai/v1).",
+                )
+        code = fn.__code__ if fn.__class__ is FunctionType else None
+        if code is None or code.co_flags & _GENERATOR_FLAGS:  # ``type`` is the middleware type here
+            from .tools import generator_problem  # the error path, or a callable that is no plain function
+
+            problem = generator_problem(fn, str(getattr(fn, "__name__", "middleware")))
+            if problem is not None:  # every run of it returned a generator: E_PIPELINE_BAD_RESULT per turn
+                where = f"extension '{extension}': " if extension else ""
+                raise ExtensionError(
+                    "E_EXT_INIT",
+                    f"{where}{type} middleware {problem.removeprefix('handler ')}",
+                    extension_name=extension,
+                    suggestion="Return instead of yielding: `return await ctx.next()` (or a changed copy of it).",
                 )
         if self._entries is _NO_ENTRIES:
             self._entries = {t: [] for t in MIDDLEWARE_TYPES}
