@@ -283,6 +283,25 @@ def test_a_field_of_the_wrong_type_is_refused_not_dropped(tmp_path: Path) -> Non
         assert run.stop() == 130
 
 
+def test_a_lone_surrogate_in_the_body_is_a_400_not_an_internal_error(tmp_path: Path) -> None:
+    """``"\\ud800"`` is valid JSON but not Unicode text: the event failed to encode on its way to the
+    agent, a 500 internal_error with a traceback in the log. A surrogate pair (an emoji) still works."""
+    port = free_port()
+    bundle = connector_bundle(tmp_path / "b", connection(port))
+    url = f"http://127.0.0.1:{port}/"
+    with gdn_run(tmp_path, bundle, HOOK_SECRET=SECRET) as run:
+        run.wait_ready()
+        for body in (b'{"text": "hi \\ud800 there"}', b'{"text": "hi", "properties": {"\\udfff": "x"}}'):
+            status, reply = post(url, *signed_raw(body))
+            assert status == 400 and reply["reason"] == "invalid_payload", reply
+            assert "lone UTF-16 surrogate" in reply["error"], reply
+        status, reply = post(url, *signed_raw(b'{"text": "smile \\ud83d\\ude00", "instanceKey": "pair"}'))
+        assert status == 200 and reply["ok"], reply
+        assert run.stop() == 130
+    assert "Traceback" not in run.stderr and "internal_error" not in run.stderr
+    assert [r["instanceKey"] for r in probes(run.probe_out)] == ["pair"]
+
+
 def test_a_port_that_is_no_port_fails_validate_and_a_path_without_slash_still_serves(tmp_path: Path) -> None:
     """`port: {value: "80a"}` or "70000" passed gdn validate and failed gdn run's start with Python's
     ValueError / OverflowError text (exit 1); `path: {value: "hook"}` started, then answered every

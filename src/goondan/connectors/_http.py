@@ -30,6 +30,7 @@ import contextlib
 import errno
 import json
 import logging
+import re
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ KEEP_ALIVE_SECONDS = 5.0
 SHUTDOWN_GRACE_SECONDS = 3.0
 MAX_CONNECTIONS = 256
 log = logging.getLogger("goondan.connectors.http")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 @dataclass
@@ -77,9 +79,20 @@ class HttpRequest:
         or nested deeper than Python's decoder recurses: ``[[[[...`` from a client is its error, it
         was a RecursionError, a 500 ``internal_error`` with a traceback in the log."""
         try:
-            return json.loads(self.body.decode("utf-8"))
+            data = json.loads(self.body.decode("utf-8"))
         except RecursionError:
             raise ValueError("it is nested too deeply") from None
+        # a lone surrogate (`"\ud800"`) is valid JSON but not Unicode text: it passed, and the event
+        # failed to encode on its way to the agent, a 500 internal_error with a traceback in the log.
+        # Only a \uD8.. - \uDF.. escape can make one (UTF-8 cannot), so only then is it looked for.
+        if _SURROGATE_ESCAPE.search(self.body) is not None:
+            try:
+                json.dumps(data, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(
+                    "a string in it holds a lone UTF-16 surrogate (\\uD800-\\uDFFF), not Unicode text"
+                ) from None
+        return data
 
 
 @dataclass
