@@ -617,6 +617,8 @@ def _register_call(register: Callable[..., Any]) -> tuple[bool, str | None]:
 
 SLOW_REGISTER_SECONDS = 10.0
 
+_CONFIG_UNUSED_WARNED: set[str] = set()  # extensions warned about (once per process, not per instance)
+
 
 def _slow_register(name: str) -> None:
     log.warning(
@@ -646,6 +648,15 @@ async def register_extension(name: str, module: Any, api: ExtensionApi, config: 
             extension_name=name,
             suggestion="Define it as `def register(api, config): ...` (or `def register(api): ...`), sync or "
             "async; `gdn validate` reports this before a run (E_CONFIG_EXTENSION_REGISTER_SIGNATURE).",
+        )
+    if not takes_config and config and name not in _CONFIG_UNUSED_WARNED:
+        # the YAML's config reached nothing: register(api) is the only way an extension gets it
+        _CONFIG_UNUSED_WARNED.add(name)
+        log.warning(
+            "extension %s: its config (%s) is not used: register(api) takes none; define register(api, config) "
+            "to read it",
+            name,
+            ", ".join(map(str, config)),
         )
     try:
         with captured(f"extension {name} register()", api.logger):
