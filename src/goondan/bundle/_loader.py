@@ -1430,16 +1430,22 @@ class Loader:
         properties = schema.get("properties")
         properties = properties if isinstance(properties, dict) else {}
         config: dict[str, Any] = {}
+        variables: dict[str, str] = {}
         for key, source in spec.config.items():
             value, variable = lookup_value_source(source, self.env)
             if value is None:
                 continue
             prop = properties.get(key)
             config[key] = _as_declared(value, prop if isinstance(prop, dict) else {}, hidden=variable is not None)
+            if variable is not None:
+                variables[key] = variable
         for key, detail, hint, listing in _schema_problems(schema, config, connector.key, closed=True):
             field_path = "spec.config" + (f".{key}" if key else "")
             value = config.get(key)
             got = f" (got {value!r})" if key in properties and isinstance(value, str) else ""
+            if key in variables and got:  # '***' alone (PORT=abc) did not say where the value came from
+                got = f" (got the value of {variables[key]}, not shown)"
+                hint = hint or f"check {variables[key]} in the environment or the bundle's .env"
             self.errors.append(
                 res.issue(
                     "E_CONNECTOR_CONFIG",
