@@ -563,12 +563,20 @@ def load_module(name: str, entry: Path) -> Any:
     except Exception as exc:
         # the caller logs the user's traceback for `gdn run -v` and keeps it in an extension.failed
         # event (the error itself carries only its last line)
+        suggestion = (
+            f"Fix {entry.name}: `gdn run -v` prints the traceback of its import, and `gdn logs -v` shows "
+            f"it from the extension.failed event (or run `{reproduce_command(entry)}`)."
+        )
+        if isinstance(exc, NameError) and exc.name == "api":  # api.pipeline.register(...) at the module's top level
+            suggestion = (
+                "`api` exists only inside register(api): move the api.pipeline/tools/events calls into "
+                f"`def register(api): ...` in {entry.name}."
+            )
         error = ExtensionError(
             "E_EXT_LOAD",
             import_failure(f"extension {name}", entry, exc),
             extension_name=name,
-            suggestion=f"Fix {entry.name}: `gdn run -v` prints the traceback of its import, and `gdn logs -v` shows "
-            f"it from the extension.failed event (or run `{reproduce_command(entry)}`).",
+            suggestion=suggestion,
         )
         raise error from exc
     return module
