@@ -37,20 +37,25 @@ class StatusLines:
         self.lock = threading.Lock()
 
     def write(self, text: str) -> None:
+        # the terminal itself, not goondan._usercode's proxy: a record logged while user code runs
+        # (an extension's api.logger.warning in its middleware, inline) went into that code's
+        # capture of what it prints, shown only with -v as "... wrote to stderr"
+        stderr = getattr(sys.stderr, "_goondan_target", sys.stderr)
+        stdout = getattr(sys.stdout, "_goondan_target", sys.stdout)
         with self.lock:
             source = self.source
             shown = self.transient() if self.transient is not None else ""
             if source is not None and source.prompting():
-                sys.stderr.write(self._clear() + text + "\n")
-                sys.stderr.flush()
-                sys.stdout.write(source.prompt + source.typed())
-                sys.stdout.flush()
+                stderr.write(self._clear() + text + "\n")
+                stderr.flush()
+                stdout.write(source.prompt + source.typed())
+                stdout.flush()
             elif shown:
-                sys.stderr.write(self._clear() + text + "\n" + shown)
-                sys.stderr.flush()
+                stderr.write(self._clear() + text + "\n" + shown)
+                stderr.flush()
             else:
-                sys.stderr.write(text + "\n")
-                sys.stderr.flush()
+                stderr.write(text + "\n")
+                stderr.flush()
 
     @staticmethod
     def _clear() -> str:
