@@ -333,10 +333,18 @@ async def _one_shot(args: argparse.Namespace, bundle: Any, text: RequestInput, e
                 # Ctrl+C: what the cancelled turn was waiting on (a worker's turn it asked) stops with
                 # the run as after a second Ctrl+C, instead of being waited for up to the grace period
                 await rt.close(interrupt=True)
+            # printed before the runtime closes: a graceful close lets the turns this request left
+            # running finish (a worker whose request timed out), for up to the grace period
+            return _print_answer(args, result)
+
+
+def _print_answer(args: argparse.Namespace, result: Any) -> int:
+    """The one-shot request's answer (or error) on stdout/stderr; returns the exit code."""
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False, default=str) + "\n")
     elif result.text is not None and result.finish_reason != "cancelled":
         sys.stdout.write(result.text + "\n")
+    sys.stdout.flush()  # now, not when the process ends: the runtime may still wait for turns
     if result.finish_reason == "awaiting_approval" and not args.json:
         _report_waiting(args, result)
     if result.finish_reason == "cancelled":
