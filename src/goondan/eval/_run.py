@@ -445,7 +445,8 @@ def _check_bundle_loads(
     """
     import tempfile
 
-    from ..bundle import load_bundle
+    # scenarios send requests and start no connector: a Connection's port and secrets need not be set
+    from ..bundle import load_bundle_for_requests as load_bundle
     from ..testing._models import ModelOverrides
     from ..testing._runner import _bundle_env
 

@@ -109,7 +109,8 @@ class AsyncAgentRunner:
         await self.close()
 
     def _load(self) -> Any:
-        from ..bundle import load_bundle
+        # a test sends requests and starts no connector: a Connection's port and secrets need not be set
+        from ..bundle import load_bundle_for_requests as load_bundle
 
         env = self._env
         if self.cassette is None or self.cassette.recording:
