@@ -12,8 +12,8 @@ Config::
   (names made catalog-safe: ``[A-Za-z0-9_-]``, one ``__``, at most 64 characters). Text results come
   back as text, other content as JSON blocks (binary data elided); ``isError`` results are tool errors
   (``E_MCP_TOOL_ERROR``). A stdio server's stderr is logged at INFO (``gdn run -v``): where the SDK's
-  server logs the traceback of a tool that raised. An answer that breaks the MCP schema (say, a tool whose input schema is not
-  an object) is ``E_MCP_BAD_RESPONSE`` naming the offending field.
+  server logs the traceback of a tool that raised. An answer that breaks the MCP schema (say, a tool
+  whose input schema is not an object) is ``E_MCP_BAD_RESPONSE`` naming the offending field.
 - **Resources / prompts** (when exposed): a step middleware keeps one system message listing them
   (deduplicated by hash, replaced in place when the listing changes), and the tools
   ``<name>__read-resource {uri}`` and ``<name>__get-prompt {name, arguments}`` fetch them.
