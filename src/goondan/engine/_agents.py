@@ -261,6 +261,27 @@ def delivery_failed(target: str, exc: BaseException) -> AgentRequestError:
     )
 
 
+def send_failed(target: str, key: str, exc: BaseException) -> None:
+    """Log a send that could not be delivered (nobody waits for it): a coded error in one line with
+    its suggestion, its traceback only at debug level; anything else is a bug, logged with it."""
+    if not isinstance(exc, GoondanError):
+        log.error("a send to %s@%s failed", target, key, exc_info=exc)
+        return
+    err = exc if exc.code == "IPC_DELIVERY_FAILED" else delivery_failed(target, exc)
+    quiet = exc.code == "E_RUNTIME_CLOSED"  # sent while the runtime closes: expected
+    tail = f" ({err.suggestion})" if err.suggestion else ""
+    log.log(
+        logging.DEBUG if quiet else logging.WARNING,
+        "a send to %s@%s was not delivered: [%s] %s%s",
+        target,
+        key,
+        err.code,
+        err.message,
+        tail,
+    )
+    log.debug("the send's error", exc_info=exc)
+
+
 def request_failed(target: str, error: Mapping[str, Any] | None) -> AgentRequestError:
     """The error a caller gets for a request whose turn on ``target`` failed with ``error`` (its
     TurnResult error): the callee's own code leads the message, and the suggestion says where its
@@ -607,8 +628,8 @@ class AgentsHub:
     async def _run_send(self, target: str, key: str, event: dict[str, Any]) -> None:
         try:
             await self.backend.run_send(target, key, event)
-        except Exception:
-            log.exception("agent send to %s@%s failed", target, key)
+        except Exception as exc:
+            send_failed(target, key, exc)
 
     async def spawn(
         self, caller: AgentInstance, target: Any, instance_key: str | None, cwd: str | None
@@ -742,5 +763,6 @@ __all__ = [
     "delivery_failed",
     "request_failed",
     "request_unanswered",
+    "send_failed",
     "waiting_from",
 ]

@@ -54,6 +54,7 @@ from ...engine._agents import (
     delivery_failed,
     request_failed,
     request_unanswered,
+    send_failed,
     waiting_from,
 )
 from ...errors import AgentRequestError, ExtensionError, GoondanError
@@ -1111,9 +1112,15 @@ class Orchestrator:
             self._admit(target, key)
             fut = self.submit(target, key, rec.event)
         except GoondanError as exc:
-            log.warning("send to %s@%s failed: %s", target, key, exc)
+            send_failed(target, key, exc)
             return
-        fut.add_done_callback(lambda f: f.exception())
+
+        def done(f: asyncio.Future[dict[str, Any]]) -> None:
+            exc = None if f.cancelled() else f.exception()
+            if exc is not None:  # the target could not take it (its tools do not load, ...): say so
+                send_failed(target, key, exc)
+
+        fut.add_done_callback(done)
 
     async def _rpc(self, h: InstanceHandle, conn: MessageChannel, rec: Rpc) -> None:
         args = rec.args
