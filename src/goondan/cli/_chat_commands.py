@@ -31,10 +31,32 @@ def help_text() -> str:
     return f"chat commands:\n{rows}  (start a line with // to send a message that begins with /)\n"
 
 
+def not_utf8(text: str) -> str | None:
+    """Where ``text`` is not UTF-8, as ``byte 0xe9 at offset 3``, else ``None``. Python reads
+    argv and stdin bytes that are not UTF-8 as lone surrogates (``\\udce9``); sent on, the turn failed
+    with E_IPC_NOT_JSON "the event cannot cross the process boundary"."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ord(text[exc.start])
+        what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        return f"{what} at offset {len(text[: exc.start].encode('utf-8', 'surrogateescape'))}"
+    return None
+
+
+NOT_UTF8_HINT = (
+    "your terminal or the text is not UTF-8 (a Latin-1 locale?): set LANG to a UTF-8 locale, or convert it with iconv"
+)
+
+
 def local_reply(line: str) -> str | None:
     """What to print instead of sending ``line`` (stripped) to the model: the command list for
-    ``/help``, a notice for a mistyped command (or ``/quit`` with words after it); ``None`` for a
-    message (and for ``/attach``, ``/quit``, ``/exit``, which the session handles itself)."""
+    ``/help``, a notice for a mistyped command (or ``/quit`` with words after it), a notice for a line
+    that is not UTF-8; ``None`` for a message (and for ``/attach``, ``/quit``, ``/exit``, which the
+    session handles itself)."""
+    where = not_utf8(line)
+    if where is not None:
+        return f"this line is not UTF-8 text ({where}); not sent: {NOT_UTF8_HINT}\n"
     word, _, rest = line.partition(" ")
     if word == "/help":
         return help_text()
@@ -58,4 +80,4 @@ def message_text(line: str) -> str:
     return line[1:] if line.startswith("//") else line
 
 
-__all__ = ["COMMANDS", "help_text", "local_reply", "message_text"]
+__all__ = ["COMMANDS", "NOT_UTF8_HINT", "help_text", "local_reply", "message_text", "not_utf8"]

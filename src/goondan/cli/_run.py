@@ -32,7 +32,7 @@ from typing import Any
 from .._content import RequestInput
 from ..errors import ConfigError, GoondanError
 from ._attach import attach_command, check_attachments, request_input
-from ._chat_commands import local_reply, message_text
+from ._chat_commands import NOT_UTF8_HINT, local_reply, message_text, not_utf8
 from ._env import bundle_dir, load_env
 from ._interrupt import current as current_interrupts
 from ._interrupt import interruptible
@@ -80,10 +80,27 @@ def _print_config_problems(exc: ConfigError, *, color: bool) -> None:
     sys.stderr.write(f"{len(exc.errors)} problems: the bundle was not started\n")
 
 
+def _stdin_line() -> str:
+    """One line of a piped stdin. Bytes that are not UTF-8 come through as lone surrogates (the chat
+    refuses that line, saying so): a stdin that decodes strictly raised UnicodeDecodeError, and the
+    chat ended there as at end of input, the lines after it dropped."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is None:  # a replaced sys.stdin (a StringIO)
+        return sys.stdin.readline()
+    return bytes(buffer.readline()).decode(sys.stdin.encoding or "utf-8", "surrogateescape")
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     if args.input is not None and args.input_file is not None:
         raise CliError("E_INVALID_ARGUMENT", "use either --input or --input-file, not both", exit_code=EXIT_USAGE)
     text: str | None = args.input
+    if text is not None and (where := not_utf8(text)) is not None:
+        raise CliError(
+            "E_INVALID_ARGUMENT",
+            f"--input is not UTF-8 text ({where})",
+            exit_code=EXIT_USAGE,
+            suggestion=NOT_UTF8_HINT,
+        )
     if args.input_file is not None:
         try:
             text = Path(args.input_file).read_text(encoding="utf-8")
@@ -696,11 +713,14 @@ class _LineReader:
             self.go.clear()
             self._waiting = self.tty
             try:
-                line: str | None = input(self.prompt) if self.tty else sys.stdin.readline()
+                line: str | None = input(self.prompt) if self.tty else _stdin_line()
                 if not self.tty and line == "":
                     line = None
             except EOFError:
                 line = None
+            except UnicodeDecodeError as exc:  # a terminal decoding strictly: the chat says the line is not UTF-8
+                raw = exc.object if isinstance(exc.object, bytes) else b"\xff"
+                line = raw.decode("utf-8", "surrogateescape").rstrip("\n")
             except Exception:
                 line = None
             finally:
