@@ -170,7 +170,7 @@ class EventBus:
                 _handler_failed(event, owner, awaitable, exc)
 
         try:
-            task = asyncio.get_running_loop().create_task(run())
+            task = asyncio.get_running_loop().create_task(run(), name=f"extension {owner}: handler of {event!r}")
         except RuntimeError:
             log.error("async handler for %r (extension %s) emitted outside an event loop", event, owner)
             awaitable.close() if hasattr(awaitable, "close") else None
@@ -180,6 +180,19 @@ class EventBus:
             tasks = self._tasks = set()
         tasks.add(task)
         task.add_done_callback(tasks.discard)
+
+    async def drain(self, timeout: float) -> None:
+        """Let the async handlers :meth:`emit` scheduled finish, up to ``timeout`` seconds, then cancel
+        what still runs with a warning naming it. Called when the instance closes: they were cancelled
+        there without a word, so an extension's last ``emit`` (an audit record written by an async
+        handler) was lost at the end of every ``gdn run --input``."""
+        tasks = self._tasks
+        if not tasks:
+            return
+        _done, pending = await asyncio.wait(set(tasks), timeout=timeout)
+        for task in pending:
+            log.warning("%s still ran %g s after its instance began closing: cancelled", task.get_name(), timeout)
+            task.cancel()
 
 
 def _handler_interrupted(event: str, owner: str | None, handler: Any, exc: KeyboardInterrupt) -> None:

@@ -88,6 +88,8 @@ MAX_CONSECUTIVE_RETRIES = 2
 _NO_PARAMS: dict[str, Any] = {}
 _NO_MESSAGES: Mapping[str, Message] = MappingProxyType({})
 INBOX_LIMIT = 256
+# how long a closing instance waits for the async handlers api.events.emit scheduled (then cancels them)
+DRAIN_HANDLERS_SECONDS = 5.0
 # an empty set shared by every step whose calls are all well-formed (the sets are made only when one is not)
 _NOTHING: frozenset[Any] = frozenset()
 MAX_STEPS_TEXT = "Reached the maximum of {n} steps for this turn; stopping here."
@@ -1844,6 +1846,7 @@ class AgentInstance:
 
     async def close(self) -> None:
         async with self.lock:
+            await self.bus.drain(DRAIN_HANDLERS_SECONDS)  # async handlers of api.events.emit finish first
             # extensions holding resources (MCP sessions, sockets) release them here
             await self.bus.deliver(
                 "extension.cleanup", {"agentName": self.agent_name, "instanceKey": self.instance_key}
