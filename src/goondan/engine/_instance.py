@@ -1077,6 +1077,8 @@ class AgentInstance:
             return await self._pause_turn(turn_state)
         text: str | None = run.last_text
         response: Message | None = run.last_text_message
+        if text is None and finish == "text_response":
+            text, response = self._answer_without_model(response)
         if finish == "max_steps":
             errors = recent_tool_errors(self.conversation.next_messages) if self.conversation else []
             self.logger.warning(  # or a model stuck calling a misspelt tool stops with no word why
@@ -1091,6 +1093,19 @@ class AgentInstance:
                 self._emit({"type": "append", "message": response}, trusted=True)
             text = final
         return TurnResult(turn_state.turn_id, response, finish, None, text, run.output)  # type: ignore[arg-type]
+
+    def _answer_without_model(self, response: Message | None) -> tuple[str | None, Message | None]:
+        """The turn's answer when no model step gave text: an assistant message a step middleware
+        emitted in this turn instead of calling the model (it returns its own ``StepResult``), as
+        the extension guide describes. The turn ended with no text, and ``gdn run`` printed
+        nothing. Only reached when the turn has no text (rare): nothing is added to other turns."""
+        conversation = self.conversation
+        last = conversation.last_stored() if conversation is not None else None
+        if conversation is None or last is None or last.role != "assistant" or not last.text:
+            return None, response
+        if any(m.id == last.id for m in conversation.base_messages):
+            return None, response  # from an earlier turn
+        return last.text, last
 
     def _model_call_record(self, metadata: dict[str, Any], t0: float) -> dict[str, Any] | None:
         """The ``model`` field of a step's end record: which model the step called, when (ms after
