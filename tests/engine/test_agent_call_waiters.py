@@ -17,7 +17,18 @@ from typing import Any
 import pytest
 
 import goondan
-from kit import agent_doc, base_ref, history, package_doc, python_model_doc, swarm_doc, tool_results, write_bundle
+from kit import (
+    agent_doc,
+    base_ref,
+    export,
+    history,
+    package_doc,
+    python_model_doc,
+    swarm_doc,
+    tool_doc,
+    tool_results,
+    write_bundle,
+)
 
 # The model's user text is a JSON list of tool calls when it starts with '!', else it is echoed.
 MODEL = """
@@ -36,15 +47,36 @@ def generate(request):
 """
 
 
+# hands work out with a send, then (while the worker works on it) asks the worker synchronously
+TOOL = """
+import asyncio
+
+
+async def handout(ctx, args):
+    await ctx.runtime.send("worker", args["send"])
+    await asyncio.sleep(1.0)
+    try:
+        result = await ctx.runtime.request("worker", "second task", timeout_ms=8000)
+        return {"response": result.response}
+    except Exception as exc:
+        return {"error": getattr(exc, "code", type(exc).__name__), "message": str(exc)}
+
+
+handlers = {"handout": handout}
+"""
+
+
 def _bundle(root: Path) -> Path:
-    agents = [agent_doc(name, tools=[base_ref("Tool", "agents")]) for name in ("coord", "worker")]
+    tools: list[Any] = [base_ref("Tool", "agents"), "ops"]
+    agents = [agent_doc(name, tools=tools) for name in ("coord", "worker")]
     return write_bundle(
         root,
         package_doc(),
         python_model_doc(),
+        tool_doc("ops", "./ops.py", [export("handout", {"send": {"type": "string"}})]),
         *agents,
         swarm_doc(["coord", "worker"], policy={"maxParallelToolCalls": 4}),
-        files={"model.py": MODEL},
+        files={"model.py": MODEL, "ops.py": TOOL},
     )
 
 
@@ -121,3 +153,30 @@ def test_a_cycle_of_waiting_calls_after_a_send_still_fails_at_once(tmp_path: Pat
     assert results[1]["output"]["type"] == "error-json"
     assert results[1]["output"]["value"]["code"] == "CIRCULAR_CALL_DETECTED"
     assert "coord@k -> worker@k -> coord@k -> worker@k" in results[1]["output"]["value"]["message"]
+
+
+@pytest.mark.parametrize("executor", ["inline", "process"])
+def test_asking_a_worker_that_waits_on_you_fails_at_once_after_a_send(tmp_path: Path, executor: str) -> None:
+    """coord sends work to worker, worker asks coord back and waits; coord's turn, still running,
+    then asks worker synchronously. The stacks of the two chains do not meet (the send started a
+    new one), but worker's turn waits on coord: the request could only time out (8 s here, 60 s by
+    default), with both agents stuck until then. It fails at once instead, and worker's own request
+    is answered as soon as coord's turn ends."""
+    root = _bundle(tmp_path / "b")
+    back = _calls(("agents__request", {"target": "coord", "input": "question from worker"}))
+
+    async def main() -> tuple[list[dict[str, Any]], list[dict[str, Any]], float]:
+        async with goondan.Runtime(root, state_root=tmp_path / "state", executor=executor) as rt:
+            t0 = time.monotonic()
+            await rt.request(_calls(("ops__handout", {"send": back})), instance_key="k")
+            took = time.monotonic() - t0
+            coord = await _wait_for(rt, "coord", "question from worker")
+            return coord, history(rt, "worker", "k"), took
+
+    coord, worker, took = asyncio.run(main())
+    handout = tool_results(coord)[0]["output"]["value"]
+    assert handout["error"] == "CIRCULAR_CALL_DETECTED", handout  # was AGENT_REQUEST_TIMEOUT after 8 s
+    assert "coord@k -> worker@k -> coord@k ('worker@k' is waiting on 'coord@k')" in handout["message"]
+    assert took < 6, took
+    [asked] = tool_results(worker)
+    assert asked["output"]["value"]["response"] == "coord echo: question from worker"

@@ -208,6 +208,63 @@ class HubBackend(Protocol):
     async def list(self, owner: tuple[str, str], include_all: bool) -> dict[str, Any]: ...
 
 
+class WaitGraph:
+    """Whose running turn waits on whom: an edge ``a -> b`` for each synchronous request under way
+    from instance ``a`` (``agent@key``) to ``b``. A request ``x -> y`` while ``y`` (through others)
+    waits on ``x`` can never be answered: ``x``'s request queues behind ``y``'s turn, which waits on
+    ``x``'s turn. The call stack cannot see it when the two chains started apart (a send, an async
+    request); this graph can. Touched only by inter-agent requests."""
+
+    def __init__(self) -> None:
+        self._edges: dict[str, list[str]] = {}
+
+    def path(self, start: str, goal: str) -> list[str] | None:
+        """The nodes from ``start`` to ``goal`` along waits (both included), or None."""
+        if not self._edges:
+            return None
+        came: dict[str, str | None] = {start: None}
+        todo = [start]
+        while todo:
+            node = todo.pop()
+            if node == goal:
+                out = [node]
+                while (prev := came[out[-1]]) is not None:
+                    out.append(prev)
+                return out[::-1]
+            for nxt in self._edges.get(node, ()):
+                if nxt not in came:
+                    came[nxt] = node
+                    todo.append(nxt)
+        return None
+
+    def add(self, waiter: str, target: str) -> None:
+        self._edges.setdefault(waiter, []).append(target)
+
+    def remove(self, waiter: str, target: str) -> None:
+        targets = self._edges.get(waiter)
+        if targets is not None and target in targets:
+            targets.remove(target)
+            if not targets:
+                del self._edges[waiter]
+
+    def drop(self, waiter: str) -> None:
+        """``waiter``'s turn is gone (its process ended): it waits on nothing any more."""
+        self._edges.pop(waiter, None)
+
+
+def waiting_cycle(target: str, caller_node: str, path: list[str]) -> AgentRequestError:
+    """The error of a synchronous request to ``target`` whose turn (``path[0]``) already waits, along
+    ``path``, on the caller."""
+    chain = " -> ".join([caller_node, *path])
+    return AgentRequestError(
+        "CIRCULAR_CALL_DETECTED",
+        f"Circular call detected: {chain} ('{path[0]}' is waiting on '{caller_node}')",
+        target=target,
+        suggestion="An agent cannot (indirectly) call itself while the first call is still open; "
+        "use agents__send for fire-and-forget, or restructure the delegation.",
+    )
+
+
 class SpawnRegistry:
     """``agents__spawn`` / ``agents__list`` bookkeeping: which instances each owner spawned."""
 
@@ -351,6 +408,7 @@ class AgentsHub:
         self._directory = directory
         self.backend = backend
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.waits = WaitGraph()
 
     def track(self, task: asyncio.Task[Any]) -> None:
         self._tasks.add(task)
@@ -484,7 +542,15 @@ class AgentsHub:
             )
             self.track(task)
             return AgentRequestResult(target, "", correlation_id, True, True, event["id"], key)
-        response = await self._run(target, key, event, timeout)
+        caller_node, target_node = _node(caller.agent_name, caller.instance_key), _node(target, key)
+        path = self.waits.path(target_node, caller_node)
+        if path is not None:
+            raise waiting_cycle(target, caller_node, path)
+        self.waits.add(caller_node, target_node)
+        try:
+            response = await self._run(target, key, event, timeout)
+        finally:
+            self.waits.remove(caller_node, target_node)
         output = self._structured_output(target, response)
         return AgentRequestResult(target, response, correlation_id, True, False, event["id"], key, output)
 
@@ -759,10 +825,12 @@ __all__ = [
     "SpawnLimiter",
     "SpawnRegistry",
     "ToolRuntime",
+    "WaitGraph",
     "check_call_depth",
     "delivery_failed",
     "request_failed",
     "request_unanswered",
     "send_failed",
+    "waiting_cycle",
     "waiting_from",
 ]

@@ -49,12 +49,14 @@ from ...engine._agents import (
     AgentLimits,
     SpawnLimiter,
     SpawnRegistry,
+    WaitGraph,
     agent_not_found,
     check_call_depth,
     delivery_failed,
     request_failed,
     request_unanswered,
     send_failed,
+    waiting_cycle,
     waiting_from,
 )
 from ...errors import AgentRequestError, ExtensionError, GoondanError
@@ -272,6 +274,7 @@ class Orchestrator:
         self._exit_codes: dict[int, int] = {}
         self._eof_pids: set[int] = set()
         self.pending_requests: dict[str, dict[str, Any]] = {}
+        self.waits = WaitGraph()  # synchronous requests under way, caller -> target (cycle check)
         self.registry = SpawnRegistry()
         self._output_path = output_path
         self._sinks: set[OutputSink] = set()
@@ -724,6 +727,7 @@ class Orchestrator:
         if h.pid != pid:
             return
         h.pid = None
+        self.waits.drop(f"{h.agent}@{h.key}")  # its requests no longer wait for anything
         if h.conn is not None:
             h.conn.close()
             h.conn = None
@@ -1052,7 +1056,13 @@ class Orchestrator:
             missing = agent_not_found(target, self.swarm_name, self.agent_names)
             self._error_response(caller, corr, target, missing.code, missing.message, missing.suggestion)
             return
+        # a synchronous request (an async one marks the whole stack as not waiting) to a target whose
+        # turn waits, through others, on the caller can never be answered
+        waits = waiting_from(meta) < len(stack if isinstance(stack, list) else ())
+        path = self.waits.path(node, caller_node) if waits else None
         try:
+            if path is not None:
+                raise waiting_cycle(target, caller_node, path)
             check_call_depth(chain, node, self.limiter.limits.max_call_depth, target)
             self._admit(target, key)
         except AgentRequestError as exc:
@@ -1066,8 +1076,12 @@ class Orchestrator:
             return
         self.pending_requests[str(corr)] = {"from": caller.name, "correlationId": corr, "callChain": chain}
         caller.outstanding += 1
+        if waits:
+            self.waits.add(caller_node, node)
 
         def done(f: asyncio.Future[dict[str, Any]]) -> None:
+            if waits:
+                self.waits.remove(caller_node, node)
             self.pending_requests.pop(str(corr), None)
             caller.outstanding -= 1
             caller.last_active = self.clock.now_ms()
