@@ -160,7 +160,12 @@ def check_path(raw: Any, index: int, limit: int) -> Path:
     try:
         size = path.stat().st_size
         if not path.is_file():
-            raise _invalid(index, f"{path} is not a regular file")
+            what = "a directory" if path.is_dir() else "not a regular file"
+            raise GoondanError(
+                "E_CONTENT_INVALID",
+                f"input part {index}: {path} is {what}",
+                suggestion="Attach a file (one per part); to send a directory's files, attach each of them.",
+            )
     except OSError as exc:
         raise GoondanError(
             "E_CONTENT_INVALID",

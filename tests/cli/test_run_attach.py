@@ -106,6 +106,19 @@ def test_a_missing_or_oversized_attachment_is_a_clear_error(tmp_path: Path) -> N
     assert "E_CONTENT_TOO_LARGE" in big.stderr and "GOONDAN_MAX_ATTACHMENT_BYTES" in big.stderr
 
 
+def test_an_attached_directory_is_named_as_one_with_what_to_attach_instead(tmp_path: Path) -> None:
+    """`--attach docs/` suggested the shapes of a content part ({type: text, text} | ...), which a
+    command-line user never writes; it now says the path is a directory and what to attach."""
+    root = bundle(tmp_path / "b")
+    (tmp_path / "docs").mkdir()
+    state = str(tmp_path / "state")
+    result = gdn(tmp_path, "run", str(root), "--state-root", state, "--input", "x", "--attach", "docs")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith(f"[E_CONTENT_INVALID] --attach docs: {tmp_path / 'docs'} is a directory\n")
+    suggestion = "suggestion: Attach a file (one per part); to send a directory's files, attach each of them."
+    assert suggestion in result.stderr
+
+
 def test_attachments_are_handed_to_a_running_gdn_run_of_the_same_bundle(tmp_path: Path) -> None:
     root = kit.write_bundle(tmp_path / "a", ECHO_BUNDLE)
     state = tmp_path / "state"
