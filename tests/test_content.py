@@ -109,3 +109,12 @@ def test_a_path_is_read_its_media_type_guessed_and_its_size_limited(
     with pytest.raises(GoondanError) as info:
         normalize_input([{"type": "image", "path": str(image)}])
     assert info.value.code == "E_CONTENT_INVALID" and "GOONDAN_MAX_ATTACHMENT_BYTES" in info.value.message
+
+
+def test_common_names_of_an_image_type_are_sent_as_the_type_providers_know() -> None:
+    """image/jpg (what many upload forms and S3 objects say) was refused for an image part."""
+    data = base64.b64encode(JPEG).decode()
+    [part] = normalize_input([{"type": "image", "mediaType": "image/jpg", "data": data}])
+    assert part["mediaType"] == "image/jpeg"
+    [part] = normalize_input([{"type": "image", "mediaType": "IMAGE/PJPEG", "data": data}])
+    assert part["mediaType"] == "image/jpeg"

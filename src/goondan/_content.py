@@ -68,6 +68,9 @@ DEFAULT_MAX_PART_BYTES = 20 * 1024 * 1024
 MEDIA_KINDS = frozenset({"image", "file"})
 # What Anthropic, OpenAI and Gemini all accept as an image; anything else is better sent as a file.
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+# names in common use for an image type, each sent as the type providers know (a part of type
+# image/jpg became a file part the providers refuse, or an image part refused here)
+MEDIA_TYPE_ALIASES = {"image/jpg": "image/jpeg", "image/pjpeg": "image/jpeg", "image/x-png": "image/png"}
 _SOURCES = ("path", "url", "data")
 _MEDIA_TYPE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -223,6 +226,7 @@ def _check_media_type(kind: str, media_type: Any, index: int) -> str:
     if not isinstance(media_type, str) or not _MEDIA_TYPE.match(media_type.lower()):
         raise _media_type_error(index, f"mediaType must be a media type such as image/png, got {media_type!r}")
     lowered = media_type.lower()
+    lowered = MEDIA_TYPE_ALIASES.get(lowered, lowered)
     if kind == "image" and lowered not in IMAGE_TYPES:
         raise _media_type_error(index, f"an image part cannot be {lowered}")
     return lowered

@@ -85,6 +85,39 @@ def test_a_media_type_suffix_overrides_the_guess() -> None:
     }
 
 
+def test_a_media_type_one_typo_from_a_known_one_is_refused_with_the_type_meant(tmp_path: Path) -> None:
+    """`--attach notes.txt:text/plainn` was sent as a file of type text/plainn, which providers refuse
+    once the turn is under way; `:image/jpg` (a common name for image/jpeg) became a file part."""
+    root = bundle(tmp_path / "b")
+    (tmp_path / "notes.txt").write_text("hello", encoding="utf-8")
+    state = str(tmp_path / "state")
+    typo = gdn(tmp_path, "run", str(root), "--state-root", state, "--input", "x", "--attach", "notes.txt:text/plainn")
+    assert typo.returncode == 2 and "Traceback" not in typo.stderr, typo.stderr
+    assert typo.stderr.startswith(
+        "[E_CONTENT_MEDIA_TYPE] --attach notes.txt:text/plainn: text/plainn is not a known media type; "
+        "did you mean 'text/plain'?\n"
+    )
+    assert "suggestion: Attach it as notes.txt:text/plain, or leave the type out" in typo.stderr
+    # a type far from every known one is the user's own (a vendor type): taken as written
+    vendor = gdn(
+        tmp_path,
+        "run",
+        str(root),
+        "--state-root",
+        state,
+        "--input",
+        "x",
+        "--attach",
+        "notes.txt:application/vnd.acme+json",
+    )
+    assert vendor.returncode == 0, vendor.stderr
+    assert json.loads(vendor.stdout)[1][:3] == ["file", "application/vnd.acme+json", "notes.txt"]
+    (tmp_path / "cat.bin").write_bytes(b"\xff\xd8\xff\xe0" + bytes(64))
+    jpg = gdn(tmp_path, "run", str(root), "--state-root", state, "--input", "x", "--attach", "cat.bin:image/jpg")
+    assert jpg.returncode == 0, jpg.stderr
+    assert json.loads(jpg.stdout)[1][:2] == ["image", "image/jpeg"]
+
+
 def test_a_missing_or_oversized_attachment_is_a_clear_error(tmp_path: Path) -> None:
     root = bundle(tmp_path / "b")
     state = str(tmp_path / "state")

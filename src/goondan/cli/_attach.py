@@ -14,7 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._content import IMAGE_TYPES, check_part_file, guess_media_type, max_part_bytes, normalize_part
+from .._content import (
+    IMAGE_TYPES,
+    MEDIA_TYPE_ALIASES,
+    check_part_file,
+    guess_media_type,
+    max_part_bytes,
+    normalize_part,
+)
 from ..errors import GoondanError
 from ._output import EXIT_USAGE, CliError
 
@@ -29,6 +36,7 @@ def attachment_part(arg: str) -> dict[str, Any]:
         arg, media_type = arg[: match.start()], match.group(1).lower()
     path = Path(arg).expanduser().absolute()
     media_type = media_type or guess_media_type(path)
+    media_type = MEDIA_TYPE_ALIASES.get(media_type, media_type)
     if media_type in IMAGE_TYPES:
         return {"type": "image", "mediaType": media_type, "path": str(path)}
     return {"type": "file", "mediaType": media_type, "name": path.name, "path": str(path)}
@@ -39,12 +47,39 @@ def check_attachments(attachments: Sequence[str] | None) -> None:
     anything starts: bad command-line input is a usage error (exit code 2), not a failed request."""
     limit = max_part_bytes()
     for index, arg in enumerate(attachments or ()):
+        _check_type_suffix(arg)
         try:
             part = normalize_part(attachment_part(arg), index, limit=limit, read_paths=False)
             check_part_file(part, index, limit)
         except GoondanError as exc:
             message = exc.message.replace(f"input part {index}", f"--attach {arg}", 1)
             raise CliError(exc.code, message, exit_code=EXIT_USAGE, suggestion=exc.suggestion) from None
+
+
+def _check_type_suffix(arg: str) -> None:
+    """A ``:TYPE`` one letter or two from a known media type (``:text/plainn``, ``:application/pfd``)
+    is a typo: the part would reach the provider with it and be refused there, after the turn began.
+    A type far from every known one (``application/vnd.acme+json``) is taken as written."""
+    match = _TYPE_SUFFIX.search(arg)
+    if match is None or os.path.exists(arg):
+        return
+    typed = match.group(1).lower()
+    import difflib
+    import mimetypes
+
+    mimetypes.init()
+    known = {*mimetypes.types_map.values(), *mimetypes.common_types.values(), *IMAGE_TYPES, *MEDIA_TYPE_ALIASES}
+    if typed in known:
+        return
+    near = difflib.get_close_matches(typed, known, n=1, cutoff=0.9)
+    if near:
+        raise CliError(
+            "E_CONTENT_MEDIA_TYPE",
+            f"--attach {arg}: {typed} is not a known media type; did you mean {near[0]!r}?",
+            exit_code=EXIT_USAGE,
+            suggestion=f"Attach it as {arg[: match.start()]}:{near[0]}, or leave the type out to have it "
+            "guessed from the file name.",
+        )
 
 
 def request_input(text: str | None, attachments: Sequence[str] | None) -> str | list[dict[str, Any]] | None:
