@@ -24,12 +24,16 @@ def generate(request):
 
 EXTENSION = """\
 def register(api):
-    parameters = {"type": "object", "properties": {"n": {"type": "numbr"}}}
-    api.tools.register({"name": "x__ping", "description": "Ping.", "parameters": parameters}, lambda ctx, args: "pong")
+    parameters = {parameters}
+    item = {{"name": "x__ping", "description": "Ping.", "parameters": parameters}}
+    api.tools.register(item, lambda ctx, args: "pong")
 """
 
+MISSPELT_TYPE = '{"type": "object", "properties": {"n": {"type": "numbr"}}}'
+PROPERTIES_ONLY = '{"n": {"type": "number"}}'  # the properties, without {"type": "object", "properties": ...}
 
-def _run(tmp_path: Path, executor: str) -> subprocess.CompletedProcess[str]:
+
+def _run(tmp_path: Path, executor: str, parameters: str = MISSPELT_TYPE) -> subprocess.CompletedProcess[str]:
     docs = [
         kit.package_doc("tool-schema"),
         kit.python_model_doc(),
@@ -37,7 +41,9 @@ def _run(tmp_path: Path, executor: str) -> subprocess.CompletedProcess[str]:
         kit.agent_doc("a", extensions=["x"]),
         kit.swarm_doc(["a"]),
     ]
-    bundle = kit.write_bundle(tmp_path / "b", *docs, files={"model.py": MODEL, "x.py": EXTENSION})
+    bundle = kit.write_bundle(
+        tmp_path / "b", *docs, files={"model.py": MODEL, "x.py": EXTENSION.format(parameters=parameters)}
+    )
     env = {k: v for k, v in os.environ.items() if k != "GOONDAN_STATE_ROOT"}
     env.update({"HOME": str(tmp_path), "NO_COLOR": "1", "GOONDAN_STATE_ROOT": str(tmp_path / "state")})
     command = [sys.executable, "-m", "goondan", "run", str(bundle), "--executor", executor, "--input", "go"]
@@ -54,3 +60,18 @@ def test_a_tool_whose_parameters_are_no_json_schema_is_refused_at_register(tmp_p
     )
     assert "did you mean 'number'?" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("executor", ["inline", "process"])
+def test_parameters_written_as_bare_properties_are_refused_with_the_object_to_write(
+    tmp_path: Path, executor: str
+) -> None:
+    """{"n": {"type": "number"}} registered, the model saw a schema of unknown keywords and no call
+    was checked (gdn run exited 0)."""
+    run = _run(tmp_path, executor, PROPERTIES_ONLY)
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert (
+        "[E_TOOL_DEFINITION_INVALID] tool 'x__ping' parameters has no 'type' or 'properties', only 'n': they look "
+        "like properties written without their object" in run.stderr
+    )
+    assert "Write {'type': 'object', 'properties': {'n': ...}}." in run.stderr

@@ -105,6 +105,18 @@ def handler_call_problem(handler: Any, name: str, params: tuple[str, ...] = ("ct
 GENERATOR_FIX = "Return the result instead of yielding it: collect the items (`return list(...)`) or join the text."
 
 
+# JSON Schema keywords (Draft 2020-12 and common annotations): a parameters schema made only of other
+# keys whose values are objects is properties written without their object (register_dynamic)
+_SCHEMA_WORDS = frozenset((
+    "type", "properties", "required", "items", "prefixItems", "additionalProperties", "patternProperties", "enum",
+    "const", "description", "title", "default", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "minLength", "maxLength", "pattern", "format", "minItems", "maxItems", "uniqueItems", "minProperties",
+    "maxProperties", "anyOf", "oneOf", "allOf", "not", "if", "then", "else", "contains", "dependentRequired",
+    "dependentSchemas", "propertyNames", "multipleOf", "examples", "deprecated", "readOnly", "writeOnly", "nullable",
+    "unevaluatedProperties", "unevaluatedItems", "definitions",
+))  # fmt: skip
+
+
 def generator_problem(handler: Any, name: str) -> str | None:
     """Why a generator function (sync or async, also behind a partial or bound method) cannot be a
     tool handler, or None. Its calls return a generator, which reached the model as the text
@@ -372,6 +384,21 @@ class ToolRegistry:
         params = item.get("parameters")
         if params is None:
             params = {"type": "object", "properties": {}}
+        if (
+            isinstance(params, Mapping)
+            and params
+            and all(isinstance(v, Mapping) for v in params.values())
+            and not any(k in _SCHEMA_WORDS or str(k).startswith(("$", "x-")) for k in params)
+        ):
+            # {"a": {"type": "number"}}: properties written without their object; it registered, the
+            # model saw a schema of unknown keywords, and no call's arguments were ever checked
+            names = ", ".join(repr(k) for k in params)
+            raise GoondanError(
+                "E_TOOL_DEFINITION_INVALID",
+                f"tool {name!r} parameters has no 'type' or 'properties', only {names}: they look like "
+                "properties written without their object",
+                suggestion=f"Write {{'type': 'object', 'properties': {{{names.split(', ')[0]}: ...}}}}.",
+            )
         if not isinstance(params, Mapping) or params.get("type", "object") != "object":
             found = type(params).__name__ if not isinstance(params, Mapping) else f"type {params['type']!r}"
             raise GoondanError(
