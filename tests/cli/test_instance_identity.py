@@ -209,3 +209,29 @@ def test_instance_delete_asks_on_a_terminal(tmp_path: Path) -> None:
     code, out = _ask_on_a_terminal(tmp_path, state, b"y\n")
     assert code == 0 and "deleted talker@default" in out
     assert listing(tmp_path, state) == []
+
+
+def test_init_next_to_a_bundle_of_the_same_package_name_picks_a_name_of_its_own(tmp_path: Path) -> None:
+    """`gdn init "my bot"` beside a `my-bot` bundle that has run made a second Package 'my-bot', which
+    continued the first one's conversations; only `gdn run`'s warning said so, after the fact."""
+    state = tmp_path / "state"
+    assert gdn(tmp_path, "init", "-q", "my-bot", "--state-root", str(state)).returncode == 0
+    run(tmp_path, tmp_path / "my-bot", "first bot", state)
+    made = gdn(tmp_path, "init", "my bot", "--state-root", str(state))
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.startswith(f"Created default bundle 'my-bot-2' in '{tmp_path / 'my bot'}'\n")
+    assert f"'my-bot' is the bundle in {tmp_path / 'my-bot'}, whose conversations a bundle of the same name" in (
+        made.stdout
+    )
+    assert "(pass --name my-bot to share them)" in made.stdout
+    second = gdn(tmp_path, "run", str(tmp_path / "my bot"), "--input", "hi", "--state-root", str(state))
+    assert second.returncode == 0 and "shares its conversations" not in second.stderr, second.stderr
+    assert len(list((state / "workspaces").iterdir())) == 2
+    # asked for by name, the shared name is kept, with a note
+    shared = gdn(tmp_path, "init", "twin", "--name", "my-bot", "--state-root", str(state))
+    assert shared.returncode == 0 and "Created default bundle 'my-bot'" in shared.stdout
+    assert f"note: Package 'my-bot' is also the bundle in {tmp_path / 'my-bot'}: the two share" in shared.stdout
+    # re-made in its own directory (deleted and created again), a bundle keeps its name
+    shutil.rmtree(tmp_path / "my-bot")
+    again = gdn(tmp_path, "init", "my-bot", "--state-root", str(state))
+    assert again.returncode == 0 and again.stdout.startswith("Created default bundle 'my-bot' in")

@@ -26,6 +26,30 @@ def package_name(raw: str) -> str:
     return name or "my-swarm"
 
 
+def _bundles_of_package(args: argparse.Namespace, name: str, target: Path) -> list[Path]:
+    """The other bundle directories (still holding a bundle) whose conversations under the state root
+    belong to Package ``name``. A bundle made with that name would continue them: the workspace
+    follows the Package name, so that a moved bundle keeps its history (docs/concepts.md)."""
+    import os
+
+    from ..storage import read_workspace_record
+    from ._state import state_root
+
+    try:
+        workspaces = state_root(args, dict(os.environ)) / "workspaces"
+        found: list[Path] = []
+        for directory in sorted(workspaces.iterdir()) if workspaces.is_dir() else ():
+            record = read_workspace_record(directory) or {}
+            other = record.get("bundle")
+            if record.get("package") != name or not isinstance(other, str) or Path(other) == target:
+                continue
+            if (Path(other) / "goondan.yaml").is_file() and Path(other) not in found:
+                found.append(Path(other))
+        return found
+    except (OSError, ValueError):  # an unreadable state root: nothing to say, the bundle is written anyway
+        return []
+
+
 def _refuse_existing_bundle(target: Path, dests: list[Path], command: str) -> None:
     """``E_INIT_EXISTS`` (exit 2) when ``target`` already holds a bundle: say which manifest is there,
     exactly which files ``--force`` would overwrite (the user's other files are never touched), and
@@ -104,6 +128,23 @@ def cmd_init(args: argparse.Namespace) -> int:
         )
     source = _templates_root() / args.template
     package = args.template == "package"
+    taken = [] if package else _bundles_of_package(args, name, target)
+    shared_note = ""
+    if taken and not args.name:  # a name from the directory: pick one no other bundle uses
+        first, owner, n = name, taken[0], 2
+        while taken:
+            name = f"{first}-{n}"
+            n += 1
+            taken = _bundles_of_package(args, name, target)
+        shared_note = (
+            f"Package name '{name}': '{first}' is the bundle in {shlex.quote(str(owner))}, whose "
+            f"conversations a bundle of the same name continues (pass --name {first} to share them)\n"
+        )
+    elif taken:
+        shared_note = (
+            f"note: Package '{name}' is also the bundle in {shlex.quote(str(taken[0]))}: the two share their "
+            "conversations (the workspace follows the Package name); pass another --name to keep them apart\n"
+        )
     # a package's import name: the distribution name as an identifier (acme-tools -> acme_tools)
     module = re.sub(r"[^a-z0-9_]", "_", name)
     module = module if module[:1].isalpha() else f"pkg_{module}"
@@ -158,6 +199,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     if not args.quiet:
         out = sys.stdout
         out.write(f"Created {args.template} bundle '{name}' in {shlex.quote(str(target))}\n")
+        if shared_note:
+            out.write(shared_note)
         for path in written:
             out.write(f"  {shlex.quote(str(path.relative_to(target)))}\n")
         # a command to paste: a directory like "My Project" must stay one argument
