@@ -33,7 +33,7 @@ from ._json import copy_json, dumps, json_problem
 from ._modules import import_path, reproduce_command
 from ._usercode import captured, exit_error, format_traceback, import_failure, interrupt_error, stray_cancel
 from .errors import ExtensionError, GoondanError
-from .pipeline import ExtensionPipeline, PipelineRegistry
+from .pipeline import ExtensionPipeline, PipelineRegistry, _takes_one_argument
 from .tools import ToolHandler, ToolRegistry
 
 log = logging.getLogger("goondan.extensions")
@@ -273,6 +273,20 @@ class ExtensionEvents:
         for runtime events; a handler's exception is logged, never raised to the emitter."""
         if isinstance(event, str) and event not in _RESERVED_EVENTS:
             _warn_if_misspelt(self._name, event)
+        if (event in _RESERVED_EVENTS or event == "extension.cleanup") and not _takes_one_argument(handler):
+            # the runtime calls it handler(record): one that cannot take that failed on every event,
+            # logged as a TypeError each time, and never ran
+            from .tools import handler_call_problem  # the error path, or a callable that is no plain function
+
+            name = str(getattr(handler, "__name__", "handler"))
+            problem = handler_call_problem(handler, name, ("event",))
+            if problem is not None:
+                raise GoondanError(
+                    "E_EVENT_HANDLER_INVALID",
+                    f"extension '{self._name}': {event!r} {problem}",
+                    suggestion=f"Define it as `def {name}(event): ...` (sync or async): the runtime passes the "
+                    "event's record.",
+                )
         return self._bus.on(event, handler, self._name)
 
     def emit(self, event: str, *args: Any) -> None:
