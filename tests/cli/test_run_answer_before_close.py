@@ -1,7 +1,8 @@
 """`gdn run --input` prints the answer as soon as the turn returns, before the runtime closes. A
 coordinator whose request to a worker timed out had its answer ready at once, but it was printed
 only after the graceful close had let the worker's turn finish (up to the grace period: the
-terminal showed nothing for that long). Real `gdn run`, inline and process executors."""
+terminal showed nothing for that long). It then says which turns it waits for and that Ctrl+C stops
+them. Real `gdn run`, inline and process executors."""
 
 from __future__ import annotations
 
@@ -87,6 +88,8 @@ def test_the_answer_is_printed_before_the_run_waits_for_a_worker(tmp_path: Path,
             proc.wait()
     assert line == "coord got AGENT_REQUEST_TIMEOUT\n", (line, answered)
     assert code == 0, stderr
+    # and says what it waits for, and how to stop it (the run looked hung)
+    assert "waiting for the turn still running to finish (worker@default; at most 30 s): Ctrl+C stops it\n" in stderr
     assert time.monotonic() - started >= WORKER_SECONDS  # the worker's turn did finish, and is committed
     worker = [p for p in state.glob("workspaces/*/instances/*/metadata.json") if "worker" in p.parent.name]
     assert [json.loads(p.read_text())["status"] for p in worker] == ["idle"]

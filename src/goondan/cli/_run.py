@@ -352,7 +352,32 @@ async def _one_shot(args: argparse.Namespace, bundle: Any, text: RequestInput, e
                 await rt.close(interrupt=True)
             # printed before the runtime closes: a graceful close lets the turns this request left
             # running finish (a worker whose request timed out), for up to the grace period
-            return _print_answer(args, result)
+            code = _print_answer(args, result)
+            if result.finish_reason != "cancelled":
+                await _close_saying_what_it_waits_for(rt)
+            return code
+
+
+async def _close_saying_what_it_waits_for(rt: Any) -> None:
+    """Close the runtime gracefully. Turns still running (a worker whose caller timed out or was
+    cancelled, the target of a send) finish first, for up to the grace period: stderr names them
+    and how to stop them, or the run would seem to hang. Once per run, at its end."""
+    executor = getattr(rt, "executor", None)
+    try:
+        live = await executor.instances() if executor is not None else []
+    except Exception:  # only improves the output
+        live = []
+    running = [f"{i.agent_name}@{i.instance_key}" for i in live if i.status == "processing"]
+    if running:
+        ctx = getattr(rt, "_ctx", None)
+        grace_s = (ctx.grace_period_ms if ctx is not None else 30_000) / 1000
+        turns, them = ("turns", "them") if len(running) > 1 else ("turn", "it")
+        sys.stderr.write(
+            f"waiting for the {turns} still running to finish ({', '.join(running)}; at most {grace_s:g} s): "
+            f"Ctrl+C stops {them}\n"
+        )
+        sys.stderr.flush()
+    await rt.close()
 
 
 def _print_answer(args: argparse.Namespace, result: Any) -> int:
@@ -460,6 +485,7 @@ async def _long_running(args: argparse.Namespace, bundle: Any, env: Mapping[str,
                     code = await _session(rt, args, stop, lines)
                 if lost:
                     raise lost[0]
+                await _close_saying_what_it_waits_for(rt)
                 return code
             if args.verbose and not args.quiet:
                 off_events = rt.on_runtime_event(_turn_printer(args))
