@@ -33,7 +33,9 @@ from goondan.connectors import (
 SECRETS = ("signingSecret", "SLACK_SIGNING_SECRET", "SIGNING_SECRET", "botToken", "SLACK_BOT_TOKEN")
 
 # The Connection's config (all strings: ValueSources), checked by gdn validate and gdn run's load:
-# a misspelt key (`prot`) was ignored and the connector listened on its default port.
+# a misspelt key (`prot`) was ignored and the connector listened on its default port. A literal, like
+# the other connectors' (whose host/port/path entries it repeats): gdn validate reads it from the
+# syntax tree without importing the connector runtime (bundle/_code.py).
 CONFIG_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
