@@ -1433,8 +1433,8 @@ class Loader:
         variables: dict[str, str] = {}
         for key, source in spec.config.items():
             value, variable = lookup_value_source(source, self.env)
-            if value is None:
-                continue
+            if value is None or (variable is not None and not self.connection_values):
+                continue  # unset, or a variable's value a load that starts no connector does not read
             prop = properties.get(key)
             config[key] = _as_declared(value, prop if isinstance(prop, dict) else {}, hidden=variable is not None)
             if variable is not None:

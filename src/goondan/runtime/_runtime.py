@@ -168,14 +168,17 @@ class Runtime:
         await self.close(interrupt=interrupted)
 
     def _load(self) -> Any:
-        from ..bundle import Bundle, load_bundle
+        # A runtime starts no connector (gdn run's connector supervisor resolves each Connection's
+        # config itself), so a Connection's port and secrets need not be set: a program embedding the
+        # runtime failed with E_CONFIG_ENV_MISSING for a webhook Connection's PORT it never uses.
+        from ..bundle import Bundle, load_bundle_for_requests
 
         bundle = self._bundle_arg
         if isinstance(bundle, Bundle):
             if self._started:  # a reload: read the same directory again
-                return load_bundle(bundle.root, env=bundle.env, state_root=self.state_root)
+                return load_bundle_for_requests(bundle.root, env=bundle.env, state_root=self.state_root)
             return bundle
-        return load_bundle(bundle, env=self._env, state_root=self.state_root)
+        return load_bundle_for_requests(bundle, env=self._env, state_root=self.state_root)
 
     def _adopt(self, bundle: Any) -> None:
         assert self.state_root is not None

@@ -85,9 +85,11 @@ def bundle_info(path: str | Path) -> BundleInfo:
     """Load the bundle at ``path`` (raises its ``ConfigError``) and keep what the views need."""
     import os
 
-    from ..bundle import load_bundle
+    from ..bundle import load_bundle_for_requests
 
-    bundle = load_bundle(path, env=_EveryVariableSet(os.environ))
+    # Connections are not resolved (their config is checked against its connector's schema, and a
+    # stand-in value is no port); Models and the rest read the stand-in values
+    bundle = load_bundle_for_requests(path, env=_EveryVariableSet(os.environ))
     info = BundleInfo(str(Path(bundle.root).resolve()), getattr(bundle, "package_name", None))
     for swarm in bundle.of_kind("Swarm"):
         spec = swarm.raw.get("spec") or {}
