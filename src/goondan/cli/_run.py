@@ -84,10 +84,14 @@ def _stdin_line() -> str:
     """One line of a piped stdin. Bytes that are not UTF-8 come through as lone surrogates (the chat
     refuses that line, saying so): a stdin that decodes strictly raised UnicodeDecodeError, and the
     chat ended there as at end of input, the lines after it dropped."""
-    buffer = getattr(sys.stdin, "buffer", None)
-    if buffer is None:  # a replaced sys.stdin (a StringIO)
-        return sys.stdin.readline()
-    return bytes(buffer.readline()).decode(sys.stdin.encoding or "utf-8", "surrogateescape")
+    # Read through the text layer, told to pass undecodable bytes through: reading its buffer
+    # directly from the reader thread made the interpreter abort at exit while that thread waited
+    # in it ("could not acquire lock for <stdin> at interpreter shutdown", exit -6, seen when a chat
+    # with stdin still open ends on an error).
+    stdin = sys.stdin
+    if getattr(stdin, "errors", "surrogateescape") != "surrogateescape" and hasattr(stdin, "reconfigure"):
+        stdin.reconfigure(errors="surrogateescape")
+    return stdin.readline()
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
